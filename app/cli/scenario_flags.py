@@ -1,0 +1,107 @@
+"""Scenario flags shared by every command that simulates, and their validation into a ``Scenario``.
+
+A pydantic error becomes a click usage error (exit 2) that names the flag, not
+the field: ``--gpu-tokens: Input should be greater than or equal to 1``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from sim.costs import CostModel
+from sim.presets import PRESETS, UnknownPreset, preset_fields
+from sim.scenario import Scenario
+
+# (flag, field, click type, help)
+FLAGS: list[tuple[str, str, Any, str]] = [
+    ("--docs", "docs", int, "number of documents"),
+    ("--doc-tokens", "doc_tokens", int, "tokens per document"),
+    ("--question-tokens", "question_tokens", int, "tokens of the question after each document"),
+    ("--shared-prefix-tokens", "shared_prefix_tokens", int, "a system prompt shared by every prompt"),
+    ("--gpu-tokens", "gpu_tokens", int, "GPU KV cache size in tokens, as vLLM logs it"),
+    ("--cpu-gb", "cpu_gb", float, "CPU tier size in GiB (LMCache max_local_cpu_size)"),
+    ("--cpu-tokens", "cpu_tokens", int, "CPU tier size in tokens (instead of --cpu-gb)"),
+    ("--disk-gb", "disk_gb", float, "add a disk tier of this many GiB"),
+    ("--disk-tokens", "disk_tokens", int, "add a disk tier of this many tokens"),
+    ("--block-size", "block_size", int, "GPU block size in tokens"),
+    ("--chunk-size", "chunk_size", int, "CPU chunk size in tokens (a multiple of the block size)"),
+    ("--passes", "passes", str, "comma-separated pass orders: forward, reverse, random@SEED, zipf@SEED, 3/1/2"),
+    ("--granularity", "granularity", click.Choice(["block", "doc"]), "cache whole documents or 16-token blocks"),
+    ("--model", "model", str, "model whose KV bytes per token size the tiers"),
+    ("--kv-bytes-per-token", "kv_bytes_per_token", int, "override the model's KV bytes per token"),
+    ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
+    ("--seed", "seed", int, "seed for random and zipf orders"),
+]
+FIELD_TO_FLAG = {field: flag for flag, field, _, _ in FLAGS}
+FIELD_TO_FLAG.update(costs="--costs", preset="--preset")
+
+
+def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--preset``, every scenario flag, ``--no-cpu``, ``--save-unfull-chunk`` and ``--costs``."""
+    for flag, field, kind, help_text in reversed(FLAGS):
+        func = click.option(flag, field, type=kind, default=None, help=help_text)(func)
+    func = click.option("--no-cpu", is_flag=True, help="run the GPU tier alone")(func)
+    func = click.option("--save-unfull-chunk", is_flag=True, default=None, help="also store a prompt's last partial chunk")(func)
+    func = click.option(
+        "--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="cost profile JSON (from kvscope calibrate); default: the fit to the seed table",
+    )(func)
+    func = click.option(
+        "--preset", default="seed-lab", show_default=True, help=f"starting point: {', '.join(PRESETS)}"
+    )(func)
+    return func
+
+
+def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = None, **flags: Any) -> Scenario:
+    """Preset fields, overridden by every flag given; exits 2 naming the flag on bad input."""
+    try:
+        fields = preset_fields(preset)
+    except UnknownPreset as exc:
+        raise click.BadParameter(str(exc), param_hint="--preset") from None
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    if "cpu_tokens" in overrides:
+        fields.pop("cpu_gb", None)
+    if "disk_tokens" in overrides:
+        fields.pop("disk_gb", None)
+    fields.update(overrides)
+    if no_cpu:
+        fields.update(cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None)
+    if costs_file is not None:
+        fields["costs"] = load_costs(costs_file)
+    return validate(fields)
+
+
+def load_costs(path: Path) -> CostModel:
+    try:
+        data = json.loads(path.read_text())
+        return CostModel(**data.get("costs", data))
+    except (OSError, json.JSONDecodeError, TypeError, ValidationError) as exc:
+        raise click.BadParameter(f"{path}: not a cost profile ({exc})", param_hint="--costs") from None
+
+
+def validate(fields: dict[str, Any]) -> Scenario:
+    try:
+        return Scenario(**fields)
+    except ValidationError as exc:
+        raise click.UsageError(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """One line per problem, naming the flag and the limit."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        field = loc[0] if loc else ""
+        flag = FIELD_TO_FLAG.get(field, "--" + field.replace("_", "-") if field else "scenario")
+        where = flag + ("[" + ".".join(loc[1:]) + "]" if len(loc) > 1 else "")
+        msg = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        suffix = f" (got {got!r})" if field and not isinstance(got, dict) and got is not None else ""
+        lines.append(f"{where}: {msg}{suffix}")
+    return "\n".join(lines)

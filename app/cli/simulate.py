@@ -1,0 +1,36 @@
+"""``kvscope simulate``: run a scenario and print the seed-style table, or the JSON result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import render_table
+from sim import measurements
+from sim.simulation import simulate
+
+
+@click.command("simulate")
+@scenario_options
+@click.option("--json", "as_json", is_flag=True, help="print the whole result as JSON")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="also write a per-request measurement file (.csv or .jsonl)",
+)
+def command(as_json: bool, out: Path | None, **flags: Any) -> None:
+    """Simulate the scenario with the GPU tier alone and with a CPU tier, and compare them."""
+    scenario = build_scenario(**flags)
+    result = simulate(scenario)
+    if out is not None:
+        measurements.write(out, measurements.from_result(result, model=scenario.model))
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+        return
+    click.echo(render_table(result))
+    if out is not None:
+        click.echo(f"\nwrote {sum(len(r['requests']) for r in result['runs'])} requests to {out}")
+

@@ -1,0 +1,61 @@
+"""``kvscope size``: KV bytes per token of a model, the CPU memory documents need, and the GPU tokens a budget holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from app.cli.table import format_table
+from sim.kv import MODELS, UnknownModel, gib_for, load_config, model_shape, tokens_in
+
+
+@click.command("size")
+@click.option("--model", default=None, help=f"a known model: {', '.join(MODELS)}")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json instead of --model")
+@click.option("--docs", type=click.IntRange(min=1), default=10, show_default=True, help="documents to hold")
+@click.option("--doc-tokens", type=click.IntRange(min=1), default=5011, show_default=True, help="tokens per document")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=256, show_default=True, help="CPU chunk size (only full chunks are stored)")
+@click.option("--gpu-memory-gb", type=click.FloatRange(min=0, min_open=True), default=None, help="GPU memory left for KV cache, GiB")
+@click.option("--list", "list_models", is_flag=True, help="list the known models and their KV bytes per token")
+@click.option("--json", "as_json", is_flag=True, help="print as JSON")
+def command(
+    model: str | None, config_file: Path | None, docs: int, doc_tokens: int, chunk_size: int,
+    gpu_memory_gb: float | None, list_models: bool, as_json: bool,
+) -> None:
+    """Size a CPU tier from a model's KV bytes per token (layers x KV heads x head dim x 2 x dtype bytes)."""
+    if list_models:
+        rows = [[m.name, m.layers, m.kv_heads, m.head_dim, m.bytes_per_token] for m in MODELS.values()]
+        click.echo(format_table(["model", "layers", "kv heads", "head dim", "bytes/token"], rows, [False, True, True, True, True]))
+        return
+    if model and config_file:
+        raise click.UsageError("give --model or --config, not both")
+    try:
+        shape = load_config(config_file) if config_file else model_shape(model or "qwen2.5-1.5b")
+    except UnknownModel as exc:
+        raise click.BadParameter(str(exc), param_hint="--model") from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--config") from None
+    stored_tokens = docs * (doc_tokens // chunk_size) * chunk_size
+    report = {
+        "model": shape.name,
+        "kv_bytes_per_token": shape.bytes_per_token,
+        "docs": docs,
+        "doc_tokens": doc_tokens,
+        "tokens": docs * doc_tokens,
+        "gib_for_tokens": round(gib_for(docs * doc_tokens, shape.bytes_per_token), 4),
+        "cpu_stored_tokens": stored_tokens,
+        "cpu_gib_needed": round(gib_for(stored_tokens, shape.bytes_per_token), 4),
+    }
+    if gpu_memory_gb is not None:
+        report["gpu_memory_gib"] = gpu_memory_gb
+        report["gpu_kv_tokens"] = tokens_in(gpu_memory_gb, shape.bytes_per_token)
+    if as_json:
+        click.echo(json.dumps(report, indent=1))
+        return
+    click.echo(f"{shape.name}: {shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} head dim x 2 (K,V) x {shape.dtype_bytes} B = {shape.bytes_per_token:,} B/token")
+    click.echo(f"{docs} documents x {doc_tokens:,} tokens = {docs * doc_tokens:,} tokens = {report['gib_for_tokens']:.3f} GiB of KV")
+    click.echo(f"CPU tier (full {chunk_size}-token chunks only): {stored_tokens:,} tokens = {report['cpu_gib_needed']:.3f} GiB needed")
+    if gpu_memory_gb is not None:
+        click.echo(f"{gpu_memory_gb:g} GiB of GPU KV memory holds {report['gpu_kv_tokens']:,} tokens")

@@ -1,0 +1,38 @@
+"""``kvscope sweep``: the capacities at which a same-order re-read starts to hit the GPU, and to be served from CPU."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from app.cli.scenario_flags import build_scenario, scenario_options
+from sim.sweep import sweep
+
+
+@click.command("sweep")
+@scenario_options
+@click.option("--json", "as_json", is_flag=True, help="print the thresholds as JSON")
+def command(as_json: bool, **flags: Any) -> None:
+    """Find (a) the smallest GPU capacity at which pass 2 of a same-order re-read gets any hit, at block and
+    document granularity, and (b) the CPU capacity below which pass 2 stops being served from CPU."""
+    scenario = build_scenario(**flags)
+    found = sweep(scenario).to_dict()
+    if as_json:
+        click.echo(json.dumps(found, indent=1))
+        return
+    gpu, cpu = found["gpu"], found["cpu"]
+    prompt = scenario.prompt_tokens
+
+    def tok(value: int | None) -> str:
+        return "never (within the range searched)" if value is None else f"{value:,} tokens"
+
+    click.echo(f"{scenario.docs} documents of {scenario.doc_tokens:,} tokens ({prompt:,}-token prompts), read forward twice")
+    click.echo(f"GPU, block granularity: pass 2 first hits at {tok(gpu['block_granularity_tokens'])}")
+    docs = gpu["doc_granularity_docs"]
+    click.echo(f"GPU, whole documents:   pass 2 first hits at {tok(gpu['doc_granularity_tokens'])}" + (f" ({docs} documents)" if docs else ""))
+    for label, key in (("any pass-2 CPU hit", "any_hit"), ("all of pass 2 served from CPU", "all_served")):
+        tokens = cpu[f"{key}_tokens"]
+        extra = "" if tokens is None else f" = {cpu[f'{key}_gib']:.3f} GiB at {found['kv_bytes_per_token']:,} B/token"
+        click.echo(f"CPU, {label}: needs {tok(tokens)}{extra}")

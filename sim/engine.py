@@ -1,0 +1,350 @@
+"""The engine: runs requests through a tier stack (GPU, then CPU, then disk) and yields events and records.
+
+The brief's three rules, block-exact:
+1. the GPU's prefix hit is served from GPU; the offload tiers are not asked about it;
+2. the next chunks found in CPU (or disk) are loaded into GPU blocks instead of computed;
+3. the rest is computed, cached on the GPU and written through to CPU (and disk).
+This loop is written once; tiers and their policies plug into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.chunk_store import ChunkPolicy, ChunkStore, StoredChunk
+from sim.costs import CostModel, default_costs
+from sim.events import (
+    CPU,
+    DISK,
+    GPU,
+    Event,
+    Evict,
+    Load,
+    Lookup,
+    Occupancy,
+    PassDone,
+    RequestStarted,
+    RunDone,
+    RunStarted,
+    Store,
+    TierInfo,
+    Ttft,
+)
+from sim.gpu import Evictions, FreeOrder, GpuBlockPool
+from sim.workload import Request, Units
+
+
+@dataclass(frozen=True, slots=True)
+class TierSpec:
+    """The shape of a run's tiers: unit sizes and capacities in tokens (CPU and disk optional)."""
+
+    units: Units
+    gpu_tokens: int
+    cpu_tokens: int | None = None
+    disk_tokens: int | None = None
+    free_order: FreeOrder = "vllm"
+    reserve_null_block: bool = True
+    cpu_policy: ChunkPolicy = "lru"
+    disk_policy: ChunkPolicy = "lru"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request: where its prompt tokens came from and its TTFT."""
+
+    seq: int
+    pass_: int
+    order: str
+    doc: int
+    prompt_tokens: int
+    gpu_hit_tokens: int
+    cpu_hit_tokens: int
+    disk_hit_tokens: int
+    computed_tokens: int
+    stored_tokens: int
+    ttft_ms: float
+    source: str
+    evicted: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "pass": self.pass_,
+            "order": self.order,
+            "doc": self.doc,
+            "prompt_tokens": self.prompt_tokens,
+            "gpu_hit_tokens": self.gpu_hit_tokens,
+            "cpu_hit_tokens": self.cpu_hit_tokens,
+            "disk_hit_tokens": self.disk_hit_tokens,
+            "computed_tokens": self.computed_tokens,
+            "stored_tokens": self.stored_tokens,
+            "ttft_ms": self.ttft_ms,
+            "source": self.source,
+            "evicted": self.evicted,
+        }
+
+
+def _part(start: int, end: int, full_end: int, first: int) -> str:
+    head, tail = start <= first, end >= full_end
+    return "whole" if head and tail else "head" if head else "tail" if tail else "middle"
+
+
+class Engine:
+    """One run: a GPU block pool, optional CPU and disk chunk stores, and a cost model."""
+
+    def __init__(self, run: str, tiers: TierSpec, costs: CostModel | None = None) -> None:
+        self.run = run
+        self.spec = tiers
+        self.units = tiers.units
+        self.costs = costs or default_costs()
+        self.gpu = GpuBlockPool(
+            tiers.gpu_tokens // tiers.units.block, tiers.units.block, tiers.free_order, tiers.reserve_null_block
+        )
+        self.cpu = ChunkStore(CPU, tiers.cpu_tokens, tiers.units.chunk, tiers.cpu_policy) if tiers.cpu_tokens else None
+        self.disk = (
+            ChunkStore(DISK, tiers.disk_tokens, tiers.units.chunk, tiers.disk_policy)
+            if tiers.disk_tokens and self.cpu
+            else None
+        )
+        self.records: list[RequestRecord] = []
+
+    def tier_infos(self) -> list[TierInfo]:
+        infos = [TierInfo(GPU, self.units.block, self.gpu.capacity_blocks * self.units.block, "lru")]
+        for store in (self.cpu, self.disk):
+            if store is not None:
+                infos.append(TierInfo(store.name, store.chunk_size, store.capacity_tokens, store.policy))
+        return infos
+
+    def start_event(self, requests: int, docs: int, doc_tokens: int) -> RunStarted:
+        from dataclasses import asdict
+
+        return RunStarted(self.run, [asdict(t) for t in self.tier_infos()], requests, docs, doc_tokens)
+
+    # -- one request -------------------------------------------------------
+
+    def process(self, req: Request, emit: bool = True) -> tuple[RequestRecord, list[Event]]:
+        """Serve one request through the tiers; events are built only when ``emit``."""
+        block = self.units.block
+        n = req.prompt_tokens
+        gpu = self.gpu
+
+        hit_blocks = gpu.find_prefix(req.block_keys, req.max_hit_blocks)
+        gpu.touch(hit_blocks)
+        gpu_hit = len(hit_blocks) * block
+
+        ext = self._lookup_external(req, gpu_hit)
+        hit_end = max(gpu_hit, ext.aligned)
+        computed = n - hit_end
+
+        evictions: Evictions = {}
+        new_blocks = gpu.allocate(req.alloc_blocks - len(hit_blocks), evictions)
+        blocks = hit_blocks + new_blocks
+        stored_gpu = gpu.cache_blocks(blocks, req.block_keys, len(hit_blocks), req.doc, req.shared_blocks)
+        gpu.free(blocks)
+
+        cpu_evicted: list[StoredChunk] = []
+        disk_evicted: list[StoredChunk] = []
+        stored_cpu, stored_disk = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
+
+        ttft = round(self.costs.ttft_ms(computed, ext.cpu_tokens, ext.disk_tokens, sum(stored_cpu.values())), 3)
+        shares = {"gpu": gpu_hit, "cpu": ext.cpu_tokens, "disk": ext.disk_tokens, "computed": computed}
+        source = max(shares, key=lambda k: shares[k])
+        evicted = self._evicted(req, evictions, cpu_evicted, disk_evicted)
+        record = RequestRecord(
+            req.seq, req.pass_, req.order, req.doc, n, gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed,
+            sum(stored_cpu.values()), ttft, source, evicted,
+        )
+        self.records.append(record)
+        if not emit:
+            return record, []
+        return record, self._events(req, record, ext, stored_gpu, stored_cpu, stored_disk)
+
+    def _lookup_external(self, req: Request, gpu_hit: int) -> _External:
+        """Rule 2: the contiguous chunk prefix held by CPU or disk, and what of it lies beyond the GPU hit."""
+        cpu, disk = self.cpu, self.disk
+        chunk = self.units.chunk
+        keys = req.chunk_keys
+        covered = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys else 0
+        if cpu is None or covered <= gpu_hit:
+            return _External()
+        cpu_chunks, disk_chunks = cpu.chunks, disk.chunks if disk is not None else {}
+        in_disk: list[bool] = []
+        for key in keys:
+            if key in cpu_chunks:
+                in_disk.append(False)
+            elif key in disk_chunks:
+                in_disk.append(True)
+            else:
+                break
+        found = len(in_disk)
+        aligned = covered if found == len(keys) else found * chunk
+        aligned = min(aligned, req.prompt_tokens - 1)  # vLLM recomputes the last token
+        ext = _External(consulted=True, query_tokens=req.prompt_tokens - gpu_hit, aligned=aligned)
+        for i in range(gpu_hit // chunk, found):
+            lo, hi = max(i * chunk, gpu_hit), min((i + 1) * chunk, aligned)
+            if hi <= lo:
+                continue
+            if in_disk[i]:
+                ext.disk_tokens += hi - lo
+                ext.disk_keys.append(keys[i])
+            else:
+                ext.cpu_tokens += hi - lo
+                ext.cpu_keys.append(keys[i])
+        cpu.touch(ext.cpu_keys)
+        if disk is not None:
+            disk.touch(ext.disk_keys)
+        return ext
+
+    def _write_through(
+        self, req: Request, hit_end: int, ext: _External, cpu_evicted: list[StoredChunk], disk_evicted: list[StoredChunk]
+    ) -> tuple[dict[int, int], dict[int, int]]:
+        """Rule 3: chunks holding computed tokens go to CPU and disk; disk hits are promoted to CPU."""
+        cpu, disk = self.cpu, self.disk
+        stored_cpu: dict[int, int] = {}
+        stored_disk: dict[int, int] = {}
+        if cpu is None:
+            return stored_cpu, stored_disk
+        chunk = self.units.chunk
+        keys = req.chunk_keys
+        last = len(keys) - 1
+        promote = set(ext.disk_keys)
+        for i, key in enumerate(keys):
+            tokens = req.last_chunk_tokens if i == last else chunk
+            end = i * chunk + tokens
+            if end <= hit_end and key not in promote:
+                continue
+            owner = req.doc if i >= req.shared_chunks else -1
+            item = StoredChunk(owner, i, tokens)
+            if cpu.put(key, item, cpu_evicted) and key not in promote:
+                stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
+            if disk is not None and end > hit_end and disk.put(key, item, disk_evicted):
+                stored_disk[owner] = stored_disk.get(owner, 0) + tokens
+        return stored_cpu, stored_disk
+
+    def _evicted(
+        self, req: Request, gpu: Evictions, cpu: list[StoredChunk], disk: list[StoredChunk]
+    ) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        first_block = req.shared_blocks
+        full_blocks = req.prompt_tokens // self.units.block
+        for doc, (count, lo, hi) in gpu.items():
+            owner_first = 0 if doc < 0 else first_block
+            out.append(
+                {
+                    "tier": GPU,
+                    "doc": doc,
+                    "tokens": count * self.units.block,
+                    "start": lo * self.units.block,
+                    "end": (hi + 1) * self.units.block,
+                    "part": _part(lo, hi + 1, full_blocks, owner_first),
+                }
+            )
+        for tier, chunks in ((CPU, cpu), (DISK, disk)):
+            by_doc: dict[int, list[int]] = {}
+            for c in chunks:
+                seen = by_doc.setdefault(c.doc, [0, c.index, c.index])
+                seen[0] += c.tokens
+                seen[1] = min(seen[1], c.index)
+                seen[2] = max(seen[2], c.index)
+            full_chunks = req.prompt_tokens // self.units.chunk
+            for doc, (tokens, lo, hi) in by_doc.items():
+                out.append(
+                    {
+                        "tier": tier,
+                        "doc": doc,
+                        "tokens": tokens,
+                        "start": lo * self.units.chunk,
+                        "end": (hi + 1) * self.units.chunk,
+                        "part": _part(lo, hi + 1, full_chunks, 0 if doc < 0 else req.shared_chunks),
+                    }
+                )
+        return out
+
+    def _events(
+        self,
+        req: Request,
+        rec: RequestRecord,
+        ext: _External,
+        stored_gpu: dict[int, int],
+        stored_cpu: dict[int, int],
+        stored_disk: dict[int, int],
+    ) -> list[Event]:
+        run, seq, block = self.run, req.seq, self.units.block
+        events: list[Event] = [
+            RequestStarted(run, seq, req.pass_, req.order, req.doc, req.prompt_tokens),
+            Lookup(run, seq, GPU, req.prompt_tokens, rec.gpu_hit_tokens),
+        ]
+        if ext.consulted:
+            events.append(Lookup(run, seq, CPU, ext.query_tokens, rec.cpu_hit_tokens))
+            if self.disk is not None:
+                events.append(Lookup(run, seq, DISK, ext.query_tokens - rec.cpu_hit_tokens, rec.disk_hit_tokens))
+        for e in rec.evicted:
+            events.append(Evict(run, seq, e["tier"], e["doc"], e["tokens"], e["start"], e["end"], e["part"]))
+        if ext.cpu_tokens:
+            events.append(Load(run, seq, CPU, req.doc, ext.cpu_tokens, len(ext.cpu_keys)))
+        if ext.disk_tokens:
+            events.append(Load(run, seq, DISK, req.doc, ext.disk_tokens, len(ext.disk_keys)))
+        for tier, stored, unit in ((GPU, stored_gpu, block), (CPU, stored_cpu, 1), (DISK, stored_disk, 1)):
+            for doc, amount in stored.items():
+                events.append(Store(run, seq, tier, doc, amount * unit))
+        events.extend(self.occupancy(seq))
+        events.append(
+            Ttft(
+                run, seq, req.pass_, req.doc, rec.ttft_ms, rec.source, rec.gpu_hit_tokens, rec.cpu_hit_tokens,
+                rec.disk_hit_tokens, rec.computed_tokens,
+            )
+        )
+        return events
+
+    def occupancy(self, seq: int) -> list[Occupancy]:
+        block = self.units.block
+        gpu = self.gpu
+        out = [
+            Occupancy(
+                self.run, seq, GPU, gpu.cached_blocks * block, gpu.capacity_blocks * block,
+                {str(d): b * block for d, b in gpu.doc_blocks.items() if b},
+            )
+        ]
+        for store in (self.cpu, self.disk):
+            if store is not None:
+                out.append(
+                    Occupancy(
+                        self.run, seq, store.name, store.used_tokens, store.capacity_tokens,
+                        {str(d): t for d, t in store.doc_tokens.items() if t},
+                    )
+                )
+        return out
+
+    # -- a whole run -------------------------------------------------------
+
+    def events(self, requests: list[Request], docs: int = 0, doc_tokens: int = 0) -> Iterator[Event]:
+        """Every event of the run, with a ``pass`` event after each pass and ``done`` at the end."""
+        from sim.result import pass_summaries, run_totals
+
+        yield self.start_event(len(requests), docs, doc_tokens)
+        start = len(self.records)
+        for i, req in enumerate(requests):
+            _, events = self.process(req)
+            yield from events
+            if i + 1 == len(requests) or requests[i + 1].pass_ != req.pass_:
+                mine = [r for r in self.records[start:] if r.pass_ == req.pass_]
+                yield PassDone(self.run, pass_summaries(mine)[0])
+        yield RunDone(self.run, len(requests), run_totals(self.records[start:]))
+
+    def run_all(self, requests: list[Request]) -> list[RequestRecord]:
+        for req in requests:
+            self.process(req, emit=False)
+        return self.records
+
+
+@dataclass(slots=True)
+class _External:
+    consulted: bool = False
+    query_tokens: int = 0
+    aligned: int = 0
+    cpu_tokens: int = 0
+    disk_tokens: int = 0
+    cpu_keys: list[int] = field(default_factory=list)
+    disk_keys: list[int] = field(default_factory=list)

@@ -1,0 +1,171 @@
+"""The one event vocabulary shared by the engine, the JSON API, the SSE stream, the page and live mode.
+
+Every event names the run it belongs to and, where it concerns one request, its
+``seq``. ``to_dict()`` gives the JSON form, with ``type`` set to the event kind;
+``pass_`` is spelled ``pass`` there. Token counts are tokens, never blocks,
+so that GPU (16-token blocks) and CPU (256-token chunks) events compare directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+# Tier names, in lookup order.
+GPU, CPU, DISK = "gpu", "cpu", "disk"
+TIERS = (GPU, CPU, DISK)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: ClassVar[str] = "event"
+    run: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if "pass_" in data:
+            data["pass"] = data.pop("pass_")
+        return {"type": self.kind, **data}
+
+
+@dataclass(frozen=True, slots=True)
+class TierInfo:
+    """A tier as announced at the start of a run: its name, unit and capacity."""
+
+    name: str
+    unit_tokens: int
+    capacity_tokens: int
+    policy: str = "lru"
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted(Event):
+    """A run begins: which tiers it has and how many requests will follow."""
+
+    kind: ClassVar[str] = "run"
+    tiers: list[dict[str, Any]] = field(default_factory=list)
+    requests: int = 0
+    docs: int = 0
+    doc_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStarted(Event):
+    """A request arrives: the document it asks about and its prompt length."""
+
+    kind: ClassVar[str] = "request"
+    seq: int
+    pass_: int
+    order: str
+    doc: int
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup(Event):
+    """A tier was asked for the prefix of a prompt; ``hit_tokens`` of ``query_tokens`` were found.
+
+    ``query_tokens`` counts only what the tier was asked for: the CPU tier is
+    only asked about the part of the prompt the GPU did not hit (rule 1).
+    """
+
+    kind: ClassVar[str] = "lookup"
+    seq: int
+    tier: str
+    query_tokens: int
+    hit_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evict(Event):
+    """A tier dropped ``tokens`` of one document's prefix, tokens ``[start, end)`` of it.
+
+    ``part`` says which part of the document that was: ``tail``, ``head``,
+    ``middle`` or ``whole``. ``doc`` is -1 for blocks no document owns
+    (a shared prefix, or a trace).
+    """
+
+    kind: ClassVar[str] = "evict"
+    seq: int
+    tier: str
+    doc: int
+    tokens: int
+    start: int
+    end: int
+    part: str
+
+
+@dataclass(frozen=True, slots=True)
+class Load(Event):
+    """KV was copied from ``tier`` into GPU memory instead of being computed."""
+
+    kind: ClassVar[str] = "load"
+    seq: int
+    tier: str
+    doc: int
+    tokens: int
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Store(Event):
+    """A tier now also holds ``tokens`` of a document (computed KV, written through)."""
+
+    kind: ClassVar[str] = "store"
+    seq: int
+    tier: str
+    doc: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy(Event):
+    """What a tier holds after a request: tokens in use, capacity, and tokens per document.
+
+    ``docs`` maps a document number (as a string, for JSON) to its cached tokens.
+    """
+
+    kind: ClassVar[str] = "occupancy"
+    seq: int
+    tier: str
+    used_tokens: int
+    capacity_tokens: int
+    docs: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Ttft(Event):
+    """The request's time to first token and where most of its prompt came from."""
+
+    kind: ClassVar[str] = "ttft"
+    seq: int
+    pass_: int
+    doc: int
+    ttft_ms: float
+    source: str
+    gpu_hit_tokens: int
+    cpu_hit_tokens: int
+    disk_hit_tokens: int
+    computed_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class PassDone(Event):
+    """A pass finished: its summary as in the JSON result's ``passes``."""
+
+    kind: ClassVar[str] = "pass"
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunDone(Event):
+    """A run finished: per-tier totals."""
+
+    kind: ClassVar[str] = "done"
+    requests: int
+    totals: dict[str, Any]
+
+
+EVENT_KINDS = tuple(
+    cls.kind for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Ttft, PassDone, RunDone)
+)

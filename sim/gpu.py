@@ -1,0 +1,144 @@
+"""The GPU tier: vLLM v1's prefix-caching block pool, reduced to what decides prefix hits and evictions.
+
+Invariants (asserted where they can break):
+- block 0 is the null block when reserved: never handed out, never cached;
+- a block is either free (in the free queue) or held by the running request;
+- ``cached`` maps a block hash to one block holding it; further copies of the
+  same hash (vLLM recomputes the last block of a fully cached prompt) are in
+  ``_copies``, and dropping a copy is not an eviction;
+- ``doc_blocks`` counts the distinct cached blocks of each document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from sim.free_queue import FreeBlockQueue
+
+FreeOrder = Literal["vllm", "vllm-legacy"]
+
+# doc -> [blocks evicted, first block position, last block position]
+Evictions = dict[int, list[int]]
+
+
+class GpuBlockPool:
+    """Blocks of ``block_size`` tokens; ``num_blocks`` as vLLM logs them (``GPU KV cache size`` / block size)."""
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        free_order: FreeOrder = "vllm",
+        reserve_null_block: bool = True,
+    ) -> None:
+        first = 1 if reserve_null_block else 0
+        if num_blocks - first < 1:
+            raise ValueError(f"a GPU tier needs at least {first + 1} blocks, got {num_blocks}")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.free_order = free_order
+        self.null_block = 0 if reserve_null_block else None
+        self.block_hash: list[int | None] = [None] * num_blocks
+        self.block_doc: list[int] = [0] * num_blocks
+        self.block_pos: list[int] = [0] * num_blocks
+        self.cached: dict[int, int] = {}
+        self._copies: dict[int, list[int]] = {}
+        self.doc_blocks: dict[int, int] = {}
+        self.free_queue = FreeBlockQueue(range(first, num_blocks))
+
+    @property
+    def capacity_blocks(self) -> int:
+        return self.num_blocks - (self.null_block is not None)
+
+    @property
+    def cached_blocks(self) -> int:
+        return len(self.cached)
+
+    def find_prefix(self, keys: Sequence[int], max_blocks: int) -> list[int]:
+        """Blocks holding the longest cached prefix of ``keys``, at most ``max_blocks``."""
+        cached = self.cached
+        hits: list[int] = []
+        for i in range(min(max_blocks, len(keys))):
+            block_id = cached.get(keys[i])
+            if block_id is None:
+                break
+            hits.append(block_id)
+        return hits
+
+    def touch(self, block_ids: Sequence[int]) -> None:
+        """A prefix hit: the blocks leave the free queue while the request uses them."""
+        self.free_queue.remove(block_ids)
+
+    def allocate(self, n: int, evictions: Evictions) -> list[int]:
+        """Pop ``n`` blocks from the front of the free queue, evicting what they held into ``evictions``."""
+        block_ids = self.free_queue.popleft_n(n)
+        block_hash = self.block_hash
+        for block_id in block_ids:
+            if block_hash[block_id] is not None:
+                self._drop(block_id, evictions)
+        return block_ids
+
+    def _drop(self, block_id: int, evictions: Evictions) -> None:
+        key = self.block_hash[block_id]
+        assert key is not None and block_id != self.null_block
+        self.block_hash[block_id] = None
+        copies = self._copies.get(key)
+        if self.cached[key] != block_id:
+            assert copies is not None
+            copies.remove(block_id)
+            if not copies:
+                del self._copies[key]
+            return
+        if copies:
+            self.cached[key] = copies.pop()
+            if not copies:
+                del self._copies[key]
+            return
+        del self.cached[key]
+        doc, pos = self.block_doc[block_id], self.block_pos[block_id]
+        self.doc_blocks[doc] -= 1
+        seen = evictions.get(doc)
+        if seen is None:
+            evictions[doc] = [1, pos, pos]
+        else:
+            seen[0] += 1
+            if pos < seen[1]:
+                seen[1] = pos
+            if pos > seen[2]:
+                seen[2] = pos
+
+    def cache_blocks(self, block_ids: Sequence[int], keys: Sequence[int], start: int, doc: int, shared_blocks: int) -> dict[int, int]:
+        """Give blocks ``start..len(keys)`` their hashes; returns new distinct blocks per document."""
+        cached, block_hash, block_doc, block_pos = self.cached, self.block_hash, self.block_doc, self.block_pos
+        stored: dict[int, int] = {}
+        for i in range(start, len(keys)):
+            block_id, key = block_ids[i], keys[i]
+            owner = doc if i >= shared_blocks else -1
+            block_hash[block_id] = key
+            block_doc[block_id] = owner
+            block_pos[block_id] = i
+            if key in cached:
+                self._copies.setdefault(key, []).append(block_id)
+                continue
+            cached[key] = block_id
+            stored[owner] = stored.get(owner, 0) + 1
+        for owner, count in stored.items():
+            self.doc_blocks[owner] = self.doc_blocks.get(owner, 0) + count
+        return stored
+
+    def free(self, block_ids: Sequence[int]) -> None:
+        """A request finished: its blocks (in prompt order) return to the free queue.
+
+        vLLM frees them tail first so that a document's tail is evicted before
+        its head. Current vLLM puts blocks without a hash (the partial last
+        block) at the front, to be reused first; older vLLM appended them with
+        the rest (``vllm-legacy``).
+        """
+        ordered = list(reversed(block_ids))
+        if self.free_order == "vllm-legacy":
+            self.free_queue.append(ordered)
+            return
+        block_hash = self.block_hash
+        self.free_queue.prepend([b for b in ordered if block_hash[b] is None])
+        self.free_queue.append([b for b in ordered if block_hash[b] is not None])

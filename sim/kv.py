@@ -1,0 +1,95 @@
+"""KV-cache sizing: bytes per token of a model, and tokens that fit in a memory budget."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1, "float8": 1, "int8": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class KvShape:
+    """The part of a model's shape that decides its KV-cache size."""
+
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int = 2
+
+    @property
+    def bytes_per_token(self) -> int:
+        # K and V, for every layer and KV head.
+        return self.layers * self.kv_heads * self.head_dim * 2 * self.dtype_bytes
+
+
+# Shapes from each model's published config.json (num_hidden_layers,
+# num_key_value_heads, hidden_size / num_attention_heads), bf16.
+MODELS: dict[str, KvShape] = {
+    m.name: m
+    for m in (
+        KvShape("qwen2.5-0.5b", 24, 2, 64),
+        KvShape("qwen2.5-1.5b", 28, 2, 128),
+        KvShape("qwen2.5-3b", 36, 2, 128),
+        KvShape("qwen2.5-7b", 28, 4, 128),
+        KvShape("qwen2.5-14b", 48, 8, 128),
+        KvShape("qwen2.5-32b", 64, 8, 128),
+        KvShape("qwen2.5-72b", 80, 8, 128),
+        KvShape("llama-3.2-1b", 16, 8, 64),
+        KvShape("llama-3.2-3b", 28, 8, 128),
+        KvShape("llama-3.1-8b", 32, 8, 128),
+        KvShape("llama-3.1-70b", 80, 8, 128),
+        KvShape("mistral-7b", 32, 8, 128),
+        KvShape("mixtral-8x7b", 32, 8, 128),
+    )
+}
+DEFAULT_MODEL = "qwen2.5-1.5b"
+
+
+class UnknownModel(ValueError):
+    pass
+
+
+def model_shape(name: str) -> KvShape:
+    """The KV shape of a model in the table; the error lists the known names."""
+    try:
+        return MODELS[name.lower()]
+    except KeyError:
+        raise UnknownModel(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
+
+
+def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvShape:
+    """The KV shape from a Hugging Face ``config.json`` (also reads ``text_config``)."""
+    cfg = config.get("text_config", config)
+    try:
+        layers = int(cfg["num_hidden_layers"])
+        heads = int(cfg["num_attention_heads"])
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise ValueError(f"{name}: not a transformer config (missing or bad {exc})") from None
+    dtype = str(cfg.get("torch_dtype") or config.get("torch_dtype") or "bfloat16").removeprefix("torch.")
+    return KvShape(name, layers, kv_heads, head_dim, _DTYPE_BYTES.get(dtype, 2))
+
+
+def load_config(path: str | Path) -> KvShape:
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read a JSON config ({exc})") from None
+    return shape_from_config(config, path.name)
+
+
+def tokens_in(gib: float, bytes_per_token: int) -> int:
+    """How many tokens of KV fit in ``gib`` GiB (LMCache's ``max_local_cpu_size`` unit)."""
+    return int(gib * GIB) // bytes_per_token
+
+
+def gib_for(tokens: int, bytes_per_token: int) -> float:
+    return tokens * bytes_per_token / GIB

@@ -1,0 +1,205 @@
+"""Per-request measurement files (CSV or JSONL): written by ``simulate --out`` and live mode, read by ``analyze``.
+
+Required columns: ``config, pass, order, seq, doc, prompt_tokens, ttft_ms``;
+optional: ``gpu_hit_tokens, cpu_hit_tokens, computed_tokens, source, target,
+model, started_at``. The seed's configuration names (``vllm``, ``lmcache``)
+read as ``gpu`` and ``gpu+cpu``. A file is read whole or not at all: the
+first bad line raises ``MeasurementError`` with its line number.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from sim.result import comparison, pass_summaries
+
+REQUIRED = ("config", "pass", "order", "seq", "doc", "prompt_tokens", "ttft_ms")
+OPTIONAL = ("gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "source", "target", "model", "started_at")
+COLUMNS = REQUIRED + OPTIONAL
+CONFIG_ALIASES = {"vllm": "gpu", "vllm-only": "gpu", "lmcache": "gpu+cpu", "vllm+lmcache": "gpu+cpu"}
+_INT = {"pass", "seq", "doc", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens"}
+
+
+class MeasurementError(ValueError):
+    """A measurement file could not be read; the message names the line."""
+
+
+@dataclass(slots=True)
+class Measurement:
+    """One request as measured (or simulated): the columns of a measurement file."""
+
+    config: str
+    pass_: int
+    order: str
+    seq: int
+    doc: int
+    prompt_tokens: int
+    ttft_ms: float
+    gpu_hit_tokens: int | None = None
+    cpu_hit_tokens: int | None = None
+    computed_tokens: int | None = None
+    source: str | None = None
+    target: str | None = None
+    model: str | None = None
+    started_at: str | None = None
+
+    @property
+    def disk_hit_tokens(self) -> int:
+        return 0
+
+    def row(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pass"] = data.pop("pass_")
+        return {k: data[k] for k in COLUMNS}
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any], line: int) -> Measurement:
+        missing = [c for c in REQUIRED if raw.get(c) in (None, "")]
+        if missing:
+            raise MeasurementError(f"line {line}: missing {', '.join(missing)}")
+        values: dict[str, Any] = {}
+        for name in COLUMNS:
+            value = raw.get(name)
+            if value in (None, ""):
+                continue
+            try:
+                if name in _INT:
+                    values[name] = int(value)
+                elif name == "ttft_ms":
+                    values[name] = float(value)
+                    if not math.isfinite(values[name]) or values[name] < 0:
+                        raise ValueError("must be a finite number >= 0")
+                else:
+                    values[name] = str(value)
+            except (TypeError, ValueError) as exc:
+                raise MeasurementError(f"line {line}: column {name}: {value!r} is not valid ({exc})") from None
+        if values["pass"] < 1:
+            raise MeasurementError(f"line {line}: column pass: passes are numbered from 1, got {values['pass']}")
+        values["config"] = CONFIG_ALIASES.get(values["config"].strip().lower(), values["config"].strip())
+        values["pass_"] = values.pop("pass")
+        return cls(**values)
+
+
+def from_records(config: str, records: Iterable[Any], source: str = "sim", **extra: Any) -> list[Measurement]:
+    """Measurements from engine records (anything with the record's attributes)."""
+    return [
+        Measurement(
+            config, r.pass_, r.order, r.seq, r.doc, r.prompt_tokens, r.ttft_ms,
+            r.gpu_hit_tokens, r.cpu_hit_tokens, r.computed_tokens, source, **extra,
+        )
+        for r in records
+    ]
+
+
+def from_result(result: dict[str, Any], source: str = "sim", **extra: Any) -> list[Measurement]:
+    """Measurements from a simulation result (``simulate()``'s JSON shape), every run in turn."""
+    return [
+        Measurement(
+            run["name"], r["pass"], r["order"], r["seq"], r["doc"], r["prompt_tokens"], r["ttft_ms"],
+            r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["computed_tokens"], source, **extra,
+        )
+        for run in result["runs"]
+        for r in run["requests"]
+    ]
+
+
+def write(path: Path, rows: Iterable[Measurement]) -> None:
+    """Write a whole file, CSV unless the name ends in ``.jsonl``."""
+    with open(path, "w", newline="") as fh:
+        writer = MeasurementWriter(fh, jsonl=Path(path).suffix == ".jsonl")
+        for row in rows:
+            writer.append(row)
+
+
+class MeasurementWriter:
+    """Appends rows one at a time and flushes each, so an interrupted run leaves a valid file."""
+
+    def __init__(self, fh: IO[str], jsonl: bool = False) -> None:
+        self._fh = fh
+        self._jsonl = jsonl
+        self._csv = None if jsonl else csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        if self._csv is not None and fh.tell() == 0:
+            self._csv.writeheader()
+
+    def append(self, row: Measurement) -> None:
+        data = row.row()
+        if self._csv is None:
+            self._fh.write(json.dumps({k: v for k, v in data.items() if v is not None}) + "\n")
+        else:
+            self._csv.writerow({k: "" if v is None else v for k, v in data.items()})
+        self._fh.flush()
+
+
+def read(path: Path) -> list[Measurement]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+    return parse_text(text, jsonl=Path(path).suffix == ".jsonl" or text.lstrip().startswith("{"))
+
+
+def parse_text(text: str, jsonl: bool = False) -> list[Measurement]:
+    rows: list[Measurement] = []
+    if jsonl:
+        for line, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise MeasurementError(f"line {line}: not JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise MeasurementError(f"line {line}: expected a JSON object")
+            rows.append(Measurement.parse(obj, line))
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        header = reader.fieldnames or []
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            raise MeasurementError(f"line 1: header lacks {', '.join(missing)} (needs {', '.join(REQUIRED)})")
+        for raw in reader:
+            if None in raw:
+                raise MeasurementError(f"line {reader.line_num}: more fields than the header has")
+            rows.append(Measurement.parse(raw, reader.line_num))
+    if not rows:
+        raise MeasurementError("the file has no measurements")
+    return rows
+
+
+def analyze(rows: list[Measurement], baseline: str = "gpu") -> dict[str, Any]:
+    """Per (config, pass): n, p50, mean, p90; and speed-ups against ``baseline``: ``analyze --json``."""
+    configs: dict[str, list[Measurement]] = {}
+    for r in rows:
+        configs.setdefault(r.config, []).append(r)
+    cells = []
+    runs = []
+    for config, rs in configs.items():
+        passes = pass_summaries(rs)
+        runs.append({"name": config, "passes": passes})
+        for p in passes:
+            cells.append(
+                {
+                    "config": config,
+                    "pass": p["pass"],
+                    "order": p["order"],
+                    "n": p["requests"],
+                    "p50_ms": p["p50_ms"],
+                    "mean_ms": p["mean_ms"],
+                    "p90_ms": p["p90_ms"],
+                }
+            )
+    speedups = [
+        {k: c[k] for k in ("pass", "baseline", "candidate", "p50_speedup", "mean_speedup")}
+        for c in comparison(runs, baseline)
+    ]
+    return {"cells": cells, "speedups": speedups}
+
+
+__all__ = ["Measurement", "MeasurementError", "MeasurementWriter", "analyze", "from_records", "from_result", "read", "write"]

@@ -1,0 +1,83 @@
+"""Summaries of records: per-pass statistics, run totals, run-to-run comparison (the JSON result's shape)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from sim import stats
+
+
+class RecordLike(Protocol):
+    pass_: int
+    order: str
+    ttft_ms: float
+    gpu_hit_tokens: int | None
+    cpu_hit_tokens: int | None
+    disk_hit_tokens: int | None
+    computed_tokens: int | None
+
+
+def pass_summaries(records: Iterable[RecordLike]) -> list[dict[str, Any]]:
+    """One summary per pass, in pass order: the JSON result's ``passes``."""
+    by_pass: dict[int, list[RecordLike]] = {}
+    for r in records:
+        by_pass.setdefault(r.pass_, []).append(r)
+    out = []
+    for number in sorted(by_pass):
+        rs = by_pass[number]
+        ttfts = [r.ttft_ms for r in rs]
+        out.append(
+            {
+                "pass": number,
+                "order": rs[0].order,
+                "requests": len(rs),
+                **stats.summary(ttfts),
+                "total_ms": round(sum(ttfts), 3),
+                "gpu_hit_tokens": sum(r.gpu_hit_tokens or 0 for r in rs),
+                "cpu_hit_tokens": sum(r.cpu_hit_tokens or 0 for r in rs),
+                "disk_hit_tokens": sum(r.disk_hit_tokens or 0 for r in rs),
+                "computed_tokens": sum(r.computed_tokens or 0 for r in rs),
+            }
+        )
+    return out
+
+
+def run_totals(records: Sequence[RecordLike]) -> dict[str, Any]:
+    ttfts = [r.ttft_ms for r in records]
+    return {
+        "requests": len(records),
+        **stats.summary(ttfts),
+        "total_ms": round(sum(ttfts), 3),
+        "gpu_hit_tokens": sum(r.gpu_hit_tokens or 0 for r in records),
+        "cpu_hit_tokens": sum(r.cpu_hit_tokens or 0 for r in records),
+        "disk_hit_tokens": sum(r.disk_hit_tokens or 0 for r in records),
+        "computed_tokens": sum(r.computed_tokens or 0 for r in records),
+    }
+
+
+def comparison(runs: Sequence[dict[str, Any]], baseline: str = "gpu") -> list[dict[str, Any]]:
+    """Speed-ups of every other run over ``baseline``, per pass: the JSON result's ``comparison``."""
+    base = next((r for r in runs if r["name"] == baseline), None)
+    if base is None:
+        return []
+    base_passes = {p["pass"]: p for p in base["passes"]}
+    out = []
+    for run in runs:
+        if run["name"] == baseline:
+            continue
+        for p in run["passes"]:
+            b = base_passes.get(p["pass"])
+            if b is None:
+                continue
+            out.append(
+                {
+                    "pass": p["pass"],
+                    "order": p["order"],
+                    "baseline": baseline,
+                    "candidate": run["name"],
+                    "p50_speedup": round(stats.speedup(b["p50_ms"], p["p50_ms"]), 3),
+                    "mean_speedup": round(stats.speedup(b["mean_ms"], p["mean_ms"]), 3),
+                }
+            )
+    return out

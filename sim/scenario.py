@@ -1,0 +1,195 @@
+"""A scenario: the workload, the tiers and the costs of one simulation, validated with explicit bounds.
+
+Every field has a documented limit; a violation raises pydantic's
+``ValidationError`` naming the field, which the CLI turns into exit 2 and the
+API into 422. ``Scenario.from_preset(name, **overrides)`` starts from a preset.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sim.costs import CostModel
+from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
+
+ORDERS = ("forward", "reverse", "random", "zipf")
+RunName = Literal["gpu", "gpu+cpu", "gpu+cpu+disk"]
+
+# Bounds. Total work is bounded so one API call stays well under a few seconds.
+MAX_DOCS = 10_000
+MAX_DOC_TOKENS = 1_000_000
+MAX_PASSES = 100
+MAX_REQUESTS_PER_PASS = 100_000
+MAX_TOTAL_BLOCKS = 20_000_000
+MAX_GPU_TOKENS = 100_000_000
+MAX_GB = 4096.0
+
+_ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@(\d+))?$")
+
+
+class PassSpec(BaseModel):
+    """One pass over the documents: an order name (with a seed for random/zipf) or an explicit list."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    order: Literal["forward", "reverse", "random", "zipf", "list"] = "forward"
+    seed: int = Field(default=0, ge=0, le=2**31)
+    docs: tuple[int, ...] | None = Field(default=None, description="explicit document order (order='list')")
+    requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_PASS, description="zipf: requests in the pass")
+    zipf_alpha: float = Field(default=1.1, gt=0, le=10)
+
+    @model_validator(mode="after")
+    def _list_has_docs(self) -> PassSpec:
+        if (self.order == "list") != (self.docs is not None):
+            raise ValueError("an explicit pass needs order='list' and docs")
+        if self.docs is not None and not self.docs:
+            raise ValueError("an explicit pass needs at least one document")
+        return self
+
+    @classmethod
+    def parse(cls, text: str) -> PassSpec:
+        """``forward``, ``reverse``, ``random@7``, ``zipf@3`` or an explicit list ``3/1/2``."""
+        text = text.strip()
+        if re.fullmatch(r"\d+(/\d+)*", text):
+            return cls(order="list", docs=tuple(int(d) for d in text.split("/")))
+        match = _ORDER_RE.match(text)
+        if not match:
+            raise ValueError(
+                f"unknown pass order {text!r}; use one of {', '.join(ORDERS)} (random@SEED, zipf@SEED) "
+                "or an explicit list of documents such as 3/1/2"
+            )
+        return cls(order=match.group(1), seed=int(match.group(3) or 0))
+
+    @property
+    def label(self) -> str:
+        return self.order
+
+
+def parse_passes(text: str) -> list[PassSpec]:
+    """``forward,forward,reverse`` -> three pass specs."""
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError("no passes given; e.g. forward,forward,reverse")
+    return [PassSpec.parse(t) for t in items]
+
+
+PassInput = Annotated[PassSpec, Field(description="a pass: order name or object")]
+
+
+class Scenario(BaseModel):
+    """Everything one simulation needs. Fields mirror the CLI flags (``doc_tokens`` is ``--doc-tokens``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="number of documents")
+    doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
+    question_tokens: int = Field(default=13, ge=0, le=100_000, description="tokens of the question after each document")
+    shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_DOC_TOKENS, description="a system prompt shared by every prompt")
+    gpu_tokens: int = Field(default=21_520, ge=1, le=MAX_GPU_TOKENS, description="GPU KV cache size in tokens, as vLLM logs it")
+    cpu_gb: float | None = Field(default=1.5, gt=0, le=MAX_GB, description="CPU tier size in GiB (LMCache max_local_cpu_size)")
+    cpu_tokens: int | None = Field(default=None, ge=1, le=10 * MAX_GPU_TOKENS, description="CPU tier size in tokens (overrides cpu_gb)")
+    disk_gb: float | None = Field(default=None, gt=0, le=100 * MAX_GB, description="disk tier size in GiB (off by default)")
+    disk_tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="disk tier size in tokens")
+    block_size: int = Field(default=16, ge=1, le=4096, description="GPU block size in tokens")
+    chunk_size: int = Field(default=256, ge=1, le=65_536, description="CPU chunk size in tokens")
+    passes: list[PassSpec] = Field(
+        default_factory=lambda: [PassSpec(order="forward"), PassSpec(order="forward"), PassSpec(order="reverse")],
+        min_length=1,
+        max_length=MAX_PASSES,
+    )
+    granularity: Literal["block", "doc"] = "block"
+    model: str = Field(default=DEFAULT_MODEL, description="model whose KV bytes per token size the tiers")
+    kv_bytes_per_token: int | None = Field(default=None, ge=1, le=10_000_000, description="overrides the model's")
+    free_order: Literal["vllm", "vllm-legacy"] = "vllm"
+    save_unfull_chunk: bool = False
+    seed: int = Field(default=0, ge=0, le=2**31)
+    costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")
+
+    @field_validator("passes", mode="before")
+    @classmethod
+    def _parse_pass_strings(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_passes(value)
+        if isinstance(value, list):
+            return [PassSpec.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value.lower() not in MODELS:
+            raise ValueError(f"unknown model {value!r}; known: {', '.join(MODELS)}")
+        return value.lower()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.chunk_size % self.block_size:
+            raise ValueError(
+                f"chunk_size ({self.chunk_size}) must be a multiple of block_size ({self.block_size})"
+            )
+        for spec in self.passes:
+            if spec.docs is not None and max(spec.docs) >= self.docs:
+                raise ValueError(f"pass lists document {max(spec.docs)}, but there are only {self.docs} (0..{self.docs - 1})")
+        if self.prompt_tokens > self.gpu_tokens - self.block_size:
+            raise ValueError(
+                f"gpu_tokens ({self.gpu_tokens}) must hold one whole prompt plus vLLM's null block: "
+                f"at least {self.prompt_tokens + self.block_size} for {self.prompt_tokens}-token prompts"
+            )
+        if self.total_blocks > MAX_TOTAL_BLOCKS:
+            raise ValueError(
+                f"total work is {self.total_blocks:,} blocks (requests x prompt blocks); the limit is {MAX_TOTAL_BLOCKS:,}"
+            )
+        return self
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.shared_prefix_tokens + self.doc_tokens + self.question_tokens
+
+    def pass_length(self, spec: PassSpec) -> int:
+        if spec.docs is not None:
+            return len(spec.docs)
+        return spec.requests or self.docs
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.pass_length(p) for p in self.passes)
+
+    @property
+    def total_blocks(self) -> int:
+        return self.total_requests * -(-self.prompt_tokens // self.block_size)
+
+    @property
+    def kv_shape(self) -> KvShape:
+        return model_shape(self.model)
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.kv_bytes_per_token or self.kv_shape.bytes_per_token
+
+    @property
+    def cpu_capacity_tokens(self) -> int | None:
+        if self.cpu_tokens is not None:
+            return self.cpu_tokens
+        if self.cpu_gb is not None:
+            return tokens_in(self.cpu_gb, self.bytes_per_token)
+        return None
+
+    @property
+    def disk_capacity_tokens(self) -> int | None:
+        if self.disk_tokens is not None:
+            return self.disk_tokens
+        if self.disk_gb is not None:
+            return tokens_in(self.disk_gb, self.bytes_per_token)
+        return None
+
+    @property
+    def run_names(self) -> list[RunName]:
+        names: list[RunName] = ["gpu"]
+        if self.cpu_capacity_tokens is not None:
+            names.append("gpu+cpu")
+            if self.disk_capacity_tokens is not None:
+                names.append("gpu+cpu+disk")
+        return names

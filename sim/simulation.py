@@ -1,0 +1,90 @@
+"""Simulate a scenario: build its workload and one engine per run, and return records or stream events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sim.costs import default_costs
+from sim.engine import Engine, TierSpec
+from sim.events import Event
+from sim.result import comparison, pass_summaries, run_totals
+from sim.scenario import Scenario
+from sim.workload import build_requests, units
+
+
+def tier_spec(scenario: Scenario, run: str) -> TierSpec:
+    """The tiers of one run of the scenario (``gpu``, ``gpu+cpu`` or ``gpu+cpu+disk``)."""
+    doc_mode = scenario.granularity == "doc"
+    return TierSpec(
+        units=units(scenario),
+        gpu_tokens=scenario.gpu_tokens,
+        cpu_tokens=scenario.cpu_capacity_tokens if "cpu" in run else None,
+        disk_tokens=scenario.disk_capacity_tokens if "disk" in run else None,
+        free_order=scenario.free_order,
+        reserve_null_block=not doc_mode,
+    )
+
+
+def engines(scenario: Scenario) -> list[Engine]:
+    costs = scenario.costs or default_costs()
+    return [Engine(name, tier_spec(scenario, name), costs) for name in scenario.run_names]
+
+
+def simulate(scenario: Scenario) -> dict[str, Any]:
+    """The whole result as ``kvscope simulate --json`` prints it."""
+    requests = build_requests(scenario)
+    runs = []
+    for engine in engines(scenario):
+        records = engine.run_all(requests)
+        runs.append(
+            {
+                "name": engine.run,
+                "tiers": [t for t in engine.start_event(0, 0, 0).tiers],
+                "requests": [r.to_dict() for r in records],
+                "passes": pass_summaries(records),
+                "totals": run_totals(records),
+            }
+        )
+    return {"scenario": scenario_summary(scenario), "runs": runs, "comparison": comparison(runs)}
+
+
+def stream(scenario: Scenario) -> Iterator[Event]:
+    """Every run's events, interleaved request by request so that runs advance side by side."""
+    requests = build_requests(scenario)
+    streams = [e.events(requests, scenario.docs, scenario.doc_tokens) for e in engines(scenario)]
+    pending = list(streams)
+    buffers: list[list[Event]] = [[] for _ in streams]
+    # Advance each run to the end of its next request (its ttft event), then the next run.
+    while pending:
+        for i, it in enumerate(streams):
+            if it not in pending:
+                continue
+            for event in it:
+                buffers[i].append(event)
+                if event.kind == "ttft":
+                    break
+            else:
+                pending.remove(it)
+            yield from buffers[i]
+            buffers[i].clear()
+
+
+def scenario_summary(scenario: Scenario) -> dict[str, Any]:
+    data = scenario.model_dump(mode="json")
+    data["costs"] = (scenario.costs or default_costs()).model_dump(mode="json")
+    data["passes"] = [p.label if p.order != "list" else "/".join(map(str, p.docs or ())) for p in scenario.passes]
+    data.update(
+        prompt_tokens=scenario.prompt_tokens,
+        kv_bytes_per_token=scenario.bytes_per_token,
+        cpu_capacity_tokens=scenario.cpu_capacity_tokens,
+        disk_capacity_tokens=scenario.disk_capacity_tokens,
+        gpu_blocks=scenario.gpu_tokens // units(scenario).block,
+    )
+    return data
+
+
+def run_records(scenario: Scenario, run: str) -> list:
+    """The records of one run of the scenario, without events (for sweeps and fits)."""
+    costs = scenario.costs or default_costs()
+    return Engine(run, tier_spec(scenario, run), costs).run_all(build_requests(scenario))

@@ -1,0 +1,153 @@
+"""Workloads: the requests of a scenario (documents x passes), each with its GPU block keys and CPU chunk keys.
+
+A request is a document followed by a question; the question differs per pass
+(a re-read asks something new), so only the document part can be reused. In
+``doc`` granularity a whole document (with any shared prefix) is one unit in
+every tier and the question is never cached: the lab's first exercise.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from sim.hashing import ChainState, chain_keys, partial_key
+from sim.scenario import PassSpec, Scenario
+
+SHARED_DOC = -1  # owner of blocks that belong to no single document
+
+# Content ids: ints only, so key hashing does not depend on PYTHONHASHSEED.
+_SHARED_CONTENT = 1
+_DOC_CONTENT = 1_000_000
+_QUESTION_CONTENT = 1_000_000_000
+
+
+@dataclass(slots=True)
+class Request:
+    """One prompt as the tiers see it.
+
+    ``block_keys`` are the prompt's full GPU units and ``chunk_keys`` its CPU
+    chunks (the last one partial, of ``last_chunk_tokens``, only with
+    ``save_unfull_chunk``). The first ``shared_blocks`` blocks belong to the
+    shared prefix, not to ``doc``.
+    """
+
+    seq: int
+    pass_: int
+    order: str
+    doc: int
+    prompt_tokens: int
+    block_keys: list[int]
+    alloc_blocks: int
+    max_hit_blocks: int
+    chunk_keys: list[int]
+    last_chunk_tokens: int
+    shared_blocks: int = 0
+    shared_chunks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Units:
+    """The unit sizes of a scenario's tiers, in tokens."""
+
+    block: int
+    chunk: int
+
+
+def units(scenario: Scenario) -> Units:
+    if scenario.granularity == "doc":
+        doc_unit = scenario.shared_prefix_tokens + scenario.doc_tokens
+        return Units(doc_unit, doc_unit)
+    return Units(scenario.block_size, scenario.chunk_size)
+
+
+def pass_orders(scenario: Scenario) -> list[list[int]]:
+    """The document order of every pass."""
+    return [_order(scenario, spec, i) for i, spec in enumerate(scenario.passes)]
+
+
+def _order(scenario: Scenario, spec: PassSpec, index: int) -> list[int]:
+    n = scenario.docs
+    rng = random.Random(f"{scenario.seed}:{spec.seed}:{index}")
+    match spec.order:
+        case "forward":
+            return list(range(n))
+        case "reverse":
+            return list(range(n - 1, -1, -1))
+        case "random":
+            docs = list(range(n))
+            rng.shuffle(docs)
+            return docs
+        case "zipf":
+            weights = [1.0 / (rank + 1) ** spec.zipf_alpha for rank in range(n)]
+            return rng.choices(range(n), weights=weights, k=spec.requests or n)
+        case _:
+            assert spec.docs is not None
+            return list(spec.docs)
+
+
+@dataclass
+class WorkloadBuilder:
+    """Builds requests, hashing each document's part once and only the question per request."""
+
+    scenario: Scenario
+    unit: Units = field(init=False)
+    _doc_chain: dict[int, tuple[list[int], ChainState]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.unit = units(self.scenario)
+
+    def requests(self) -> list[Request]:
+        out: list[Request] = []
+        for pass_index, (spec, docs) in enumerate(zip(self.scenario.passes, pass_orders(self.scenario))):
+            for doc in docs:
+                out.append(self.request(len(out), pass_index + 1, spec.label, doc))
+        return out
+
+    def request(self, seq: int, pass_: int, order: str, doc: int) -> Request:
+        s = self.scenario
+        n = s.prompt_tokens
+        block, chunk = self.unit.block, self.unit.chunk
+        doc_keys, state = self._doc_keys(doc)
+        if s.granularity == "doc":
+            # The question is computed every time and never cached.
+            max_hit = min(len(doc_keys), (n - 1) // block)
+            return Request(seq, pass_, order, doc, n, doc_keys, len(doc_keys), max_hit, list(doc_keys), chunk)
+        question = (_QUESTION_CONTENT + pass_ * s.docs + doc, s.question_tokens)
+        more, end = chain_keys([question], block, state)
+        keys = doc_keys + more
+        ratio = chunk // block
+        chunk_keys = keys[ratio - 1 :: ratio]
+        last_chunk_tokens = chunk
+        if s.save_unfull_chunk and n % chunk:
+            tail = partial_key(end) if end.filled else hash((keys[-1], chunk)) & 0x7FFF_FFFF_FFFF_FFFF
+            chunk_keys.append(tail)
+            last_chunk_tokens = n % chunk
+        return Request(
+            seq,
+            pass_,
+            order,
+            doc,
+            n,
+            keys,
+            -(-n // block),
+            (n - 1) // block,
+            chunk_keys,
+            last_chunk_tokens,
+            shared_blocks=s.shared_prefix_tokens // block,
+            shared_chunks=s.shared_prefix_tokens // chunk,
+        )
+
+    def _doc_keys(self, doc: int) -> tuple[list[int], ChainState]:
+        cached = self._doc_chain.get(doc)
+        if cached is None:
+            s = self.scenario
+            segments = [(_DOC_CONTENT + doc, s.doc_tokens)]
+            if s.shared_prefix_tokens:
+                segments.insert(0, (_SHARED_CONTENT, s.shared_prefix_tokens))
+            cached = self._doc_chain[doc] = chain_keys(segments, self.unit.block)
+        return cached
+
+
+def build_requests(scenario: Scenario) -> list[Request]:
+    return WorkloadBuilder(scenario).requests()
