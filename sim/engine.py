@@ -146,15 +146,15 @@ class Engine:
 
         cpu_evicted: list[StoredChunk] = []
         disk_evicted: list[StoredChunk] = []
-        stored_cpu, stored_disk = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
+        stored_cpu, stored_disk, written = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
 
-        ttft = round(self.costs.ttft_ms(computed, ext.cpu_tokens, ext.disk_tokens, sum(stored_cpu.values())), 3)
+        ttft = round(self.costs.ttft_ms(computed, ext.cpu_tokens, ext.disk_tokens, written), 3)
         shares = {"gpu": gpu_hit, "cpu": ext.cpu_tokens, "disk": ext.disk_tokens, "computed": computed}
         source = max(shares, key=lambda k: shares[k])
         evicted = self._evicted(req, evictions, cpu_evicted, disk_evicted)
         record = RequestRecord(
             req.seq, req.pass_, req.order, req.doc, n, gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed,
-            sum(stored_cpu.values()), ttft, source, evicted,
+            written, ttft, source, evicted,
         )
         self.records.append(record)
         if not emit:
@@ -199,13 +199,18 @@ class Engine:
 
     def _write_through(
         self, req: Request, hit_end: int, ext: _External, cpu_evicted: list[StoredChunk], disk_evicted: list[StoredChunk]
-    ) -> tuple[dict[int, int], dict[int, int]]:
-        """Rule 3: chunks holding computed tokens go to CPU and disk; disk hits are promoted to CPU."""
+    ) -> tuple[dict[int, int], dict[int, int], int]:
+        """Rule 3: chunks holding computed tokens go to CPU and disk; disk hits are promoted to CPU.
+
+        Returns the tokens each tier newly holds per document, and the tokens
+        written through from computed KV (what the store cost applies to).
+        """
         cpu, disk = self.cpu, self.disk
         stored_cpu: dict[int, int] = {}
         stored_disk: dict[int, int] = {}
+        written = 0
         if cpu is None:
-            return stored_cpu, stored_disk
+            return stored_cpu, stored_disk, written
         chunk = self.units.chunk
         keys = req.chunk_keys
         last = len(keys) - 1
@@ -213,15 +218,17 @@ class Engine:
         for i, key in enumerate(keys):
             tokens = req.last_chunk_tokens if i == last else chunk
             end = i * chunk + tokens
-            if end <= hit_end and key not in promote:
+            computed = end > hit_end
+            if not computed and key not in promote:
                 continue
             owner = req.doc if i >= req.shared_chunks else -1
             item = StoredChunk(owner, i, tokens)
-            if cpu.put(key, item, cpu_evicted) and key not in promote:
+            if cpu.put(key, item, cpu_evicted):
                 stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
-            if disk is not None and end > hit_end and disk.put(key, item, disk_evicted):
+                written += tokens if computed else 0
+            if disk is not None and computed and disk.put(key, item, disk_evicted):
                 stored_disk[owner] = stored_disk.get(owner, 0) + tokens
-        return stored_cpu, stored_disk
+        return stored_cpu, stored_disk, written
 
     def _evicted(
         self, req: Request, gpu: Evictions, cpu: list[StoredChunk], disk: list[StoredChunk]

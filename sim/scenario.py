@@ -133,16 +133,21 @@ class Scenario(BaseModel):
         for spec in self.passes:
             if spec.docs is not None and max(spec.docs) >= self.docs:
                 raise ValueError(f"pass lists document {max(spec.docs)}, but there are only {self.docs} (0..{self.docs - 1})")
-        if self.prompt_tokens > self.gpu_tokens - self.block_size:
-            raise ValueError(
-                f"gpu_tokens ({self.gpu_tokens}) must hold one whole prompt plus vLLM's null block: "
-                f"at least {self.prompt_tokens + self.block_size} for {self.prompt_tokens}-token prompts"
-            )
+        if self.gpu_tokens < self.min_gpu_tokens:
+            what = "one whole document" if self.granularity == "doc" else "one whole prompt plus vLLM's null block"
+            raise ValueError(f"gpu_tokens ({self.gpu_tokens}) must hold {what}: at least {self.min_gpu_tokens}")
         if self.total_blocks > MAX_TOTAL_BLOCKS:
             raise ValueError(
                 f"total work is {self.total_blocks:,} blocks (requests x prompt blocks); the limit is {MAX_TOTAL_BLOCKS:,}"
             )
         return self
+
+    @property
+    def min_gpu_tokens(self) -> int:
+        """The smallest GPU tier that can run one request."""
+        if self.granularity == "doc":
+            return self.shared_prefix_tokens + self.doc_tokens
+        return (-(-self.prompt_tokens // self.block_size) + 1) * self.block_size
 
     @property
     def prompt_tokens(self) -> int:
