@@ -73,40 +73,40 @@ class GpuBlockPool:
     def allocate(self, n: int, evictions: Evictions) -> list[int]:
         """Pop ``n`` blocks from the front of the free queue, evicting what they held into ``evictions``."""
         block_ids = self.free_queue.popleft_n(n)
-        block_hash = self.block_hash
+        block_hash, block_doc, block_pos = self.block_hash, self.block_doc, self.block_pos
+        cached, copies, doc_blocks = self.cached, self._copies, self.doc_blocks
+        # The hot loop of a cache that is too small: kept inline, one pass per block.
         for block_id in block_ids:
-            if block_hash[block_id] is not None:
-                self._drop(block_id, evictions)
+            key = block_hash[block_id]
+            if key is None:
+                continue
+            block_hash[block_id] = None
+            if key in copies or cached[key] != block_id:
+                self._drop_copy(key, block_id)
+                continue
+            del cached[key]
+            doc, pos = block_doc[block_id], block_pos[block_id]
+            doc_blocks[doc] -= 1
+            seen = evictions.get(doc)
+            if seen is None:
+                evictions[doc] = [1, pos, pos]
+            else:
+                seen[0] += 1
+                if pos < seen[1]:
+                    seen[1] = pos
+                elif pos > seen[2]:
+                    seen[2] = pos
         return block_ids
 
-    def _drop(self, block_id: int, evictions: Evictions) -> None:
-        key = self.block_hash[block_id]
-        assert key is not None and block_id != self.null_block
-        self.block_hash[block_id] = None
-        copies = self._copies.get(key)
-        if self.cached[key] != block_id:
-            assert copies is not None
-            copies.remove(block_id)
-            if not copies:
-                del self._copies[key]
-            return
-        if copies:
+    def _drop_copy(self, key: int, block_id: int) -> None:
+        """A block holding a hash that another block also holds was reused: no data is lost."""
+        copies = self._copies[key]
+        if self.cached[key] == block_id:
             self.cached[key] = copies.pop()
-            if not copies:
-                del self._copies[key]
-            return
-        del self.cached[key]
-        doc, pos = self.block_doc[block_id], self.block_pos[block_id]
-        self.doc_blocks[doc] -= 1
-        seen = evictions.get(doc)
-        if seen is None:
-            evictions[doc] = [1, pos, pos]
         else:
-            seen[0] += 1
-            if pos < seen[1]:
-                seen[1] = pos
-            if pos > seen[2]:
-                seen[2] = pos
+            copies.remove(block_id)
+        if not copies:
+            del self._copies[key]
 
     def cache_blocks(self, block_ids: Sequence[int], keys: Sequence[int], start: int, doc: int, shared_blocks: int) -> dict[int, int]:
         """Give blocks ``start..len(keys)`` their hashes; returns new distinct blocks per document."""

@@ -142,6 +142,10 @@ class Scenario(BaseModel):
             )
         return self
 
+    def replace(self, **changes: object) -> Scenario:
+        """A validated copy with some fields changed (``model_copy`` would skip validation)."""
+        return Scenario(**{**self.model_dump(exclude=set(changes)), **changes})
+
     @property
     def min_gpu_tokens(self) -> int:
         """The smallest GPU tier that can run one request."""
