@@ -166,6 +166,14 @@ class RunDone(Event):
     totals: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Error(Event):
+    """A run (or, with ``run`` empty, the whole stream) stopped early; what was sent before stays valid."""
+
+    kind: ClassVar[str] = "error"
+    message: str
+
+
 EVENT_KINDS = tuple(
     cls.kind for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Ttft, PassDone, RunDone)
 )

@@ -14,8 +14,9 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from app.scenario_input import resolve
 from sim.costs import CostModel
-from sim.presets import PRESETS, UnknownPreset, preset_fields
+from sim.presets import PRESETS, UnknownPreset
 from sim.scenario import Scenario
 
 # (flag, field, click type, help)
@@ -60,21 +61,13 @@ def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = None, **flags: Any) -> Scenario:
     """Preset fields, overridden by every flag given; exits 2 naming the flag on bad input."""
+    costs = load_costs(costs_file) if costs_file is not None else None
     try:
-        fields = preset_fields(preset)
+        return resolve(preset, flags, no_cpu, costs)
     except UnknownPreset as exc:
         raise click.BadParameter(str(exc), param_hint="--preset") from None
-    overrides = {k: v for k, v in flags.items() if v is not None}
-    if "cpu_tokens" in overrides:
-        fields.pop("cpu_gb", None)
-    if "disk_tokens" in overrides:
-        fields.pop("disk_gb", None)
-    fields.update(overrides)
-    if no_cpu:
-        fields.update(cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None)
-    if costs_file is not None:
-        fields["costs"] = load_costs(costs_file)
-    return validate(fields)
+    except ValidationError as exc:
+        raise click.UsageError(describe(exc)) from None
 
 
 def load_costs(path: Path) -> CostModel:
@@ -83,13 +76,6 @@ def load_costs(path: Path) -> CostModel:
         return CostModel(**data.get("costs", data))
     except (OSError, json.JSONDecodeError, TypeError, ValidationError) as exc:
         raise click.BadParameter(f"{path}: not a cost profile ({exc})", param_hint="--costs") from None
-
-
-def validate(fields: dict[str, Any]) -> Scenario:
-    try:
-        return Scenario(**fields)
-    except ValidationError as exc:
-        raise click.UsageError(describe(exc)) from None
 
 
 def describe(exc: ValidationError) -> str:
