@@ -1,0 +1,48 @@
+"""``kvscope curve [TRACE]``: a plain-LRU hit-ratio curve over every capacity, in one pass over the block stream."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from app.cli.replay import load
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import format_table
+from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
+from sim.trace import MOONCAKE_BLOCK_TOKENS
+
+
+@click.command("curve")
+@click.argument("trace", required=False)
+@click.option("--points", type=click.IntRange(1, MAX_CURVE_POINTS), default=100, show_default=True,
+              help="capacities, spread evenly up to the number of distinct blocks")
+@scenario_options
+@click.option("--json", "as_json", is_flag=True, help='print [{"capacity_blocks": C, "hit_ratio": H}, ...]')
+def command(trace: str | None, points: int, as_json: bool, **flags: Any) -> None:
+    """Hit ratio of a plain LRU of C blocks, for every C, fed TRACE's blocks in order (each request's hash_ids
+    as listed; --block-size is the trace's, default 512) or, without TRACE, the blocks of a scenario's requests
+    (--preset and the scenario flags). A model of reuse, not of the vLLM pool: see the README."""
+    if trace is not None:
+        block_size = flags["block_size"] or MOONCAKE_BLOCK_TOKENS
+        source = load(trace, block_size)
+        stream, label = trace_stream(source), f"{source.name} ({block_size}-token blocks)"
+    else:
+        scenario = build_scenario(**flags)
+        stream, label = scenario_stream(scenario), f"scenario ({scenario.block_size}-token blocks)"
+    curve = lru_curve(stream, points)
+    if as_json:
+        click.echo(json.dumps(curve["points"], indent=1))
+        return
+    click.echo(
+        f"{label}: {curve['references']:,} block references, {curve['distinct_blocks']:,} distinct; "
+        f"an LRU holding them all hits {curve['max_hit_ratio']:.4f}"
+    )
+    click.echo(
+        format_table(
+            ["capacity blocks", "hit ratio", "hit blocks"],
+            [[p["capacity_blocks"], f"{p['hit_ratio']:.4f}", p["hit_blocks"]] for p in curve["points"]],
+            [True, True, True],
+        )
+    )

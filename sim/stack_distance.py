@@ -1,0 +1,95 @@
+"""LRU stack distances in one pass: the hit count of a plain LRU cache at every capacity at once (Mattson et al.).
+
+A reference's stack distance is its depth in the LRU stack: 1 + the number of
+distinct keys referenced since the same key's previous reference (infinite on
+first reference). An LRU of ``C`` entries hits exactly the references of depth
+``<= C``, so one histogram of depths gives the hit count at every capacity.
+
+Depths are counted with a Fenwick tree over reference positions, in
+O(N log N): a position is *live* while it holds its key's latest reference;
+the depth of a reference whose key was last seen at position ``p`` is the
+number of live positions from ``p`` on, i.e. ``distinct - p + dead_before(p)``.
+The tree counts dead positions (one update and one prefix query per re-reference;
+first references cost one dict store).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+
+@dataclass(frozen=True, slots=True)
+class StackProfile:
+    """The depth histogram of a reference stream, turned into hits per capacity.
+
+    ``cumulative_hits[c]`` is the number of references an LRU of ``c`` entries
+    hits (``c`` from 0 to ``distinct``; any larger cache hits as many as
+    ``distinct`` entries do).
+    """
+
+    references: int
+    distinct: int
+    cumulative_hits: list[int]
+
+    def hits(self, capacity: int) -> int:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        return self.cumulative_hits[min(capacity, self.distinct)]
+
+    def hit_ratio(self, capacity: int) -> float:
+        return self.hits(capacity) / self.references if self.references else 0.0
+
+
+def stack_profile(stream: Sequence[Hashable]) -> StackProfile:
+    """One pass over ``stream``: the LRU hit count at every capacity."""
+    n = len(stream)
+    tree = [0] * (n + 1)  # tree[j] covers dead positions; index j is position j - 1
+    depth_count = [0] * (n + 1)
+    last: dict[Hashable, int] = {}
+    distinct = 0
+    for t, key in enumerate(stream):
+        p = last.get(key)
+        last[key] = t
+        if p is None:
+            distinct += 1
+            continue
+        dead = 0
+        i = p
+        while i:
+            dead += tree[i]
+            i &= i - 1
+        depth_count[distinct - p + dead] += 1
+        i = p + 1
+        while i <= n:
+            tree[i] += 1
+            i += i & -i
+    return StackProfile(n, distinct, list(accumulate(depth_count[: distinct + 1])))
+
+
+def lru_hits(stream: Sequence[Hashable], capacity: int) -> int:
+    """A direct simulation of a plain LRU of ``capacity`` entries: the reference the profile must agree with."""
+    if capacity < 0:
+        raise ValueError(f"capacity must be >= 0, got {capacity}")
+    cache: OrderedDict[Hashable, None] = OrderedDict()
+    move, pop = cache.move_to_end, cache.popitem
+    hits = 0
+    for key in stream:
+        if key in cache:
+            move(key)
+            hits += 1
+        elif capacity:
+            cache[key] = None
+            if len(cache) > capacity:
+                pop(last=False)
+    return hits
+
+
+def curve_capacities(distinct: int, points: int) -> list[int]:
+    """``points`` capacities spread evenly from ``distinct / points`` to ``distinct`` (fewer if they coincide)."""
+    if points < 1:
+        raise ValueError(f"points must be >= 1, got {points}")
+    top = max(distinct, 1)
+    return sorted({max(1, round(k * top / points)) for k in range(1, points + 1)})

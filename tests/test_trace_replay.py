@@ -1,0 +1,138 @@
+"""Trace replay: golden traces through the GPU pool and the CPU tier, per-tier block counts, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from app.cli import main
+from sim.replay import ReplayError, ReplayTiers, replay
+from sim.trace import Trace, open_trace, parse_trace
+
+
+def trace_of(*requests: tuple[int, list[int]], block_tokens: int = 4) -> Trace:
+    lines = [
+        json.dumps({"timestamp": i, "input_length": n, "output_length": 1, "hash_ids": ids})
+        for i, (n, ids) in enumerate(requests)
+    ]
+    return parse_trace("\n".join(lines).encode(), block_tokens)
+
+
+def tier(result: dict, name: str) -> dict:
+    return next(t for t in result["tiers"] if t["name"] == name)
+
+
+def test_gpu_prefix_hits_last_token_rule_and_eviction() -> None:
+    # 4-token blocks, 3 usable GPU blocks b1..b3 (the null block is extra). Free queue front first.
+    trace = trace_of(
+        (8, [1, 2]),  # r0: misses both; takes b1,b2; freed tail first: queue [b3, b2(2), b1(1)]
+        (12, [1, 2, 3]),  # r1: at most (12-1)//4 = 2 blocks may hit: 1 and 2 (8 tokens); 3 goes into b3
+        (8, [1, 2]),  # r2: all cached, but at most (8-1)//4 = 1 block may hit (4 tokens); the recomputed
+        #               block is popped from the front, b3, evicting block 3 (4 tokens)
+        (6, [1, 9]),  # r3: one full block (1) hits, max (6-1)//4 = 1; the partial block 9 is never cached
+    )
+    result = replay(trace, ReplayTiers(gpu_blocks=3))
+    reqs = result["requests"]
+    assert [r["gpu_hit_tokens"] for r in reqs] == [0, 8, 4, 4]
+    assert [r["computed_tokens"] for r in reqs] == [8, 4, 4, 2]
+    assert [r["cpu_hit_tokens"] for r in reqs] == [0, 0, 0, 0]
+    assert [e["tokens"] for e in reqs[2]["evicted"]] == [4]
+    assert reqs[2]["evicted"][0]["tier"] == "gpu" and reqs[2]["evicted"][0]["doc"] == -1
+    assert all(not r["evicted"] for i, r in enumerate(reqs) if i != 2)
+    assert [r["timestamp_ms"] for r in reqs] == [0, 1, 2, 3]
+    # Full blocks looked up: 2 + 3 + 2 + 1 = 8; hit: 0 + 2 + 1 + 1 = 4.
+    assert result["run"] == "gpu"
+    assert result["tiers"] == [{"name": "gpu", "lookup_blocks": 8, "hit_blocks": 4, "hit_ratio": 0.5, "capacity_blocks": 3}]
+
+
+def test_cpu_tier_serves_what_the_gpu_evicted() -> None:
+    trace = trace_of(
+        (8, [1, 2]),  # A: computed, written through to CPU
+        (12, [5, 6, 7]),  # B: needs all 3 GPU blocks, evicting A's
+        (8, [1, 2]),  # A again: GPU misses; both chunks in CPU; 8 - 1 = 7 tokens loaded, 1 recomputed
+    )
+    result = replay(trace, ReplayTiers(gpu_blocks=3, cpu_blocks=100))
+    reqs = result["requests"]
+    assert [r["gpu_hit_tokens"] for r in reqs] == [0, 0, 0]
+    assert [r["cpu_hit_tokens"] for r in reqs] == [0, 0, 7]
+    assert reqs[2]["computed_tokens"] == 1
+    assert reqs[2]["ttft_ms"] < reqs[0]["ttft_ms"]  # loading 7 tokens is cheaper than computing them
+    # GPU: 2 + 3 + 2 full blocks looked up, none hit. CPU: asked for the same 7 (the GPU hit nothing);
+    # A again loads both blocks (the second partly: vLLM recomputes its last token).
+    assert tier(result, "gpu") == {"name": "gpu", "lookup_blocks": 7, "hit_blocks": 0, "hit_ratio": 0.0, "capacity_blocks": 3}
+    assert tier(result, "cpu") == {"name": "cpu", "lookup_blocks": 7, "hit_blocks": 2, "hit_ratio": 2 / 7, "capacity_blocks": 100}
+
+
+def test_cpu_is_asked_only_for_blocks_the_gpu_missed() -> None:
+    # gpu_blocks=2 and one 2-block prompt read twice: the second read hits block 1 on the GPU (the last-token
+    # rule stops it there); the CPU is asked for block 2 only and loads it (3 of its 4 tokens, the last recomputed).
+    result = replay(trace_of((8, [1, 2]), (8, [1, 2])), ReplayTiers(gpu_blocks=2, cpu_blocks=10))
+    second = result["requests"][1]
+    assert (second["gpu_hit_tokens"], second["cpu_hit_tokens"], second["computed_tokens"]) == (4, 3, 1)
+    assert tier(result, "cpu")["lookup_blocks"] == 2 + 1
+    assert tier(result, "cpu")["hit_blocks"] == 1
+
+
+def test_chunks_of_several_blocks_are_keyed_by_their_last_block() -> None:
+    # 2-block chunks: a 3-block prompt has one full chunk (blocks 1,2, keyed 2); its third block is not stored.
+    # After a 3-block prompt evicts it from the GPU, the first prompt loads the chunk (8 tokens) and
+    # computes its last block.
+    trace = trace_of((12, [1, 2, 3]), (12, [5, 6, 7]), (12, [1, 2, 3]))
+    result = replay(trace, ReplayTiers(gpu_blocks=3, cpu_blocks=10, chunk_blocks=2))
+    assert [r["cpu_hit_tokens"] for r in result["requests"]] == [0, 0, 8]
+
+
+def test_timeline_windows_partition_the_requests() -> None:
+    trace = trace_of(*[(8, [1, 2])] * 10)  # timestamps 0..9
+    result = replay(trace, ReplayTiers(gpu_blocks=2), timeline_buckets=3)
+    windows = result["timeline"]
+    # Span 9 ms in 3 windows of 3 ms: [0,3) -> 0,1,2; [3,6) -> 3,4,5; [6,9] -> 6,7,8,9.
+    assert [w["requests"] for w in windows] == [3, 3, 4]
+    # The first read misses both blocks; every later one hits block 1 (the last-token rule keeps block 2 out).
+    assert [w["tiers"][0]["hit_blocks"] for w in windows] == [2, 3, 4]
+    assert sum(w["tiers"][0]["lookup_blocks"] for w in windows) == tier(result, "gpu")["lookup_blocks"] == 20
+
+
+def test_tiers_too_small_for_the_trace_are_refused() -> None:
+    trace = trace_of((8, [1, 2]), (12, [1, 2, 3]))
+    with pytest.raises(ReplayError, match="at least 3 blocks") as info:
+        replay(trace, ReplayTiers(gpu_blocks=2))
+    assert info.value.field == "gpu_blocks"
+    with pytest.raises(ReplayError) as info:
+        replay(trace, ReplayTiers(gpu_blocks=3, cpu_blocks=1, chunk_blocks=2))
+    assert info.value.field == "cpu_blocks"
+
+
+def test_cli_json_equals_the_library_result_on_the_bundled_trace() -> None:
+    result = CliRunner().invoke(main, ["replay", "mooncake-synthetic", "--gpu-blocks", "1000", "--cpu-blocks", "8000", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    expected = replay(open_trace("mooncake-synthetic"), ReplayTiers(1000, 8000))
+    assert data["requests"] == json.loads(json.dumps(expected["requests"]))
+    assert data["tiers"] == expected["tiers"]
+    assert len(data["requests"]) == 3993
+    first = data["requests"][0]
+    assert set(first) >= {"seq", "pass", "order", "doc", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "ttft_ms", "evicted"}
+    assert (first["prompt_tokens"], first["gpu_hit_tokens"], first["computed_tokens"]) == (40_160, 0, 40_160)
+    gpu, cpu = data["tiers"]
+    # Every full block of every prompt is looked up on the GPU; the CPU is asked for the rest.
+    assert gpu["lookup_blocks"] == sum(r["prompt_tokens"] // 512 for r in data["requests"])
+    assert cpu["lookup_blocks"] == gpu["lookup_blocks"] - gpu["hit_blocks"]
+    assert 0 < gpu["hit_ratio"] < 1 and 0 < cpu["hit_ratio"] < 1
+
+
+def test_cli_refuses_a_gpu_smaller_than_the_longest_prompt() -> None:
+    # The bundled trace's longest prompt is 191,378 tokens = ceil(191378 / 512) = 374 blocks.
+    result = CliRunner().invoke(main, ["replay", "mooncake-synthetic", "--gpu-blocks", "373"])
+    assert result.exit_code == 2
+    assert "--gpu-blocks" in result.output and "at least 374 blocks" in result.output
+
+
+def test_cli_table_names_each_tier() -> None:
+    result = CliRunner().invoke(main, ["replay", "mooncake-synthetic", "--gpu-blocks", "400", "--cpu-blocks", "4000"])
+    assert result.exit_code == 0, result.output
+    rows = [ln.split()[0] for ln in result.output.splitlines() if ln.startswith(("gpu ", "cpu "))]
+    assert rows == ["gpu", "cpu"]
+    assert "TTFT ms: p50" in result.output
