@@ -39,6 +39,8 @@ OVERRIDE_FIELDS: tuple[str, ...] = (
     "free_order",
     "seed",
     "save_unfull_chunk",
+    "gpu_policy",
+    "cpu_policy",
 )
 
 # Offload-tier sizes: giving one unit replaces the preset's size in the other.

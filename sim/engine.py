@@ -33,6 +33,7 @@ from sim.events import (
     Ttft,
 )
 from sim.gpu import Evictions, FreeOrder, GpuBlockPool
+from sim.policies import Future, GpuPolicy
 from sim.workload import Request, Units
 
 
@@ -48,6 +49,7 @@ class TierSpec:
     reserve_null_block: bool = True
     cpu_policy: ChunkPolicy = "lru"
     disk_policy: ChunkPolicy = "lru"
+    gpu_policy: GpuPolicy = "lru"
 
 
 @dataclass(slots=True)
@@ -100,7 +102,8 @@ class Engine:
         self.units = tiers.units
         self.costs = costs or default_costs()
         self.gpu = GpuBlockPool(
-            tiers.gpu_tokens // tiers.units.block, tiers.units.block, tiers.free_order, tiers.reserve_null_block
+            tiers.gpu_tokens // tiers.units.block, tiers.units.block, tiers.free_order, tiers.reserve_null_block,
+            tiers.gpu_policy,
         )
         self.cpu = ChunkStore(CPU, tiers.cpu_tokens, tiers.units.chunk, tiers.cpu_policy) if tiers.cpu_tokens else None
         self.disk = (
@@ -109,9 +112,16 @@ class Engine:
             else None
         )
         self.records: list[RequestRecord] = []
+        self.future: Future | None = None  # set by plan() for a policy that looks ahead (Belady)
+
+    def plan(self, requests: list[Request]) -> None:
+        """Give a look-ahead policy the whole request list; the other policies need nothing."""
+        plan = getattr(self.gpu.free_queue, "plan", None)
+        if plan is not None:
+            self.future = plan(requests)
 
     def tier_infos(self) -> list[TierInfo]:
-        infos = [TierInfo(GPU, self.units.block, self.gpu.capacity_blocks * self.units.block, "lru")]
+        infos = [TierInfo(GPU, self.units.block, self.gpu.capacity_blocks * self.units.block, self.gpu.policy)]
         for store in (self.cpu, self.disk):
             if store is not None:
                 infos.append(TierInfo(store.name, store.chunk_size, store.capacity_tokens, store.policy))
@@ -129,6 +139,8 @@ class Engine:
         block = self.units.block
         n = req.prompt_tokens
         gpu = self.gpu
+        if self.future is not None:
+            self.future.now = req.seq
 
         hit_blocks = gpu.find_prefix(req.block_keys, req.max_hit_blocks)
         gpu.touch(hit_blocks)
@@ -330,6 +342,7 @@ class Engine:
         """Every event of the run, with a ``pass`` event after each pass and ``done`` at the end."""
         from sim.result import pass_summaries, run_totals
 
+        self.plan(requests)
         yield self.start_event(len(requests), docs, doc_tokens)
         start = len(self.records)
         for i, req in enumerate(requests):
@@ -341,6 +354,7 @@ class Engine:
         yield RunDone(self.run, len(requests), run_totals(self.records[start:]))
 
     def run_all(self, requests: list[Request]) -> list[RequestRecord]:
+        self.plan(requests)
         for req in requests:
             self.process(req, emit=False)
         return self.records

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from sim.free_queue import FreeBlockQueue
+from sim.policies import FreeQueue, free_queue
 
 FreeOrder = Literal["vllm", "vllm-legacy"]
 
@@ -31,6 +31,7 @@ class GpuBlockPool:
         block_size: int,
         free_order: FreeOrder = "vllm",
         reserve_null_block: bool = True,
+        policy: str = "lru",
     ) -> None:
         first = 1 if reserve_null_block else 0
         if num_blocks - first < 1:
@@ -45,7 +46,9 @@ class GpuBlockPool:
         self.cached: dict[int, int] = {}
         self._copies: dict[int, list[int]] = {}
         self.doc_blocks: dict[int, int] = {}
-        self.free_queue = FreeBlockQueue(range(first, num_blocks))
+        self.policy = policy
+        # LRU is vLLM's FreeBlockQueue itself; other policies are what-ifs (sim.policies).
+        self.free_queue: FreeQueue = free_queue(policy, range(first, num_blocks), self)
 
     @property
     def capacity_blocks(self) -> int:

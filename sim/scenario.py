@@ -105,6 +105,12 @@ class Scenario(BaseModel):
     kv_bytes_per_token: int | None = Field(default=None, ge=1, le=10_000_000, description="overrides the model's")
     free_order: Literal["vllm", "vllm-legacy"] = "vllm"
     save_unfull_chunk: bool = False
+    gpu_policy: Literal["lru", "fifo", "mru", "belady"] = Field(
+        default="lru", description="GPU eviction policy: lru (vLLM's), or fifo, mru, belady (offline optimum) as what-ifs"
+    )
+    cpu_policy: Literal["lru", "fifo", "mru"] = Field(
+        default="lru", description="CPU tier eviction policy: lru (LMCache's), or fifo, mru as what-ifs"
+    )
     seed: int = Field(default=0, ge=0, le=2**31)
     costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")
 

@@ -22,6 +22,8 @@ def tier_spec(scenario: Scenario, run: str) -> TierSpec:
         cpu_tokens=scenario.cpu_capacity_tokens if "cpu" in run else None,
         disk_tokens=scenario.disk_capacity_tokens if "disk" in run else None,
         free_order=scenario.free_order,
+        gpu_policy=scenario.gpu_policy,
+        cpu_policy=scenario.cpu_policy,
         reserve_null_block=not doc_mode,
     )
 

@@ -37,6 +37,8 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--model", "model", str, "model whose KV bytes per token size the tiers"),
     ("--kv-bytes-per-token", "kv_bytes_per_token", int, "override the model's KV bytes per token"),
     ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
+    ("--gpu-policy", "gpu_policy", click.Choice(["lru", "fifo", "mru", "belady"]), "GPU eviction policy (lru is vLLM's)"),
+    ("--cpu-policy", "cpu_policy", click.Choice(["lru", "fifo", "mru"]), "CPU tier eviction policy (lru is LMCache's)"),
     ("--seed", "seed", int, "seed for random and zipf orders"),
 ]
 FIELD_TO_FLAG = {field: flag for flag, field, _, _ in FLAGS}

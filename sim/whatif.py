@@ -1,0 +1,41 @@
+"""What if a tier evicted differently: the same workload under every eviction policy of the GPU and of the CPU tier.
+
+The GPU comparison runs the GPU tier alone (``gpu``) under LRU (vLLM's), FIFO,
+MRU and Belady's offline optimum, the upper bound no online policy beats. The
+CPU comparison runs ``gpu+cpu`` with the scenario's GPU policy and each CPU
+policy (LRU is LMCache's). The workload is built once and shared by every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from sim.chunk_store import CHUNK_POLICIES
+from sim.costs import default_costs
+from sim.engine import Engine
+from sim.policies import GPU_POLICY_NAMES
+from sim.result import pass_summaries, run_totals
+from sim.scenario import Scenario
+from sim.simulation import scenario_summary, tier_spec
+from sim.workload import build_requests
+
+
+def compare(scenario: Scenario) -> dict[str, Any]:
+    """Per tier and policy: pass summaries and totals; ``current`` marks the scenario's own policy."""
+    requests = build_requests(scenario)
+    costs = scenario.costs or default_costs()
+
+    def run(name: str, **policies: str) -> dict[str, Any]:
+        records = Engine(name, replace(tier_spec(scenario, name), **policies), costs).run_all(requests)
+        return {"run": name, "passes": pass_summaries(records), "totals": run_totals(records)}
+
+    gpu = [
+        {"policy": p, "current": p == scenario.gpu_policy, **run("gpu", gpu_policy=p)} for p in GPU_POLICY_NAMES
+    ]
+    cpu = []
+    if scenario.cpu_capacity_tokens is not None:
+        cpu = [
+            {"policy": p, "current": p == scenario.cpu_policy, **run("gpu+cpu", cpu_policy=p)} for p in CHUNK_POLICIES
+        ]
+    return {"scenario": scenario_summary(scenario), "gpu": gpu, "cpu": cpu}
