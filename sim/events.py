@@ -174,6 +174,36 @@ class Error(Event):
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Measured(Event):
+    """Live mode: a request to a real server finished; its measured TTFT and where its prompt came from.
+
+    ``run`` is the target's name. Hit tokens are None when the server's
+    ``/metrics`` could not tell (no metrics, or requests overlapping).
+    """
+
+    kind: ClassVar[str] = "measured"
+    seq: int
+    pass_: int
+    order: str
+    doc: int
+    prompt_tokens: int
+    ttft_ms: float
+    gpu_hit_tokens: int | None
+    cpu_hit_tokens: int | None
+    computed_tokens: int | None
+    model: str
+    started_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunWarning(Event):
+    """Live mode: a run goes on with less than asked for (e.g. TTFT only, without ``/metrics``)."""
+
+    kind: ClassVar[str] = "warning"
+    message: str
+
+
 EVENT_KINDS = tuple(
     cls.kind for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Ttft, PassDone, RunDone)
 )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from app.cli import analyze, curve, policies, replay, simulate, size, sweep
+from app.cli import analyze, curve, emulate, live, policies, replay, simulate, size, sweep
 
-COMMAND_MODULES = [simulate, analyze, size, sweep, replay, curve, policies]
+COMMAND_MODULES = [simulate, analyze, size, sweep, replay, curve, policies, emulate, live]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -1,0 +1,172 @@
+"""``kvscope live``: run a scenario against real vLLM / vLLM+LMCache servers, measure TTFT and cache hits, compare."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import format_table
+from app.live.session import MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, LiveOptions, LiveRun
+from app.live.targets import Target, TargetSpecError, parse_targets
+from sim import measurements
+from sim.events import Error, Event, Measured, PassDone, RunStarted, RunWarning
+from sim.result import comparison
+
+
+@click.command("live")
+@click.option(
+    "--target", "target_specs", multiple=True, required=True, metavar="[NAME=]URL",
+    help="a server to measure, e.g. gpu=http://host:8000; repeat to compare (gpu=... --target gpu+cpu=...)",
+)
+@scenario_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="measurement file to write (.csv or .jsonl); must not exist")
+@click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True, help="requests in flight per target")
+@click.option("--max-tokens", type=click.IntRange(1, MAX_COMPLETION_TOKENS), default=4, show_default=True, help="tokens to generate per request")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, 3600, min_open=True), default=60.0, show_default=True, help="seconds to wait for any one answer")
+@click.option("--json", "as_json", is_flag=True, help="print the measured and predicted summaries as JSON")
+def command(
+    target_specs: tuple[str, ...], out: Path | None, concurrency: int, max_tokens: int, timeout_s: float, as_json: bool,
+    **flags: Any,
+) -> None:
+    """Send the scenario's requests to each target (targets side by side, requests one at a time), record TTFT
+    and per-request GPU and CPU hit tokens from /metrics, and print them beside a simulation of the same
+    scenario on each server's detected GPU size. Exits 1 if a target failed; what was measured is kept."""
+    try:
+        targets = parse_targets(target_specs)
+    except TargetSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--target") from None
+    scenario = build_scenario(**flags)
+    if out is not None and out.exists():
+        raise click.BadParameter(f"{out} exists; nothing is overwritten, choose another name", param_hint="--out")
+    options = LiveOptions(concurrency=concurrency, max_tokens=max_tokens, timeout_s=timeout_s)
+    fh = open(out, "x", newline="") if out is not None else None
+    writer = measurements.MeasurementWriter(fh, jsonl=out.suffix == ".jsonl") if fh is not None and out is not None else None
+    live = LiveRun(scenario, targets, options, sink=writer.append if writer is not None else None)
+    predicted: dict[str, list[dict[str, Any]]] = {}
+    try:
+        asyncio.run(_consume(live, targets, predicted, sys.stderr))
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted: {len(live.measurements)} requests measured" + (f", kept in {out}" if out else ""), err=True)
+        raise SystemExit(130) from None
+    finally:
+        if fh is not None:
+            fh.close()
+    _report(live, predicted, as_json, out)
+    if live.failed:
+        raise SystemExit(1)
+
+
+async def _consume(live: LiveRun, targets: list[Target], predicted: dict[str, list[dict[str, Any]]], err: IO[str]) -> None:
+    progress = _Progress(err)
+    urls = {t.name: t.url for t in targets}
+    async for event in live.events():
+        _note(event, progress, predicted, urls)
+
+
+def _note(event: Event, progress: _Progress, predicted: dict[str, list[dict[str, Any]]], urls: dict[str, str]) -> None:
+    if isinstance(event, RunStarted):
+        progress.total += event.requests
+    elif isinstance(event, Measured):
+        progress.step(f"{event.run}: pass {event.pass_} doc {event.doc} {event.ttft_ms:,.1f} ms")
+    elif isinstance(event, PassDone):
+        predicted.setdefault(event.run, []).append(event.summary["predicted"])
+    elif isinstance(event, RunWarning):
+        progress.say(f"warning: target {event.run}: {event.message}")
+    elif isinstance(event, Error):
+        progress.say(f"error: {event.message} [{urls.get(event.run, '')}]")
+
+
+class _Progress:
+    """A one-line progress display on stderr (a line per update when stderr is not a terminal)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.total = 0
+        self.done = 0
+        self.tty = stream.isatty()
+
+    def step(self, note: str) -> None:
+        self.done += 1
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        line = f"[{'#' * filled}{'-' * (width - filled)}] {self.done}/{self.total}  {note}"
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line)
+        elif self.done == self.total or self.done % 10 == 0:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def say(self, message: str) -> None:
+        self.stream.write(("\r\x1b[2K" if self.tty else "") + message + "\n")
+        self.stream.flush()
+
+
+def _report(live: LiveRun, predicted: dict[str, list[dict[str, Any]]], as_json: bool, out: Path | None) -> None:
+    rows = live.measurements
+    measured = measurements.analyze(rows, _baseline(rows)) if rows else {"cells": [], "speedups": []}
+    predicted_runs = [{"name": name, "passes": passes} for name, passes in predicted.items()]
+    predicted_speedups = comparison(predicted_runs, _baseline(rows)) if rows else []
+    if as_json:
+        report = {
+            "targets": [info.to_dict() for info in live.infos.values()],
+            "measured": measured,
+            "predicted": {"runs": predicted_runs, "speedups": predicted_speedups},
+            "errors": live.failed,
+        }
+        click.echo(json.dumps(report, indent=1))
+        return
+    click.echo("", err=True)
+    for info in live.infos.values():
+        capacity = f"{info.capacity_tokens:,} GPU tokens" if info.capacity_tokens else "GPU size unknown"
+        click.echo(f"{info.name}: {info.model}, {capacity}" + (" (kvscope emulator)" if info.emulator else ""))
+    pred = {(run["name"], p["pass"]): p for run in predicted_runs for p in run["passes"]}
+    table = []
+    for cell in measured["cells"]:
+        hits = _hit_totals(rows, cell["config"], cell["pass"])
+        p = pred.get((cell["config"], cell["pass"]), {})
+        table.append(
+            [
+                cell["config"], f"{cell['pass']} {cell['order']}", cell["n"], cell["p50_ms"], p.get("p50_ms"),
+                cell["mean_ms"], p.get("mean_ms"), hits[0], hits[1],
+            ]
+        )
+    if table:
+        click.echo("")
+        headers = ["target", "pass", "n", "p50 ms", "sim p50", "mean ms", "sim mean", "GPU hit tok", "CPU hit tok"]
+        click.echo(format_table(headers, table, [False, False] + [True] * 7))
+    sim_speedups = {(s["candidate"], s["pass"]): s for s in predicted_speedups}
+    if measured["speedups"]:
+        click.echo("")
+        lines = []
+        for s in measured["speedups"]:
+            p = sim_speedups.get((s["candidate"], s["pass"]))
+            lines.append(
+                [
+                    s["pass"], s["baseline"], s["candidate"], f"{s['p50_speedup']:.2f}x",
+                    f"{p['p50_speedup']:.2f}x" if p else "", f"{s['mean_speedup']:.2f}x", f"{p['mean_speedup']:.2f}x" if p else "",
+                ]
+            )
+        headers = ["pass", "baseline", "candidate", "p50 speed-up", "sim p50", "mean speed-up", "sim mean"]
+        click.echo(format_table(headers, lines, [True, False, False, True, True, True, True]))
+    if out is not None:
+        click.echo(f"\nwrote {len(rows)} requests to {out}")
+
+
+def _baseline(rows: list[measurements.Measurement]) -> str:
+    configs = list(dict.fromkeys(r.config for r in rows))
+    return "gpu" if "gpu" in configs else configs[0]
+
+
+def _hit_totals(rows: list[measurements.Measurement], config: str, pass_: int) -> tuple[int | None, int | None]:
+    mine = [r for r in rows if r.config == config and r.pass_ == pass_]
+
+    def total(values: list[int | None]) -> int | None:
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    return total([r.gpu_hit_tokens for r in mine]), total([r.cpu_hit_tokens for r in mine])

@@ -1,0 +1,182 @@
+"""The emulator's engine room: one simulator ``Engine``, vLLM's counters, and prefills served one at a time.
+
+The emulator does not batch: a lock lets one prefill run at a time, and a
+request that arrives meanwhile waits its turn (its TTFT includes the wait, as
+on a server that is busy). The counters move exactly as vLLM v1's do:
+
+- ``prefix_cache_queries`` += prompt tokens, ``prefix_cache_hits`` += GPU hit
+  tokens (vLLM's ``KVCacheManager`` prefix-cache stats);
+- with a CPU tier, ``external_prefix_cache_queries`` += prompt tokens minus the
+  GPU hit (what vLLM asks its KV connector for) and
+  ``external_prefix_cache_hits`` += tokens loaded from CPU.
+
+``/metrics`` renders these same numbers, so an outside observer's deltas equal
+the engine's records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from app.emulator.config import EmulatorConfig
+from sim.costs import default_costs
+from sim.engine import Engine, TierSpec
+from sim.prompt_keys import request_for_tokens
+from sim.workload import Units
+
+# vLLM's buckets for vllm:time_to_first_token_seconds.
+TTFT_BUCKETS_S = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+    80.0, 160.0, 640.0, 2560.0,
+)
+# Records kept for /kvscope/emulator; older ones are dropped so a long-running emulator stays small.
+KEPT_RECORDS = 10_000
+
+
+@dataclass(slots=True)
+class Counters:
+    """vLLM's cumulative counters, in tokens and requests."""
+
+    requests: int = 0
+    finished: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    external_prefix_cache_queries: int = 0
+    external_prefix_cache_hits: int = 0
+    ttft_bucket_counts: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS_S))
+    ttft_count: int = 0
+    ttft_sum_s: float = 0.0
+
+    def observe_ttft(self, seconds: float) -> None:
+        self.ttft_count += 1
+        self.ttft_sum_s += seconds
+        for i, bound in enumerate(TTFT_BUCKETS_S):
+            if seconds <= bound:
+                self.ttft_bucket_counts[i] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The token and request counters (the TTFT histogram is in ``/metrics``)."""
+        return {k: v for k, v in asdict(self).items() if not k.startswith("ttft_")}
+
+
+@dataclass(frozen=True, slots=True)
+class Prefill:
+    """One served prefill: where its prompt came from, the model's TTFT and the delay actually applied."""
+
+    seq: int
+    prompt_tokens: int
+    gpu_hit_tokens: int
+    cpu_hit_tokens: int
+    computed_tokens: int
+    ttft_ms: float
+    delay_ms: float
+    alloc_blocks: int
+
+    @property
+    def cached_tokens(self) -> int:
+        """vLLM's ``num_cached_tokens``: local and external hits."""
+        return self.gpu_hit_tokens + self.cpu_hit_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "alloc_blocks"}
+
+
+class Backend:
+    """Serves prefills through the simulator's tiers and keeps vLLM's counters of them."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self.units = Units(config.block_size, config.chunk_size)
+        tiers = TierSpec(units=self.units, gpu_tokens=config.gpu_tokens, cpu_tokens=config.cpu_tokens)
+        self.engine = Engine("emulator", tiers, config.costs or default_costs())
+        self.counters = Counters()
+        self.records: deque[Prefill] = deque(maxlen=KEPT_RECORDS)
+        self.blocks_in_use = 0
+        self.running = 0
+        self._lock = asyncio.Lock()
+        self._seq = 0
+
+    @property
+    def has_cpu_tier(self) -> bool:
+        return self.engine.cpu is not None
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """vLLM's ``kv_cache_usage_perc``: blocks held by running requests over all blocks (0 when idle)."""
+        return self.blocks_in_use / self.config.num_gpu_blocks
+
+    async def prefill(self, tokens: list[int], arrived: float) -> Prefill:
+        """Look the prompt up in the tiers, then wait until its TTFT (scaled) has passed since ``arrived``.
+
+        ``arrived`` is ``time.perf_counter()`` when the request came in: the time
+        spent tokenizing, hashing and waiting for the lock is part of the TTFT,
+        not added to it.
+        """
+        async with self._lock:
+            request = request_for_tokens(tokens, self.units, seq=self._seq)
+            self._seq += 1
+            record, _ = self.engine.process(request, emit=False)
+            # The engine keeps every record for whole-run summaries; a server does not need them.
+            self.engine.records.clear()
+            prefill = Prefill(
+                record.seq, record.prompt_tokens, record.gpu_hit_tokens, record.cpu_hit_tokens, record.computed_tokens,
+                record.ttft_ms, round(record.ttft_ms / self.config.speed, 3), request.alloc_blocks,
+            )
+            self._count(prefill)
+            self.blocks_in_use += prefill.alloc_blocks
+            self.running += 1
+            remaining_s = prefill.delay_ms / 1000 - (time.perf_counter() - arrived)
+            try:
+                if remaining_s > 0:
+                    await asyncio.sleep(remaining_s)
+            except BaseException:
+                self.release(prefill)
+                raise
+            self.counters.observe_ttft(time.perf_counter() - arrived)
+            return prefill
+
+    def release(self, prefill: Prefill) -> None:
+        """The request ended (finished or abandoned): its blocks no longer count as in use."""
+        self.blocks_in_use -= prefill.alloc_blocks
+        self.running -= 1
+
+    def finish(self, prefill: Prefill, generated_tokens: int) -> None:
+        """The request's last token was sent."""
+        self.counters.generation_tokens += generated_tokens
+        self.counters.finished += 1
+        self.release(prefill)
+
+    def _count(self, p: Prefill) -> None:
+        c = self.counters
+        c.requests += 1
+        c.prompt_tokens += p.prompt_tokens
+        c.prefix_cache_queries += p.prompt_tokens
+        c.prefix_cache_hits += p.gpu_hit_tokens
+        if self.has_cpu_tier:
+            c.external_prefix_cache_queries += p.prompt_tokens - p.gpu_hit_tokens
+            c.external_prefix_cache_hits += p.cpu_hit_tokens
+        self.records.append(p)
+
+    def info(self) -> dict[str, Any]:
+        """What the emulator is, for live mode's shadow simulation and for tests: ``/kvscope/emulator``."""
+        cfg = self.config
+        return {
+            "emulator": "kvscope",
+            "model": cfg.model,
+            "speed": cfg.speed,
+            "block_size": cfg.block_size,
+            "chunk_size": cfg.chunk_size,
+            "gpu_tokens": cfg.gpu_tokens,
+            "num_gpu_blocks": cfg.num_gpu_blocks,
+            "cpu_tokens": cfg.cpu_tokens,
+            "max_model_len": cfg.context_tokens,
+            "costs": self.engine.costs.model_dump(mode="json"),
+            "counters": self.counters.to_dict(),
+            "requests": [p.to_dict() for p in self.records],
+        }

@@ -1,0 +1,234 @@
+"""A live run: a scenario's requests sent to one or more servers, measured, and simulated alongside.
+
+For each target, in the event vocabulary of ``sim.events`` (``run`` is the
+target's name): ``warning``s from probing it, ``run`` (the shadow simulation's
+tiers), then per request the shadow's events (``request``, ``lookup``, ...,
+``ttft``: the prediction) followed by ``measured`` when the server has
+answered; ``pass`` and ``done`` carry the measured summary with the
+prediction under ``predicted``. A target that fails gives an ``error`` event
+and stops; the others go on. Targets run side by side; within a target,
+requests go one at a time unless ``concurrency`` says otherwise.
+
+Hit tokens per request are the change of the server's counters across the
+request, so they need requests one at a time; with overlapping requests only
+TTFT is recorded. Every measurement is handed to ``sink`` (the measurement
+file) as soon as it completes, before its event is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from app.live.client import TargetError, TargetInfo, VllmClient
+from app.live.prompts import PromptBook, build_prompts
+from app.live.shadow import ShadowError, shadow_engine
+from app.live.targets import Target
+from sim.engine import Engine
+from sim.events import Error, Event, Measured, PassDone, RunDone, RunWarning
+from sim.measurements import Measurement
+from sim.result import pass_summaries, run_totals
+from sim.scenario import Scenario
+from sim.workload import Request, build_requests
+
+MAX_CONCURRENCY = 64
+MAX_COMPLETION_TOKENS = 1024
+
+Sink = Callable[[Measurement], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    """How requests are sent: how many at once per target, tokens to generate, and the per-request timeout."""
+
+    concurrency: int = 1
+    max_tokens: int = 4
+    timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}")
+        if not 1 <= self.max_tokens <= MAX_COMPLETION_TOKENS:
+            raise ValueError(f"max_tokens must be 1..{MAX_COMPLETION_TOKENS}, got {self.max_tokens}")
+        if not 0 < self.timeout_s <= 3600:
+            raise ValueError(f"timeout must be in (0, 3600] s, got {self.timeout_s}")
+
+
+class LiveRun:
+    """One scenario against several targets; iterate ``events()`` once."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        targets: Sequence[Target],
+        options: LiveOptions = LiveOptions(),
+        sink: Sink | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.targets = list(targets)
+        self.options = options
+        self.sink = sink
+        self.transport = transport
+        self.failed: dict[str, str] = {}
+        self.infos: dict[str, TargetInfo] = {}
+        self.measurements: list[Measurement] = []
+        # Tags this run's documents so that no server still holds them from an earlier run.
+        self.tag = secrets.token_hex(3)
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every target's events as they happen; cancelling the iteration stops every target."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        tasks = [asyncio.create_task(self._guarded(t, queue.put_nowait)) for t in self.targets]
+        running = len(tasks)
+        try:
+            while running:
+                event = await queue.get()
+                if event is None:
+                    running -= 1
+                else:
+                    yield event
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _guarded(self, target: Target, emit: Callable[[Event | None], None]) -> None:
+        try:
+            await _TargetRun(self, target, emit).run()
+        except (TargetError, ShadowError) as exc:
+            self._fail(target, str(exc), emit)
+        except ValueError as exc:
+            self._fail(target, f"target {target.name}: {exc}", emit)
+        finally:
+            emit(None)
+
+    def _fail(self, target: Target, message: str, emit: Callable[[Event | None], None]) -> None:
+        self.failed[target.name] = message
+        emit(Error(target.name, message))
+
+
+class _TargetRun:
+    """One target's part of a live run."""
+
+    def __init__(self, live: LiveRun, target: Target, emit: Callable[[Event | None], None]) -> None:
+        self.live = live
+        self.target = target
+        self.emit = emit
+        self.options = live.options
+        self.measured: list[Measurement] = []
+        self._warned_counters = False
+
+    async def run(self) -> None:
+        name = self.target.name
+        async with VllmClient(self.target, self.options.timeout_s, self.live.transport) as client:
+            info = await client.probe()
+            self.live.infos[name] = info
+            for message in info.warnings:
+                self.emit(RunWarning(name, message))
+            scenario, engine = shadow_engine(self.live.scenario, self.target, info)
+            requests = build_requests(scenario)
+
+            async def count(text: str) -> int:
+                return await client.count_tokens(info.model, text)
+
+            book = await build_prompts(count, scenario, [(r.pass_, r.doc) for r in requests], self.live.tag)
+            attribute = info.has_counters and self.options.concurrency == 1
+            if info.has_counters and not attribute:
+                self.emit(
+                    RunWarning(
+                        name,
+                        f"{self.options.concurrency} requests at a time: the server's counters cannot be split "
+                        "between overlapping requests, so only TTFT is recorded per request",
+                    )
+                )
+            self.emit(engine.start_event(len(requests), scenario.docs, scenario.doc_tokens))
+            await self._send_all(client, info, engine, book, requests, attribute)
+            self.emit(RunDone(name, len(self.measured), {**run_totals(self.measured), "predicted": run_totals(engine.records)}))
+
+    async def _send_all(
+        self, client: VllmClient, info: TargetInfo, engine: Engine, book: PromptBook, requests: list[Request], attribute: bool
+    ) -> None:
+        pass_sizes = Counter(r.pass_ for r in requests)
+        slots = asyncio.Semaphore(self.options.concurrency)
+
+        async def one(request: Request) -> None:
+            try:
+                await self._measure(client, info, book, request, attribute)
+            finally:
+                slots.release()
+            pass_ = request.pass_
+            mine = [m for m in self.measured if m.pass_ == pass_]
+            if len(mine) == pass_sizes[pass_]:
+                predicted = [r for r in engine.records if r.pass_ == pass_]
+                summary = {**pass_summaries(mine)[0], "predicted": pass_summaries(predicted)[0]}
+                self.emit(PassDone(self.target.name, summary))
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for request in requests:
+                    await slots.acquire()
+                    # The prediction is sent as the request leaves; the measurement when it is answered.
+                    _, predicted = engine.process(request)
+                    for event in predicted:
+                        self.emit(event)
+                    group.create_task(one(request))
+        except ExceptionGroup as group_error:
+            raise _first(group_error) from None
+
+    async def _measure(
+        self, client: VllmClient, info: TargetInfo, book: PromptBook, request: Request, attribute: bool
+    ) -> None:
+        name, model = self.target.name, info.model
+        prompt = book.prompt(request.pass_, request.doc)
+        before = await client.counters() if attribute else None
+        completion = await client.complete(model, prompt, self.options.max_tokens)
+        prompt_tokens = completion.prompt_tokens or await client.count_tokens(model, prompt)
+        gpu_hit: int | None = None
+        cpu_hit: int | None = None
+        computed: int | None = None
+        if before is not None:
+            moved = (await client.counters_after(before, prompt_tokens)).delta(before)
+            if moved.gpu_queries == prompt_tokens and moved.gpu_hits is not None:
+                gpu_hit = int(moved.gpu_hits)
+                if moved.external_hits is not None:
+                    cpu_hit = int(moved.external_hits)
+                    computed = prompt_tokens - gpu_hit - cpu_hit
+            elif not self._warned_counters:
+                self._warned_counters = True
+                self.emit(
+                    RunWarning(
+                        name,
+                        f"the prefix-cache counters moved by {moved.gpu_queries} tokens for a {prompt_tokens}-token "
+                        "prompt: other traffic reaches this server, so hit tokens are not recorded for such requests",
+                    )
+                )
+        m = Measurement(
+            name, request.pass_, request.order, request.seq, request.doc, prompt_tokens, completion.ttft_ms,
+            gpu_hit, cpu_hit, computed, "live", self.target.url, model, completion.started_at,
+        )
+        self.measured.append(m)
+        self.live.measurements.append(m)
+        if self.live.sink is not None:
+            self.live.sink(m)
+        self.emit(
+            Measured(
+                name, m.seq, m.pass_, m.order, m.doc, m.prompt_tokens, m.ttft_ms, gpu_hit, cpu_hit, computed, model,
+                completion.started_at,
+            )
+        )
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first real failure in a task group's exceptions (nested groups included)."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _first(exc)
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return group

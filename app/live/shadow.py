@@ -1,0 +1,68 @@
+"""The shadow simulation of a live target: the same scenario, simulated with what the server says about itself.
+
+The GPU tier takes the server's ``num_gpu_blocks x block_size`` from
+``vllm:cache_config_info``. vLLM's metrics cannot tell whether LMCache is
+attached or how big its CPU tier is, so a target has a CPU tier when its name
+says so (``gpu+cpu``), sized by the scenario. ``kvscope emulate`` says exactly
+what it emulates (``/kvscope/emulator``): its GPU, CPU and chunk sizes, its
+cost model and its speed, so the shadow predicts its TTFTs at its own scale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.live.client import TargetInfo
+from app.live.targets import Target
+from sim.costs import CostModel, default_costs
+from sim.engine import Engine
+from sim.scenario import Scenario
+from sim.simulation import tier_spec
+
+_OFFLOAD_FIELDS = ("cpu_gb", "cpu_tokens", "disk_gb", "disk_tokens")
+
+
+class ShadowError(ValueError):
+    """The scenario cannot run on this target (e.g. its prompts do not fit the server's GPU cache)."""
+
+
+def shadow_scenario(base: Scenario, target: Target, info: TargetInfo) -> Scenario:
+    """``base`` with the target's GPU size and block size, and its CPU tier (or none)."""
+    changes: dict[str, Any] = {}
+    if info.capacity_tokens is not None and info.block_size is not None:
+        changes.update(gpu_tokens=info.capacity_tokens, block_size=info.block_size)
+    emulator = info.emulator
+    if emulator is not None:
+        changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
+        changes.update(cpu_tokens=emulator.get("cpu_tokens"), chunk_size=emulator.get("chunk_size", base.chunk_size))
+    elif not target.has_cpu_tier_name:
+        changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
+    else:
+        changes.update(disk_gb=None, disk_tokens=None)
+    fields = {**base.model_dump(exclude=set(changes)), **changes}
+    try:
+        return Scenario(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ShadowError(f"target {target.name}: the scenario does not fit this server: {problems}") from None
+
+
+def shadow_costs(base: Scenario, info: TargetInfo) -> CostModel:
+    """The scenario's costs; for an emulator, its own costs at its own speed."""
+    emulator = info.emulator
+    if emulator is not None and isinstance(emulator.get("costs"), dict):
+        try:
+            costs = CostModel(**emulator["costs"])
+            return costs.scaled(1 / float(emulator.get("speed") or 1.0))
+        except (ValidationError, TypeError, ValueError, ZeroDivisionError):
+            pass
+    return base.costs or default_costs()
+
+
+def shadow_engine(base: Scenario, target: Target, info: TargetInfo) -> tuple[Scenario, Engine]:
+    """The shadow's scenario and its engine, whose run is named after the target."""
+    scenario = shadow_scenario(base, target, info)
+    run = "gpu+cpu" if scenario.cpu_capacity_tokens is not None else "gpu"
+    return scenario, Engine(target.name, tier_spec(scenario, run), shadow_costs(base, info))

@@ -1,0 +1,67 @@
+"""Helpers for live-mode tests: real servers (``kvscope emulate``) in subprocesses on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+KVSCOPE = [str(Path(sys.executable).with_name("kvscope"))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server for {url} exited with {proc.returncode}: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server for {url} did not come up in {timeout_s} s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def emulator(*args: str) -> Iterator[str]:
+    """``kvscope emulate ARGS`` on a free port; yields its base URL and always stops it."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*KVSCOPE, "emulate", "--port", str(port), *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_until_up(url, proc)
+        yield url
+    finally:
+        stop(proc)
+
+
+def run_kvscope(args: Sequence[str], timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KVSCOPE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
