@@ -108,7 +108,8 @@ class _Progress:
 
 
 def _report(live: LiveRun, predicted: dict[str, list[dict[str, Any]]], as_json: bool, out: Path | None) -> None:
-    rows = live.measurements
+    order = {t.name: i for i, t in enumerate(live.targets)}
+    rows = sorted(live.measurements, key=lambda m: (order.get(m.config, len(order)), m.seq))
     measured = measurements.analyze(rows, _baseline(rows)) if rows else {"cells": [], "speedups": []}
     predicted_runs = [{"name": name, "passes": passes} for name, passes in predicted.items()]
     predicted_speedups = comparison(predicted_runs, _baseline(rows)) if rows else []

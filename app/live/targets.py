@@ -7,6 +7,7 @@ so nothing a browser sends can make the server contact another address.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -76,3 +77,13 @@ def targets_from_env(value: str | None) -> list[Target]:
     if not value:
         return []
     return parse_targets(value.split(","))
+
+
+def env_value(targets: Iterable[Target]) -> str:
+    """The ``KVSCOPE_TARGETS`` value naming ``targets``."""
+    return ",".join(f"{t.name}={t.url}" for t in targets)
+
+
+def configured_targets() -> tuple[Target, ...]:
+    """The targets of this process, from ``KVSCOPE_TARGETS`` (``kvscope serve --target`` sets it); raises on a bad one."""
+    return tuple(targets_from_env(os.environ.get(ENV_VAR)))

@@ -1,0 +1,118 @@
+"""Live mode: prompt hashing speed, the emulator's TTFT overhead on loopback, and a seed-lab live run against two emulators.
+
+Figures: tokens per second through the emulator's tokenizer and key chaining;
+how many ms a client measures beyond the delay the emulator applied (HTTP,
+parsing, scheduling: what separates a measured TTFT from the cost model's);
+and a whole seed-lab live run at speed 1 (GPU-only and GPU+CPU emulators):
+its wall time and its measured pass-2 speed-up beside the shadow
+simulation's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from app.live.client import VllmClient
+from app.live.session import LiveRun
+from app.live.targets import Target
+from sim import measurements, stats
+from sim.calibrate import seed_scenario
+from sim.prompt_keys import request_for_tokens, tokenize
+from sim.result import comparison
+from sim.workload import Units
+
+_EMULATE = [sys.executable, "-c", "from app.cli import main; main()", "emulate"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _emulator(*args: str) -> Iterator[str]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([*_EMULATE, "--port", str(port), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _hashing() -> dict[str, float]:
+    units = Units(16, 256)
+    rounds = 50
+    # Distinct words every round: no help from the tokenizer's word cache.
+    texts = [" ".join(f"word{r}x{i}" for i in range(5024)) for r in range(rounds)]
+    started = time.perf_counter()
+    for text in texts:
+        request_for_tokens(tokenize(text), units)
+    seconds = time.perf_counter() - started
+    return {"prompt_tokens": 5024, "ms_per_prompt": round(seconds / rounds * 1000, 3), "tokens_per_s": round(rounds * 5024 / seconds)}
+
+
+async def _overhead(url: str, requests: int = 40) -> dict[str, float]:
+    async with VllmClient(Target("gpu", url)) as client:
+        measured = []
+        for i in range(requests):
+            prompt = f"run {i} " + " ".join(f"w{j}" for j in range(5000))
+            measured.append((await client.complete("qwen2.5-1.5b", prompt, 2)).ttft_ms)
+        done = (await client._http.get("/kvscope/emulator")).json()["requests"][-requests:]
+    extra = [m - d["delay_ms"] for m, d in zip(measured, done)]
+    return {
+        "requests": requests,
+        "prompt_tokens": 5002,
+        "overhead_p50_ms": round(statistics.median(extra), 3),
+        "overhead_p90_ms": round(stats.p90(extra), 3),
+    }
+
+
+async def _seed_lab(gpu_url: str, cpu_url: str) -> dict[str, object]:
+    live = LiveRun(seed_scenario(), [Target("gpu", gpu_url), Target("gpu+cpu", cpu_url)])
+    predicted: dict[str, list[dict[str, object]]] = {}
+    started = time.perf_counter()
+    async for event in live.events():
+        if event.kind == "pass":
+            predicted.setdefault(event.run, []).append(event.summary["predicted"])  # type: ignore[attr-defined]
+    wall_s = time.perf_counter() - started
+    measured = measurements.analyze(live.measurements)["speedups"]
+    sim = comparison([{"name": name, "passes": passes} for name, passes in predicted.items()])
+    pass2 = next(s for s in measured if s["pass"] == 2)
+    sim2 = next(s for s in sim if s["pass"] == 2)
+    return {
+        "requests": len(live.measurements),
+        "wall_s": round(wall_s, 2),
+        "pass2_p50_speedup_measured": pass2["p50_speedup"],
+        "pass2_p50_speedup_predicted": sim2["p50_speedup"],
+        "pass2_mean_speedup_measured": pass2["mean_speedup"],
+        "pass2_mean_speedup_predicted": sim2["mean_speedup"],
+        "failed": live.failed,
+    }
+
+
+def run() -> dict[str, object]:
+    figures: dict[str, object] = {"hashing": _hashing()}
+    with _emulator("--speed", "1000") as url:
+        figures["emulator_overhead_speed_1000"] = asyncio.run(_overhead(url))
+    with _emulator("--no-cpu-tier") as gpu_url, _emulator("--cpu-gb", "1.5") as cpu_url:
+        figures["seed_lab_live_speed_1"] = asyncio.run(_seed_lab(gpu_url, cpu_url))
+    return figures
