@@ -1,0 +1,46 @@
+"""``make_app()``: the FastAPI app of ``kvscope serve``, built from a short explicit list of feature routers.
+
+To add a feature, write ``app/web/routes/<feature>.py`` with
+``def router(*, web: Web) -> APIRouter`` and append the module to ``ROUTERS``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from importlib.util import find_spec
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
+
+from app.web.context import STATIC_DIR, Web
+from app.web.headers import SecurityHeaders
+from app.web.routes import dashboard, health, simulate
+
+ROUTERS = [health, simulate, dashboard]
+
+# plotly.js as bundled with the installed plotly package, so Python and JS plotly stay in step.
+PLOTLY_JS = Path(find_spec("plotly").origin or "").parent / "package_data" / "plotly.min.js"  # type: ignore[union-attr]
+
+
+def make_app(web: Web | None = None) -> FastAPI:
+    web = web or Web()
+    app = FastAPI(
+        title="kvscope",
+        version=version("kvscope"),
+        summary="What a GPU prefix cache and a CPU offload tier do to time-to-first-token, step by step.",
+    )
+    app.state.web = web
+    app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
+    app.add_middleware(SecurityHeaders)
+    for feature in ROUTERS:
+        app.include_router(feature.router(web=web))
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/assets/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+
+    return app

@@ -1,0 +1,51 @@
+"""What every router shares: the page templates (with number filters), where the static files are, the stream counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fastapi.templating import Jinja2Templates
+
+from app.web.sse import StreamStats
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES_DIR = ROOT / "templates"
+STATIC_DIR = ROOT / "static"
+
+
+def tokens(value: int | float | None) -> str:
+    """``50240`` -> ``50,240``; absent -> an en dash."""
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def times(value: float | None) -> str:
+    """A speed-up: ``11.747`` -> ``11.7x``; below 2, two decimals show a few percent (``0.966`` -> ``0.97x``)."""
+    if value is None:
+        return "–"
+    return f"{value:.2f}x" if value < 2 else f"{value:.1f}x"
+
+
+def make_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=TEMPLATES_DIR)
+    templates.env.filters.update(tokens=tokens, ms=ms, times=times)
+    templates.env.globals.update(static_version=_static_version())
+    return templates
+
+
+def _static_version() -> str:
+    """Changes whenever a static file does, so browsers never run a stale script against a new page."""
+    newest = max((p.stat().st_mtime_ns for p in STATIC_DIR.rglob("*") if p.is_file()), default=0)
+    return format(newest // 1_000_000, "x")
+
+
+@dataclass(frozen=True)
+class Web:
+    """Handed to every router factory: ``router(*, web: Web)``."""
+
+    templates: Jinja2Templates = field(default_factory=make_templates)
+    streams: StreamStats = field(default_factory=StreamStats)

@@ -1,0 +1,86 @@
+"""Checking a scenario input for the web: the errors of its fields, of their combination and of the stream's limits.
+
+Errors are pydantic-style dicts (``loc``, ``msg``, ``type``) with ``loc``
+naming the body field (empty for a problem of the combination), so the API can
+answer 422 with them and the page can show each beside its field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import Field, ValidationError
+
+from app.scenario_input import ScenarioInput
+from sim.scenario import MAX_DOCS, Scenario
+
+# The step stream sends every tier's occupancy per request and the page draws
+# every document as a tile: bounded far below what /api/simulate accepts.
+MAX_STREAM_DOCS = 200
+MAX_STREAM_REQUESTS = 1_000  # per run
+MAX_PACE_MS = 10_000
+
+
+class StreamInput(ScenarioInput):
+    """A scenario to stream, and how slowly."""
+
+    pace_ms: int = Field(default=0, ge=0, le=MAX_PACE_MS, description="pause after each request of each run, in ms (0: as fast as possible)")
+
+
+class InputErrors(Exception):
+    """The input cannot be simulated; ``errors`` says why, field by field."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in errors))
+        self.errors = errors
+
+    def for_body(self) -> RequestValidationError:
+        """As FastAPI's 422, located in the request body."""
+        return RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in self.errors])
+
+
+def errors_of(exc: ValidationError) -> list[dict[str, Any]]:
+    """pydantic's errors, JSON-safe (its ``ctx`` may hold exception objects)."""
+    out = []
+    for err in exc.errors():
+        item: dict[str, Any] = {"type": err["type"], "loc": tuple(err["loc"]), "msg": err["msg"].removeprefix("Value error, ")}
+        if isinstance(err.get("input"), str | int | float | bool):
+            item["input"] = err["input"]
+        out.append(item)
+    return out
+
+
+def stream_limits(scenario: Scenario) -> list[dict[str, Any]]:
+    errors = []
+    if scenario.docs > MAX_STREAM_DOCS:
+        errors.append(
+            {
+                "type": "less_than_equal",
+                "loc": ("docs",),
+                "msg": f"Input should be less than or equal to {MAX_STREAM_DOCS} to be streamed step by step "
+                f"(/api/simulate takes up to {MAX_DOCS:,})",
+                "input": scenario.docs,
+            }
+        )
+    if scenario.total_requests > MAX_STREAM_REQUESTS:
+        errors.append(
+            {
+                "type": "value_error",
+                "loc": (),
+                "msg": f"the step stream is limited to {MAX_STREAM_REQUESTS:,} requests per run; this scenario has "
+                f"{scenario.total_requests:,} (documents x passes); /api/simulate has no such limit",
+            }
+        )
+    return errors
+
+
+def check(body: ScenarioInput, *, streamed: bool = False) -> Scenario:
+    """The body's scenario; raises ``InputErrors`` when its fields do not combine (or, streamed, exceed the stream's limits)."""
+    try:
+        scenario = body.to_scenario()
+    except ValidationError as exc:
+        raise InputErrors(errors_of(exc)) from None
+    if streamed and (limits := stream_limits(scenario)):
+        raise InputErrors(limits)
+    return scenario

@@ -1,0 +1,89 @@
+"""The dashboard page (``GET /``) and its HTMX partials: the form's fields for a preset, and a run to play.
+
+The page is a list of panels (``PANELS``); each is a partial under
+``templates/panels/`` with the scripts it needs. A panel's partial gets the
+``run`` (an ``app.web.run_view.RunView``) and its script follows the player's
+DOM events (see ``static/js/player.js``). Adding a panel: write the partial and
+its script, append a ``Panel`` here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
+
+from app.web import run_view, scenario_form
+from app.web.context import Web
+from app.web.inputs import InputErrors, check, errors_of
+from app.web.scenario_form import FormView
+from sim.presets import PRESETS
+from sim.simulation import simulate
+
+DEFAULT_PRESET = "seed-lab"
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """A section of the page: its partial (gets ``run``) and its scripts under static/."""
+
+    template: str
+    scripts: tuple[str, ...] = ()
+
+
+PANELS = [
+    Panel("panels/lanes.html", ("js/lanes.js",)),
+    Panel("panels/chart.html", ("js/chart.js",)),
+    Panel("panels/log.html", ("js/log.js",)),
+    Panel("panels/table.html", ("js/table.js",)),
+]
+
+
+def router(*, web: Web) -> APIRouter:
+    pages = APIRouter(tags=["dashboard"], include_in_schema=False)
+    templates = web.templates
+
+    def render(request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, {"panels": PANELS, **context}, status_code=status_code, headers=headers)
+
+    @pages.get("/", response_class=HTMLResponse)
+    def dashboard(request: Request) -> HTMLResponse:
+        form = scenario_form.preset_view(DEFAULT_PRESET)
+        scenario = check(scenario_form.parse({"preset": DEFAULT_PRESET}))
+        run = run_view.build(scenario, simulate(scenario))
+        return render(request, "dashboard.html", form=form, run=run)
+
+    @pages.get("/ui/fields", response_class=HTMLResponse)
+    def fields(request: Request, preset: str = Query(DEFAULT_PRESET)) -> HTMLResponse:
+        """The form's fields filled with a preset's values (the preset menu swaps them in)."""
+        if preset not in PRESETS:
+            preset = DEFAULT_PRESET
+        return render(request, "partials/fields.html", form=scenario_form.preset_view(preset))
+
+    @pages.post("/ui/run", response_class=HTMLResponse)
+    async def run(request: Request) -> HTMLResponse:
+        """A run's panels, with the element that starts its step stream; or, on bad input, 422 and the fields with errors."""
+        values = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+        preset = values.get("preset", DEFAULT_PRESET)
+        try:
+            body = scenario_form.parse(values)
+            scenario = check(body, streamed=True)
+        except ValidationError as exc:
+            return invalid(request, scenario_form.view(preset, values, errors_of(exc)))
+        except InputErrors as exc:
+            return invalid(request, scenario_form.view(preset, values, exc.errors))
+        stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        run = run_view.build(scenario, simulate(scenario), stream_body=stream_body)
+        return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values))
+
+    def invalid(request: Request, form: FormView) -> HTMLResponse:
+        # The fields (not the whole run area) are redrawn with their errors; morphing keeps the focus where it was.
+        return render(
+            request, "partials/fields.html", status_code=422, form=form,
+            headers={"HX-Retarget": "#scenario-fields", "HX-Reswap": "outerMorph"},
+        )
+
+    return pages

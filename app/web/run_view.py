@@ -1,0 +1,192 @@
+"""What the dashboard draws for a scenario: its lanes and tiers, the seed-style table (with the lab's measurements
+beside the predictions when the scenario is the lab's), the pass boundaries and the few facts the page explains."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.scenario_input import resolve
+from sim.calibrate import read_table
+from sim.costs import default_costs
+from sim.scenario import Scenario
+
+LANE_TITLES = {
+    "gpu": "vLLM alone: the GPU prefix cache",
+    "gpu+cpu": "vLLM + LMCache: GPU, then a CPU tier",
+    "gpu+cpu+disk": "vLLM + LMCache: GPU, CPU, then local disk",
+}
+TIER_LABELS = {"gpu": "GPU", "cpu": "CPU", "disk": "Disk"}
+# The lab measured this scenario; its table is shown beside the prediction only for it.
+MEASURED_PRESETS = ("seed-lab", "seed-lab-doc")
+
+
+@dataclass(frozen=True, slots=True)
+class TierView:
+    name: str
+    label: str
+    unit_tokens: int
+    capacity_tokens: int
+    prompts_fit: float  # how many whole prompts the tier holds
+
+
+@dataclass(frozen=True, slots=True)
+class LaneView:
+    run: str
+    title: str
+    tiers: list[TierView]
+
+
+@dataclass(frozen=True, slots=True)
+class RowView:
+    """One (configuration, pass) line of the seed-style table."""
+
+    run: str
+    pass_: int
+    order: str
+    p50_ms: float
+    mean_ms: float
+    gpu_hit_tokens: int
+    offload_hit_tokens: int  # CPU + disk
+    computed_tokens: int
+    p50_speedup: float | None
+    mean_speedup: float | None
+    measured_p50_ms: float | None = None
+    measured_mean_ms: float | None = None
+    measured_p50_speedup: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PassMark:
+    number: int
+    order: str
+    first_request: int  # 1-based, as the page numbers requests
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The numbers the explainer quotes."""
+
+    docs: int
+    prompt_tokens: int
+    gpu_tokens: int
+    gpu_prompts: float
+    all_prompts_tokens: int
+    overflow: float
+    cpu_tokens: int | None
+    cpu_prompts: float | None
+    chunk_size: int
+    chunked_tokens: int  # a prompt's full chunks: what the CPU tier can hold of it
+    load_ms: float
+    compute_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    scenario: Scenario
+    lanes: list[LaneView]
+    rows: list[RowView]
+    passes: list[PassMark]
+    measured: bool
+    requests: int
+    ttft_max_ms: float
+    facts: Facts
+    stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
+
+    @property
+    def runs(self) -> list[str]:
+        return [lane.run for lane in self.lanes]
+
+    @property
+    def pass_marks(self) -> list[dict[str, Any]]:
+        return [asdict(p) for p in self.passes]
+
+
+def build(scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None) -> RunView:
+    """The view of ``result`` (what ``sim.simulation.simulate(scenario)`` returned)."""
+    prompt = scenario.prompt_tokens
+    lanes = [
+        LaneView(
+            run["name"],
+            LANE_TITLES.get(run["name"], run["name"]),
+            [
+                TierView(t["name"], TIER_LABELS.get(t["name"], t["name"]), t["unit_tokens"], t["capacity_tokens"], t["capacity_tokens"] / prompt)
+                for t in run["tiers"]
+            ],
+        )
+        for run in result["runs"]
+    ]
+    measured = _measured(scenario)
+    first_run = result["runs"][0]["requests"]
+    passes: dict[int, PassMark] = {}
+    for r in first_run:
+        passes.setdefault(r["pass"], PassMark(r["pass"], r["order"], r["seq"] + 1))
+    return RunView(
+        scenario=scenario,
+        lanes=lanes,
+        rows=_rows(result, measured),
+        passes=list(passes.values()),
+        measured=bool(measured),
+        requests=len(first_run),
+        ttft_max_ms=max(r["ttft_ms"] for run in result["runs"] for r in run["requests"]),
+        facts=_facts(scenario, lanes),
+        stream_body=stream_body,
+    )
+
+
+def _measured(scenario: Scenario) -> dict[tuple[str, int], tuple[float, float]]:
+    """(configuration, pass) -> measured (p50, mean), when the scenario is the one the lab measured."""
+    if not any(scenario == resolve(name, {}) for name in MEASURED_PRESETS):
+        return {}
+    return {(c.config, c.pass_): (c.p50_ms, c.mean_ms) for c in read_table()}
+
+
+def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, float]]) -> list[RowView]:
+    speedups = {(c["candidate"], c["pass"]): c for c in result["comparison"]}
+    baseline = result["runs"][0]["name"]
+    rows = []
+    for run in result["runs"]:
+        for p in run["passes"]:
+            s = speedups.get((run["name"], p["pass"]))
+            mine, base = measured.get((run["name"], p["pass"])), measured.get((baseline, p["pass"]))
+            rows.append(
+                RowView(
+                    run=run["name"],
+                    pass_=p["pass"],
+                    order=p["order"],
+                    p50_ms=p["p50_ms"],
+                    mean_ms=p["mean_ms"],
+                    gpu_hit_tokens=p["gpu_hit_tokens"],
+                    offload_hit_tokens=p["cpu_hit_tokens"] + p.get("disk_hit_tokens", 0),
+                    computed_tokens=p["computed_tokens"],
+                    p50_speedup=s["p50_speedup"] if s else None,
+                    mean_speedup=s["mean_speedup"] if s else None,
+                    measured_p50_ms=mine[0] if mine else None,
+                    measured_mean_ms=mine[1] if mine else None,
+                    measured_p50_speedup=base[0] / mine[0] if mine and base and run["name"] != baseline else None,
+                )
+            )
+    return rows
+
+
+def _facts(scenario: Scenario, lanes: list[LaneView]) -> Facts:
+    prompt = scenario.prompt_tokens
+    tiers = {t.name: t for lane in lanes for t in lane.tiers}
+    costs = scenario.costs or default_costs()
+    chunked = prompt // scenario.chunk_size * scenario.chunk_size
+    cpu = tiers.get("cpu")
+    return Facts(
+        docs=scenario.docs,
+        prompt_tokens=prompt,
+        gpu_tokens=tiers["gpu"].capacity_tokens,
+        gpu_prompts=tiers["gpu"].prompts_fit,
+        all_prompts_tokens=scenario.docs * prompt,
+        overflow=scenario.docs * prompt / tiers["gpu"].capacity_tokens,
+        cpu_tokens=cpu.capacity_tokens if cpu else None,
+        cpu_prompts=cpu.prompts_fit if cpu else None,
+        chunk_size=scenario.chunk_size,
+        chunked_tokens=chunked,
+        # Marginal costs of one prompt's full chunks: loaded from CPU, or computed.
+        load_ms=costs.ttft_ms(0, cpu_tokens=chunked) - costs.ttft_ms(0),
+        compute_ms=costs.ttft_ms(chunked) - costs.ttft_ms(0),
+    )

@@ -1,0 +1,117 @@
+"""The dashboard's scenario form: which fields it shows, their values (a preset's, or what was typed) and their errors.
+
+The form posts strings; ``parse`` turns the non-empty ones into a
+``ScenarioInput``, the same body ``POST /api/simulate`` takes, so the page and
+the API validate alike. Bounds shown on the inputs come from ``Scenario``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import annotated_types
+
+from app.scenario_input import ScenarioInput, resolve
+from sim.kv import MODELS
+from sim.presets import DESCRIPTIONS, PRESETS, preset_fields
+from sim.scenario import Scenario
+from sim.simulation import scenario_summary
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    name: str
+    label: str
+    hint: str
+    kind: str = "number"  # number | text | select
+    step: str = "1"
+    options: tuple[str, ...] = ()
+
+
+FIELDS = (
+    FieldSpec("docs", "Documents", "read once per pass"),
+    FieldSpec("doc_tokens", "Tokens per document", "a short question follows each"),
+    FieldSpec("gpu_tokens", "GPU cache, tokens", "vLLM's 'GPU KV cache size'"),
+    FieldSpec("cpu_gb", "CPU tier, GiB", "LMCache max_local_cpu_size", step="any"),
+    FieldSpec("block_size", "GPU block, tokens", "vLLM's block size"),
+    FieldSpec("chunk_size", "CPU chunk, tokens", "a multiple of the block"),
+    FieldSpec("passes", "Passes", "forward, reverse, random@7, 3/1/2", kind="text"),
+    FieldSpec("granularity", "Granularity", "cache blocks, or whole documents", kind="select", options=("block", "doc")),
+    FieldSpec("model", "Model", "its KV bytes per token size the CPU tier", kind="select", options=tuple(MODELS)),
+)
+FIELD_NAMES = tuple(f.name for f in FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldView:
+    spec: FieldSpec
+    value: str
+    error: str | None
+    min: float | None
+    max: float | None
+
+    @property
+    def id(self) -> str:
+        return "f-" + self.spec.name.replace("_", "-")
+
+
+@dataclass(slots=True)
+class FormView:
+    preset: str
+    fields: list[FieldView]
+    errors: list[str] = field(default_factory=list)  # problems of the combination, not of one field
+    presets: dict[str, str] = field(default_factory=lambda: {name: DESCRIPTIONS.get(name, "") for name in PRESETS})
+
+    @property
+    def invalid(self) -> bool:
+        return bool(self.errors) or any(f.error for f in self.fields)
+
+
+def _bounds(name: str) -> tuple[float | None, float | None]:
+    low = high = None
+    for item in Scenario.model_fields[name].metadata:
+        if isinstance(item, annotated_types.Ge | annotated_types.Gt):
+            low = item.ge if isinstance(item, annotated_types.Ge) else item.gt
+        elif isinstance(item, annotated_types.Le):
+            high = item.le
+    return low, high
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):  # passes, as labels
+        return ",".join(value)
+    return str(value)
+
+
+def view(preset: str, values: Mapping[str, str], errors: list[dict[str, Any]] | None = None) -> FormView:
+    """The form showing ``values`` and, beside each field, the first error located at it."""
+    by_field: dict[str, str] = {}
+    general: list[str] = []
+    for err in errors or []:
+        name = err["loc"][0] if err["loc"] else None
+        if name in FIELD_NAMES:
+            by_field.setdefault(name, err["msg"])
+        else:
+            general.append(f"{name}: {err['msg']}" if name else err["msg"])
+    fields = [FieldView(spec, values.get(spec.name, ""), by_field.get(spec.name), *_bounds(spec.name)) for spec in FIELDS]
+    return FormView(preset, fields, general)
+
+
+def preset_view(preset: str) -> FormView:
+    """The form filled with a preset's values (Scenario defaults where the preset is silent)."""
+    values = {name: _text(value) for name, value in scenario_summary(resolve(preset, {})).items() if name in FIELD_NAMES}
+    # The summary labels passes by order only ("random"); the preset's own text keeps their seeds ("random@1").
+    given = preset_fields(preset).get("passes")
+    if isinstance(given, str):
+        values["passes"] = given
+    return view(preset, values)
+
+
+def parse(form: Mapping[str, str]) -> ScenarioInput:
+    """Raises ``ValidationError`` naming the fields; empty fields keep the preset's value."""
+    data: dict[str, Any] = {name: form[name].strip() for name in FIELD_NAMES if form.get(name, "").strip()}
+    return ScenarioInput(preset=form.get("preset", "seed-lab"), **data)

@@ -1,0 +1,137 @@
+"""Vendor the page's third-party JavaScript into static/vendor/ from pinned npm tarballs, verified by checksum.
+
+    python scripts/vendor_assets.py          # download, verify the tarball's sha512, extract, write CHECKSUMS
+    python scripts/vendor_assets.py --check  # offline: the committed files still match CHECKSUMS
+
+The tarball's integrity is the one the npm registry publishes for that exact
+version (``npm view htmx.org@4.0.1 dist.integrity``); a tarball that does not
+match is refused before anything is written. plotly.js is not vendored: the
+page serves the copy inside the installed ``plotly`` Python package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import sys
+import tarfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+VENDOR_DIR = Path(__file__).resolve().parents[1] / "static" / "vendor"
+CHECKSUMS = VENDOR_DIR / "CHECKSUMS"
+REGISTRY = "https://registry.npmjs.org"
+
+
+@dataclass(frozen=True)
+class Package:
+    """One npm package at a pinned version: its published integrity and the files taken from it."""
+
+    name: str
+    version: str
+    integrity: str  # "sha512-<base64>", as the registry publishes it
+    files: dict[str, str]  # path inside the tarball (below package/) -> file name in static/vendor/
+
+    @property
+    def tarball_url(self) -> str:
+        return f"{REGISTRY}/{self.name}/-/{self.name.split('/')[-1]}-{self.version}.tgz"
+
+
+PACKAGES = [
+    Package(
+        name="htmx.org",
+        version="4.0.1",
+        integrity="sha512-oF7JgXhDW9UXCy/k1ZYFUQgzu/rm19ORWPSPNL91vPluB2PB9+MV55tyQdH/w7o2EAbTYUG5SDW1R60mdkdqGg==",
+        files={
+            "dist/htmx.min.js": "htmx.min.js",
+            # htmx 4's own SSE extension (registers as "sse"); htmx-ext-sse on npm is for htmx 2.
+            "dist/ext/hx-sse.min.js": "hx-sse.min.js",
+            "LICENSE": "htmx.LICENSE",
+        },
+    ),
+]
+
+
+def integrity_of(data: bytes) -> str:
+    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fetch(package: Package) -> bytes:
+    with urllib.request.urlopen(package.tarball_url, timeout=60) as response:
+        data = response.read()
+    got = integrity_of(data)
+    if got != package.integrity:
+        raise SystemExit(f"{package.name}@{package.version}: tarball integrity {got} != pinned {package.integrity}")
+    return data
+
+
+def extract(package: Package, tarball: bytes) -> dict[str, bytes]:
+    """The pinned files of the tarball, by their name in static/vendor/."""
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as tar:
+        for inner, name in package.files.items():
+            member = tar.extractfile(f"package/{inner}")
+            if member is None:
+                raise SystemExit(f"{package.name}@{package.version}: no file package/{inner} in the tarball")
+            out[name] = member.read()
+    return out
+
+
+def vendor() -> None:
+    VENDOR_DIR.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for package in PACKAGES:
+        for name, data in extract(package, fetch(package)).items():
+            (VENDOR_DIR / name).write_bytes(data)
+            lines.append(f"{sha256_of(data)}  {name}  {package.name}@{package.version}")
+            print(f"{name}: {len(data):,} bytes from {package.name}@{package.version}")
+    CHECKSUMS.write_text("\n".join(lines) + "\n")
+
+
+def read_checksums() -> dict[str, str]:
+    """File name -> sha256, from CHECKSUMS."""
+    pinned = {}
+    for line in CHECKSUMS.read_text().splitlines():
+        digest, name, *_ = line.split()
+        pinned[name] = digest
+    return pinned
+
+
+def check() -> list[str]:
+    """Problems with the committed vendored files (an empty list when all match)."""
+    problems = []
+    expected = {name for p in PACKAGES for name in p.files.values()}
+    pinned = read_checksums()
+    if set(pinned) != expected:
+        problems.append(f"CHECKSUMS lists {sorted(pinned)}, the pins give {sorted(expected)}")
+    for name, digest in pinned.items():
+        path = VENDOR_DIR / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif sha256_of(path.read_bytes()) != digest:
+            problems.append(f"{name}: sha256 differs from CHECKSUMS")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="verify the committed files against CHECKSUMS, offline")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = check()
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
+    vendor()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

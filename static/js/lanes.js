@@ -1,0 +1,179 @@
+// The lanes panel: every tier's capacity bar holds one tile per cached document, to scale; tiles grow in on
+// store and load, flash on a hit, and shrink out on eviction. Order within a bar is recency as this tier saw it:
+// the requested document moves to the right end (on the GPU always; on CPU or disk when it was read or written
+// there), so the left end is what LRU evicts next. Follows the player's events (static/js/player.js).
+(() => {
+  "use strict";
+
+  const fmt = new Intl.NumberFormat("en-US");
+  const lanes = new Map(); // run -> lane state
+
+  function tierState(el) {
+    const bar = el.querySelector("[data-role=bar]");
+    const capacity = Number(el.dataset.capacityTokens);
+    const prompt = Number(el.dataset.promptTokens);
+    // Faint gridlines one prompt apart: how many documents the tier holds, at a glance.
+    bar.style.setProperty("--prompt-share", `${Math.min(100, (100 * prompt) / capacity)}%`);
+    bar.replaceChildren();
+    return {
+      el, bar, capacity, name: el.dataset.tier,
+      label: el.querySelector(".tier-name")?.textContent ?? el.dataset.tier,
+      used: el.querySelector("[data-role=used]"),
+      tiles: new Map(), // doc -> tile element
+      order: [], // docs, least recently used first
+      tokens: new Map(), // doc -> cached tokens
+    };
+  }
+
+  function reset() {
+    lanes.clear();
+    for (const laneEl of document.querySelectorAll("#run-view .lane")) {
+      const tiers = new Map();
+      for (const el of laneEl.querySelectorAll(".tier")) tiers.set(el.dataset.tier, tierState(el));
+      const totals = {};
+      for (const dd of laneEl.querySelectorAll("[data-total]")) {
+        totals[dd.dataset.total] = dd;
+        dd.textContent = dd.dataset.total === "ttft" ? "0 ms" : "0";
+      }
+      const now = laneEl.querySelector("[data-role=now]");
+      now.textContent = "Waiting for request 1.";
+      for (const tier of tiers.values()) tier.used.textContent = "0";
+      const pass = laneEl.querySelector("[data-role=pass]");
+      if (pass) pass.textContent = "pass 1";
+      lanes.set(laneEl.dataset.run, { el: laneEl, tiers, totals, now, pass, sums: null, current: null });
+    }
+  }
+
+  function docClass(doc) {
+    if (doc < 0) return "doc-shared";
+    return `doc-${doc % 10}` + (Math.floor(doc / 10) % 2 ? " doc-alt" : "");
+  }
+
+  function docName(doc) {
+    return doc < 0 ? "shared prefix" : `doc ${doc}`;
+  }
+
+  function flash(el, cls) {
+    if (!el) return;
+    el.classList.remove(cls);
+    void el.offsetWidth; // restart the animation
+    el.classList.add(cls);
+  }
+
+  function touch(tier, doc) {
+    if (!tier) return;
+    const i = tier.order.indexOf(doc);
+    if (i >= 0) tier.order.splice(i, 1);
+    tier.order.push(doc);
+  }
+
+  function newTile(doc) {
+    const tile = document.createElement("div");
+    tile.className = `tile ${docClass(doc)} entering`;
+    tile.dataset.doc = String(doc);
+    tile.textContent = doc < 0 ? "S" : String(doc);
+    tile.style.width = "0%";
+    tile.addEventListener("animationend", (e) => tile.classList.remove(e.animationName.replace(/^tile-/, "")));
+    return tile;
+  }
+
+  function occupancy(lane, ev) {
+    const tier = lane.tiers.get(ev.tier);
+    if (!tier) return;
+    const now = new Map(Object.entries(ev.docs).map(([d, t]) => [Number(d), t]));
+    // Documents new to this bar (in recency terms) go to the right end, in document order.
+    for (const doc of [...now.keys()].sort((a, b) => a - b)) if (!tier.order.includes(doc)) tier.order.push(doc);
+    tier.order = tier.order.filter((doc) => now.has(doc));
+    for (const [doc, tile] of tier.tiles) {
+      if (now.has(doc)) continue;
+      tier.tiles.delete(doc);
+      tile.classList.add("leaving");
+      tile.style.width = "0%";
+      setTimeout(() => tile.remove(), 450);
+    }
+    const pending = [];
+    for (const doc of tier.order) {
+      let tile = tier.tiles.get(doc);
+      if (!tile) {
+        tile = newTile(doc);
+        tier.tiles.set(doc, tile);
+        pending.push(tile);
+      }
+      const tokens = now.get(doc);
+      const share = (100 * tokens) / tier.capacity;
+      tile.dataset.tokens = String(tokens);
+      tile.dataset.share = share.toFixed(2);
+      tile.title = `${docName(doc)}: ${fmt.format(tokens)} tokens in ${tier.label}`;
+      tile.classList.toggle("narrow", share < 2.5);
+      tile.classList.toggle("current", lane.current?.doc === doc);
+      tier.bar.appendChild(tile); // moves it into recency order; leaving tiles drift left of it
+      if (!pending.includes(tile)) tile.style.width = `${share}%`;
+    }
+    // Let new tiles be laid out at 0 first so that their width animates in.
+    requestAnimationFrame(() => pending.forEach((tile) => { tile.style.width = `${tile.dataset.share}%`; }));
+    tier.tokens = now;
+    tier.used.textContent = fmt.format(ev.used_tokens);
+    const pct = Math.round((100 * ev.used_tokens) / ev.capacity_tokens);
+    const docs = tier.order.map((d) => `${docName(d)} ${fmt.format(now.get(d))}`).join(", ");
+    tier.bar.setAttribute("aria-label", `${tier.label} tier of ${lane.el.dataset.run}: ${pct}% full${docs ? `: ${docs}` : ""}`);
+  }
+
+  function showTotals(lane) {
+    for (const key of ["gpu", "offload", "computed"]) if (lane.totals[key]) lane.totals[key].textContent = fmt.format(lane.sums[key]);
+    lane.totals.ttft.textContent = `${fmt.format(Math.round(lane.sums.ttft))} ms`;
+  }
+
+  function handle(ev) {
+    const lane = lanes.get(ev.run);
+    if (!lane) return;
+    const tier = lane.tiers.get(ev.tier);
+    switch (ev.type) {
+      case "request":
+        // The totals count this pass only: pass 2's zero GPU hits must not hide behind pass 1's.
+        if (lane.current?.pass !== ev.pass) {
+          lane.sums = { gpu: 0, offload: 0, computed: 0, ttft: 0 };
+          if (lane.pass) lane.pass.textContent = `pass ${ev.pass}`;
+          showTotals(lane);
+        }
+        lane.current = { seq: ev.seq, doc: ev.doc, pass: ev.pass };
+        touch(lane.tiers.get("gpu"), ev.doc);
+        lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}`;
+        break;
+      case "lookup":
+        if (ev.hit_tokens > 0) flash(tier?.tiles.get(lane.current?.doc), "hit");
+        break;
+      case "evict":
+        flash(tier?.tiles.get(ev.doc), "evicted");
+        break;
+      case "load":
+        touch(tier, ev.doc);
+        flash(tier?.tiles.get(ev.doc), "read");
+        break;
+      case "store":
+        if (ev.tier !== "gpu") touch(tier, ev.doc);
+        break;
+      case "occupancy":
+        occupancy(lane, ev);
+        break;
+      case "ttft": {
+        const offload = ev.cpu_hit_tokens + ev.disk_hit_tokens;
+        lane.sums.gpu += ev.gpu_hit_tokens;
+        lane.sums.offload += offload;
+        lane.sums.computed += ev.computed_tokens;
+        lane.sums.ttft += ev.ttft_ms;
+        showTotals(lane);
+        const parts = [];
+        parts.push(ev.gpu_hit_tokens ? `GPU hit ${fmt.format(ev.gpu_hit_tokens)}` : "GPU miss");
+        if (ev.cpu_hit_tokens) parts.push(`CPU load ${fmt.format(ev.cpu_hit_tokens)}`);
+        if (ev.disk_hit_tokens) parts.push(`disk load ${fmt.format(ev.disk_hit_tokens)}`);
+        parts.push(`computed ${fmt.format(ev.computed_tokens)}`);
+        lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}: ${parts.join(", ")} → ${ev.ttft_ms.toFixed(1)} ms`;
+        lane.now.dataset.source = ev.source;
+        break;
+      }
+    }
+  }
+
+  document.addEventListener("kvscope:reset", reset);
+  document.addEventListener("kvscope:event", (e) => handle(e.detail.event));
+})();

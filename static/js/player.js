@@ -1,0 +1,263 @@
+// The player: takes a run's step stream (opened by htmx's SSE extension from #run-stream), groups its events
+// by request, and applies one request at a time (Step), at the chosen speed (Play), or not at all (Pause).
+//
+// Panels never read the stream; they listen on `document` for:
+//   kvscope:reset     {runs, requests}   a run's panels appeared, or it is shown again from its start: clear
+//   kvscope:event     {event}            one core event (the vocabulary of sim/events.py), in stream order
+//   kvscope:step      {seq, applied, total}  every event of one request, in every configuration, is applied
+//   kvscope:finished  {}                 the stream has ended and every request is applied
+// A step is one request number (`seq`) across all configurations; summaries without a `seq` (pass, done)
+// belong to the step their run last reported.
+(() => {
+  "use strict";
+
+  const state = {
+    runs: [],
+    total: 0,
+    preamble: [], // events before any request (run)
+    steps: [], // {seq, events, ended: Set(run), applied}
+    bySeq: new Map(),
+    lastSeq: new Map(), // run -> seq of its latest request
+    applied: 0,
+    streaming: false,
+    ended: false,
+    failed: null,
+    mode: "idle", // idle | playing | paused | done | error
+    credit: 0, // steps still to apply while paused (Step)
+    timer: null,
+    lastAppliedAt: 0,
+    startPaused: false,
+    view: null, // the #run-view the panels were last reset for
+  };
+
+  const $ = (selector) => document.querySelector(selector);
+  const emit = (name, detail) => document.dispatchEvent(new CustomEvent(name, { detail }));
+
+  function speed() {
+    const value = $("[data-role=speed]")?.value ?? "2";
+    return value === "max" ? Infinity : Number(value);
+  }
+
+  // -- receiving ------------------------------------------------------------
+
+  function viewChanged() {
+    const view = $("#run-view");
+    if (!view || view === state.view) return;
+    state.view = view;
+    emit("kvscope:reset", { runs: JSON.parse(view.dataset.runs ?? "[]"), requests: Number(view.dataset.requests ?? 0) });
+  }
+
+  function begin(stream) {
+    clearTimeout(state.timer);
+    const view = $("#run-view");
+    Object.assign(state, {
+      runs: JSON.parse(view?.dataset.runs ?? "[]"),
+      total: Number(view?.dataset.requests ?? 0),
+      preamble: [], steps: [], bySeq: new Map(), lastSeq: new Map(), applied: 0,
+      streaming: true, ended: false, failed: null, timer: null, lastAppliedAt: 0,
+      mode: state.startPaused ? "paused" : "playing",
+      credit: state.startPaused ? 1 : 0,
+    });
+    state.startPaused = false;
+    state.view = view;
+    stream.dataset.player = "attached";
+    emit("kvscope:reset", { runs: state.runs, requests: state.total });
+    render();
+  }
+
+  function stepFor(seq) {
+    let step = state.bySeq.get(seq);
+    if (!step) {
+      step = { seq, events: [], ended: new Set(), applied: false };
+      state.bySeq.set(seq, step);
+      state.steps.push(step);
+    }
+    return step;
+  }
+
+  function receive(event) {
+    if (event.type === "error") {
+      state.failed = event.message || "the stream failed";
+      emit("kvscope:event", { event });
+      return;
+    }
+    let step = null;
+    if (event.seq !== undefined) {
+      step = stepFor(event.seq);
+      state.lastSeq.set(event.run, event.seq);
+    } else if (state.lastSeq.has(event.run)) {
+      step = state.bySeq.get(state.lastSeq.get(event.run));
+    }
+    if (!step) {
+      state.preamble.push(event);
+      emit("kvscope:event", { event });
+      return;
+    }
+    step.events.push(event);
+    if (event.type === "ttft") step.ended.add(event.run);
+    if (step.applied) emit("kvscope:event", { event }); // a pass or run summary after its step was shown
+    pump();
+  }
+
+  function streamEnded() {
+    state.streaming = false;
+    state.ended = true;
+    pump();
+  }
+
+  // -- applying ---------------------------------------------------------------
+
+  const ready = (step) => step && !step.applied && (state.ended || step.ended.size >= state.runs.length);
+  const finished = () => state.ended && state.applied >= state.steps.length;
+
+  function apply(step) {
+    for (const event of step.events) emit("kvscope:event", { event });
+    step.applied = true;
+    state.applied += 1;
+    state.lastAppliedAt = performance.now();
+    emit("kvscope:step", { seq: step.seq, applied: state.applied, total: state.total, events: step.events });
+  }
+
+  function pump() {
+    clearTimeout(state.timer);
+    state.timer = null;
+    if (state.failed) {
+      state.mode = "error";
+    } else if (state.mode === "paused") {
+      while (state.credit > 0 && ready(state.steps[state.applied])) {
+        apply(state.steps[state.applied]);
+        state.credit -= 1;
+      }
+    } else if (state.mode === "playing") {
+      const interval = 1000 / speed();
+      if (interval === 0) {
+        // As fast as possible, but let the page paint every few milliseconds.
+        const until = performance.now() + 12;
+        while (ready(state.steps[state.applied]) && performance.now() < until) apply(state.steps[state.applied]);
+        if (ready(state.steps[state.applied])) state.timer = setTimeout(pump, 0);
+      } else if (ready(state.steps[state.applied])) {
+        const wait = state.lastAppliedAt + interval - performance.now();
+        if (wait <= 0) {
+          apply(state.steps[state.applied]);
+          state.timer = setTimeout(pump, interval);
+        } else {
+          state.timer = setTimeout(pump, wait);
+        }
+      }
+    }
+    if (finished() && state.mode !== "error" && state.mode !== "done" && state.steps.length) {
+      state.mode = "done";
+      emit("kvscope:finished", {});
+    }
+    render();
+  }
+
+  function rewind() {
+    clearTimeout(state.timer);
+    for (const step of state.steps) step.applied = false;
+    state.applied = 0;
+    state.lastAppliedAt = 0;
+    emit("kvscope:reset", { runs: state.runs, requests: state.total });
+    for (const event of state.preamble) emit("kvscope:event", { event });
+  }
+
+  // -- controls -------------------------------------------------------------
+
+  function start(paused) {
+    state.startPaused = paused;
+    $("#scenario-form")?.requestSubmit();
+  }
+
+  function play() {
+    if (!state.steps.length && !state.streaming) return start(false);
+    if (state.mode === "done") rewind();
+    state.mode = "playing";
+    pump();
+  }
+
+  function pause() {
+    if (state.mode === "playing") state.mode = "paused";
+    pump();
+  }
+
+  function step() {
+    if (!state.steps.length && !state.streaming) return start(true);
+    if (state.mode === "done") return;
+    state.mode = "paused";
+    state.credit = 1;
+    pump();
+  }
+
+  function render() {
+    const status = $("#player-status");
+    if (!status) return;
+    const step = state.steps[state.applied - 1];
+    const request = step?.events.find((e) => e.type === "request");
+    const where = request ? ` · pass ${request.pass} (${request.order}) · doc ${request.doc}` : "";
+    const progress = `Request ${state.applied} of ${state.total}${where}`;
+    const text = {
+      idle: "Press Run to play the scenario, or Step to go one request at a time.",
+      playing: `Playing. ${progress}.`,
+      paused: state.applied ? `Paused. ${progress}.` : "Ready: press Step or Play.",
+      done: `Done: ${state.total} requests in every configuration. Play replays it.`,
+      error: `The stream failed: ${state.failed}.`,
+    }[state.mode];
+    if (status.textContent !== text) status.textContent = text;
+    status.dataset.state = state.mode;
+    status.dataset.applied = String(state.applied);
+    const buttons = (action) => document.querySelector(`[data-action=${action}]`);
+    if (buttons("play")) buttons("play").disabled = state.mode === "playing";
+    if (buttons("pause")) buttons("pause").disabled = state.mode !== "playing";
+    if (buttons("step")) buttons("step").disabled = state.mode === "done" || state.mode === "error";
+  }
+
+  // -- wiring -----------------------------------------------------------------
+
+  // htmx posts form-encoded; the stream endpoint takes the same JSON body as /api/simulate.
+  document.addEventListener("htmx:before:request", (evt) => {
+    const ctx = evt.detail.ctx;
+    const source = ctx.sourceElement;
+    if (!source?.hasAttribute("data-json-body")) return;
+    ctx.request.body = JSON.stringify(ctx.vals ?? {});
+    ctx.request.headers["Content-Type"] = "application/json";
+    begin(source);
+  });
+
+  // Every SSE message of the run stream comes here; htmx is told not to dispatch it as a DOM event itself.
+  document.addEventListener("htmx:sse:before:message", (evt) => {
+    if (evt.target?.id !== "run-stream") return;
+    const { event: kind, data } = evt.detail.message;
+    evt.detail.cancelled = true;
+    if (!kind || !data) return;
+    receive(JSON.parse(data));
+  });
+
+  document.addEventListener("htmx:sse:close", (evt) => {
+    if (evt.target?.id === "run-stream" && evt.target.isConnected) streamEnded();
+  });
+
+  document.addEventListener("htmx:error", (evt) => {
+    if (evt.target?.id !== "run-stream") return;
+    state.failed = "the server could not be reached";
+    pump();
+  });
+
+  document.addEventListener("click", (evt) => {
+    const button = evt.target.closest("[data-action]");
+    if (!button) return;
+    const action = { play, pause, step }[button.dataset.action];
+    if (action) action();
+  });
+
+  // Run (the form's submit button) plays; Step without a run starts one paused.
+  document.addEventListener("submit", (evt) => {
+    if (evt.target.id === "scenario-form" && evt.submitter) state.startPaused = false;
+  }, true);
+
+  document.addEventListener("change", (evt) => {
+    if (evt.target.matches?.("[data-role=speed]")) pump();
+  });
+
+  document.addEventListener("htmx:after:swap", viewChanged);
+  document.addEventListener("DOMContentLoaded", () => { viewChanged(); render(); });
+})();

@@ -1,0 +1,103 @@
+"""Shared fixtures: ``kvscope serve`` in a subprocess on a free loopback port, and headless Debian Chromium.
+
+- ``live_server``: one server for the session; its base URL, e.g. ``http://127.0.0.1:40123``.
+- ``live_server_factory``: ``with live_server_factory("--some-flag") as url:`` a server of your own (own
+  counters, own flags), stopped when the block ends.
+- ``chromium``: one browser for the session; ``page``: a fresh page that fails the test on any page error or
+  console error (a CSP violation, a 404, an exception in a script).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from live_servers import KVSCOPE, ROOT, free_port, stop
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def wait_for_health(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"kvscope serve exited with {proc.returncode}: {err}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"kvscope serve at {url} did not answer /healthz in {timeout_s} s")
+
+
+@contextmanager
+def serve(*args: str) -> Iterator[str]:
+    """``kvscope serve --host 127.0.0.1 --port FREE ARGS``; yields the base URL and always stops the server."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*KVSCOPE, "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *args],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_for_health(url, proc)
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[str]:
+    with serve() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def live_server_factory() -> Callable[..., AbstractContextManager[str]]:
+    return serve
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture()
+def expected_console_errors() -> list[str]:
+    """Append a regular expression for each console error a test provokes on purpose (e.g. ``"status of 422"``)."""
+    return []
+
+
+@pytest.fixture()
+def page(chromium: Browser, expected_console_errors: list[str]) -> Iterator[Page]:
+    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None)
+    yield page
+    context.close()
+    assert [p for p in problems if not any(re.search(e, p) for e in expected_console_errors)] == []
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where tests leave screenshots for a human to look at (gitignored)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

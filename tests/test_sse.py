@@ -1,0 +1,181 @@
+"""The SSE step stream read with httpx from a real ``kvscope serve``: complete, within capacity, equal to /api/simulate,
+and stopped on the server when the client goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+
+import httpx
+import pytest
+
+from app.web.sse import StreamStats, event_stream
+from sim.events import EVENT_KINDS, Event, RunStarted
+
+SEED_LAB_REQUESTS = 30  # 10 documents x 3 passes
+
+
+def sse(lines: Iterator[str]) -> Iterator[tuple[str, dict]]:
+    """(event name, JSON data) per message of a text/event-stream."""
+    name, data = "", []
+    for line in lines:
+        if line == "":
+            if data:
+                yield name, json.loads("\n".join(data))
+            name, data = "", []
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+
+
+def read_stream(url: str, body: dict) -> tuple[httpx.Headers, list[tuple[str, dict]]]:
+    with httpx.stream("POST", f"{url}/api/simulate/stream", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        return response.headers, list(sse(response.iter_lines()))
+
+
+@pytest.fixture(scope="module")
+def seed_lab(live_server: str) -> tuple[httpx.Headers, list[tuple[str, dict]], dict]:
+    headers, messages = read_stream(live_server, {"preset": "seed-lab"})
+    result = httpx.post(f"{live_server}/api/simulate", json={"preset": "seed-lab"}, timeout=60).json()
+    return headers, messages, result
+
+
+def test_stream_is_event_stream_named_by_kind(seed_lab: tuple) -> None:
+    headers, messages, _ = seed_lab
+    assert headers["content-type"].startswith("text/event-stream")
+    assert headers["cache-control"] == "no-cache"
+    assert "content-encoding" not in headers  # never gzipped: a proxy must not buffer it
+    assert all(name == data["type"] for name, data in messages)
+
+
+def test_every_event_type_appears(seed_lab: tuple) -> None:
+    _, messages, _ = seed_lab
+    assert {name for name, _ in messages} == set(EVENT_KINDS)
+
+
+def test_each_run_gets_every_request_once_in_order(seed_lab: tuple) -> None:
+    _, messages, _ = seed_lab
+    for run in ("gpu", "gpu+cpu"):
+        seqs = [d["seq"] for n, d in messages if n == "request" and d["run"] == run]
+        assert seqs == list(range(SEED_LAB_REQUESTS))
+    # Runs advance side by side: each run's request k is complete before any run starts request k + 1.
+    order = [(d["seq"], d["run"]) for n, d in messages if n == "ttft"]
+    assert order == [(k, run) for k in range(SEED_LAB_REQUESTS) for run in ("gpu", "gpu+cpu")]
+
+
+def test_occupancy_never_exceeds_capacity(seed_lab: tuple) -> None:
+    _, messages, _ = seed_lab
+    capacity = {(d["run"], t["name"]): t["capacity_tokens"] for n, d in messages if n == "run" for t in d["tiers"]}
+    occupancies = [d for n, d in messages if n == "occupancy"]
+    # One occupancy per tier per request: gpu has 1 tier, gpu+cpu 2.
+    assert len(occupancies) == SEED_LAB_REQUESTS * 3
+    for d in occupancies:
+        assert d["capacity_tokens"] == capacity[(d["run"], d["tier"])]
+        assert 0 <= d["used_tokens"] <= d["capacity_tokens"], d
+        assert sum(d["docs"].values()) == d["used_tokens"], d
+
+
+def test_final_totals_equal_the_simulate_result(seed_lab: tuple) -> None:
+    _, messages, result = seed_lab
+    runs = {r["name"]: r for r in result["runs"]}
+    done = {d["run"]: d for n, d in messages if n == "done"}
+    assert set(done) == set(runs)
+    for name, run in runs.items():
+        assert done[name]["totals"] == run["totals"]
+        assert [d["summary"] for n, d in messages if n == "pass" and d["run"] == name] == run["passes"]
+        ttfts = [(d["seq"], d["ttft_ms"], d["source"]) for n, d in messages if n == "ttft" and d["run"] == name]
+        assert ttfts == [(r["seq"], r["ttft_ms"], r["source"]) for r in run["requests"]]
+
+
+def test_bad_body_gets_422_before_any_event(live_server: str) -> None:
+    response = httpx.post(f"{live_server}/api/simulate/stream", json={"chunk_size": 100}, timeout=30)
+    assert response.status_code == 422
+    assert response.headers["content-type"].startswith("application/json")
+    assert "multiple of block_size" in response.text
+
+
+def health(url: str) -> dict:
+    return httpx.get(f"{url}/healthz", timeout=5).json()["streams"]
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_client_that_disconnects_stops_the_server_side_work(live_server_factory: Callable[..., AbstractContextManager[str]]) -> None:
+    with live_server_factory() as url:
+        # A whole stream first, to know how many events a complete one has.
+        _, complete = read_stream(url, {"preset": "seed-lab"})
+        before = health(url)
+        assert before == {**before, "open": 0, "completed": 1, "events_sent": len(complete)}
+        # Paced at 200 ms per request and run, the whole stream would take 60 x 0.2 = 12 s.
+        with httpx.stream("POST", f"{url}/api/simulate/stream", json={"pace_ms": 200}, timeout=30) as response:
+            messages = sse(response.iter_lines())  # held, so that the response stays open until the block ends
+            while (message := next(messages)) and not (message[0] == "ttft" and message[1]["seq"] == 1):
+                pass
+            assert health(url)["open"] == 1
+        # The client has gone: the server notices and stops.
+        assert wait_for(lambda: health(url)["open"] == 0), health(url)
+        stopped = health(url)
+        time.sleep(1.0)  # five paces: a stream still running would have sent more events by now
+        after = health(url)
+        assert after == stopped
+        assert after["abandoned"] == 1 and after["completed"] == 1
+        sent = after["events_sent"] - before["events_sent"]
+        assert 0 < sent < len(complete) / 2, sent
+
+
+def test_open_streams_do_not_hold_the_shutdown(live_server_factory: Callable[..., AbstractContextManager[str]]) -> None:
+    from live_servers import KVSCOPE, ROOT, free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([*KVSCOPE, "serve", "--port", str(port), "--log-level", "warning"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: _up(url), 30)
+        # A stream that would take 60 s; the server is asked to stop while it is open.
+        with httpx.stream("POST", f"{url}/api/simulate/stream", json={"pace_ms": 1000}, timeout=30) as response:
+            next(sse(response.iter_lines()))
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=15)
+            assert time.monotonic() - started < 8  # the graceful-shutdown timeout is 2 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_failing_simulation_ends_the_stream_with_an_error_event() -> None:
+    # In-process: nothing over HTTP can make the simulator raise, so the helper is driven directly.
+    def events() -> Iterator[Event]:
+        yield RunStarted("gpu")
+        raise RuntimeError("block pool corrupted")
+
+    async def collect() -> list:
+        return [item async for item in event_stream(events(), stats)]
+
+    stats = StreamStats()
+    items = asyncio.run(collect())
+    assert [i.event for i in items] == ["run", "error"]
+    assert items[1].data == {"type": "error", "run": "", "message": "RuntimeError: block pool corrupted"}
+    assert (stats.open, stats.failed, stats.events_sent) == (0, 1, 1)
