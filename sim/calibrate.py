@@ -1,6 +1,6 @@
 """Calibration: fit the cost model's constants by least squares to a table of measured p50 and mean TTFT.
 
-A table cell is one (configuration, pass) with its measured p50 and mean. The
+Two inputs. A table cell is one (configuration, pass) with its measured p50 and mean. The
 scenario is simulated once with the tiers alone, which gives every request's
 token counts; a cell's mean is then linear in the constants, and so is its
 p50 once the ordering of its requests is known, so the fit alternates between
@@ -24,10 +24,12 @@ from typing import Any
 from sim.costs import COEFFICIENTS, DISK_TO_CPU_LOAD_RATIO, CostModel
 from sim.engine import RequestRecord
 from sim.lstsq import nnls
-from sim.measurements import CONFIG_ALIASES
+from sim import stats
+from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError
+from sim.measurements import read as read_measurements
 from sim.scenario import Scenario
 from sim.simulation import engines
-from sim.workload import build_requests
+from sim.workload import build_requests, units
 
 FITTED = ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token")
 _ZERO = CostModel(**{name: 0.0 for name in COEFFICIENTS})
@@ -62,13 +64,32 @@ SEED_ANCHORS = (Anchor(560.0, computed=4864), Anchor(8.5, cpu=4864))
 
 @dataclass(frozen=True)
 class Calibration:
+    """A fit: the constants, the per-cell errors, R^2 (over cells, or over requests for a per-request fit)."""
+
     costs: CostModel
     cells: list[dict[str, Any]]
     r2: float
+    method: str = "cells"
+    requests: int = 0
+    undetermined: tuple[str, ...] = ()  # constants the data says nothing about (left at 0 or derived)
 
     @property
     def max_error(self) -> float:
         return max(max(abs(c["p50_error"]), abs(c["mean_error"])) for c in self.cells)
+
+    def profile(self) -> dict[str, Any]:
+        """The cost profile JSON that ``--costs`` reads: the constants and how well they fit."""
+        return {
+            "costs": self.costs.model_dump(mode="json"),
+            "fit": {
+                "method": self.method,
+                "requests": self.requests,
+                "r2": round(self.r2, 6),
+                "max_error": round(self.max_error, 4),
+                "undetermined": list(self.undetermined),
+                "cells": self.cells,
+            },
+        }
 
 
 def read_table(path: Path | None = None) -> list[Cell]:
@@ -93,12 +114,15 @@ def _features(r: RequestRecord) -> list[float]:
     return [1.0, float(r.computed_tokens), float(r.cpu_hit_tokens), float(r.stored_tokens)]
 
 
+def _tier_records(scenario: Scenario) -> dict[str, list[RequestRecord]]:
+    """Every run's records with the tiers alone (no costs): where each request's tokens came from."""
+    requests = build_requests(scenario)
+    return {engine.run: engine.run_all(requests) for engine in engines(scenario.model_copy(update={"costs": _ZERO}))}
+
+
 def fit(scenario: Scenario, cells: list[Cell], anchors: tuple[Anchor, ...] = ()) -> Calibration:
     """Fit overhead, prefill, CPU load and store costs to the cells; the disk cost follows the CPU's."""
-    requests = build_requests(scenario)
-    records: dict[str, list[RequestRecord]] = {}
-    for engine in engines(scenario.model_copy(update={"costs": _ZERO})):
-        records[engine.run] = engine.run_all(requests)
+    records = _tier_records(scenario)
     groups = []
     for cell in cells:
         if cell.config not in records:
@@ -139,6 +163,11 @@ def _report(scenario: Scenario, cells: list[Cell]) -> tuple[list[dict[str, Any]]
 
     result = simulate(scenario)
     passes = {(run["name"], p["pass"]): p for run in result["runs"] for p in run["passes"]}
+    return _cell_errors(cells, passes)
+
+
+def _cell_errors(cells: list[Cell], passes: dict[tuple[str, int], dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
+    """Measured against predicted p50 and mean per cell, and R^2 over those values."""
     out, observed, predicted = [], [], []
     for c in cells:
         p = passes[(c.config, c.pass_)]
@@ -172,3 +201,128 @@ def seed_scenario() -> Scenario:
 def fit_seed_table() -> Calibration:
     """The default calibration: the seed-lab scenario fitted to the shipped seed table and the brief's anchors."""
     return fit(seed_scenario(), read_table(), SEED_ANCHORS)
+
+
+# -- per-request files ------------------------------------------------------
+#
+# A per-request measurement file says more than a table: every request is a
+# row of the linear model ``ttft = overhead + prefill * computed + load_cpu *
+# cpu + store * stored (+ load_disk * disk)``. Its token counts come from the
+# file's hit columns when every row has them (the simulator's files, live mode
+# with /metrics), else from re-simulating the scenario the run used.
+
+SAMPLE_COEFFICIENTS = ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token", "load_disk_ms_per_token")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One measured request: its cost features (in ``SAMPLE_COEFFICIENTS`` order) and its TTFT."""
+
+    config: str
+    pass_: int
+    order: str
+    features: tuple[float, float, float, float, float]
+    ttft_ms: float
+
+
+def _has_cpu(config: str, rows: list[Measurement]) -> bool:
+    return "cpu" in config or any((r.cpu_hit_tokens or 0) > 0 for r in rows if r.config == config)
+
+
+def samples_from_hits(rows: list[Measurement], chunk_tokens: int) -> list[Sample]:
+    """Features from the file's own hit columns.
+
+    A file without ``stored_tokens`` (live mode) gets the write-through
+    estimated as the engine does it: every full chunk ending past the hit
+    prefix, for a configuration with a CPU tier.
+    """
+    cpu_configs = {c for c in {r.config for r in rows} if _has_cpu(c, rows)}
+    out = []
+    for r in rows:
+        assert r.computed_tokens is not None and r.cpu_hit_tokens is not None
+        stored = r.stored_tokens
+        if stored is None:
+            hit_end = r.prompt_tokens - r.computed_tokens
+            full = r.prompt_tokens // chunk_tokens
+            stored = max(0, full - hit_end // chunk_tokens) * chunk_tokens if r.config in cpu_configs else 0
+        features = (1.0, float(r.computed_tokens), float(r.cpu_hit_tokens), float(stored), float(r.disk_hit_tokens or 0))
+        out.append(Sample(r.config, r.pass_, r.order, features, r.ttft_ms))
+    return out
+
+
+def samples_from_scenario(rows: list[Measurement], scenario: Scenario) -> list[Sample]:
+    """Features from re-simulating ``scenario``: each row is matched to the simulated request of its run and seq."""
+    records = {run: {r.seq: r for r in recs} for run, recs in _tier_records(scenario).items()}
+    out = []
+    for r in rows:
+        run = records.get(r.config)
+        if run is None:
+            raise MeasurementError(
+                f"configuration {r.config!r} is not a run of the scenario ({', '.join(records)}); "
+                "name configurations gpu, gpu+cpu (or vllm, lmcache)"
+            )
+        rec = run.get(r.seq)
+        if rec is None or (rec.pass_, rec.doc) != (r.pass_, r.doc):
+            expected = "no such request" if rec is None else f"doc {rec.doc} in pass {rec.pass_}"
+            raise MeasurementError(
+                f"{r.config} request seq {r.seq} reads doc {r.doc} in pass {r.pass_}, but the scenario's has "
+                f"{expected}: give the scenario the run used (--preset, --docs, --passes, ...)"
+            )
+        features = (1.0, float(rec.computed_tokens), float(rec.cpu_hit_tokens), float(rec.stored_tokens), float(rec.disk_hit_tokens))
+        out.append(Sample(r.config, r.pass_, r.order, features, r.ttft_ms))
+    return out
+
+
+def fit_samples(samples: list[Sample], method: str) -> Calibration:
+    """Non-negative least squares over requests, weighted by 1/TTFT (relative error, as the table fit)."""
+    if not samples:
+        raise ValueError("no requests to fit")
+    has_disk = any(s.features[4] for s in samples)
+    cols = [0, 1, 2, 3, 4] if has_disk else [0, 1, 2, 3]
+    rows = []
+    for s in samples:
+        weight = 1.0 / max(s.ttft_ms, 1e-3)
+        rows.append([s.features[j] * weight for j in cols])
+    targets = [s.ttft_ms / max(s.ttft_ms, 1e-3) for s in samples]
+    values = dict(zip((SAMPLE_COEFFICIENTS[j] for j in cols), nnls(rows, targets)))
+    if not has_disk:
+        values["load_disk_ms_per_token"] = values["load_cpu_ms_per_token"] * DISK_TO_CPU_LOAD_RATIO
+    undetermined = tuple(SAMPLE_COEFFICIENTS[j] for j in range(1, 5) if not any(s.features[j] for s in samples))
+    costs = CostModel(**values, source=f"least-squares fit ({method})")
+
+    predicted = [costs.ttft_ms(int(f[1]), int(f[2]), int(f[4]), int(f[3])) for f in (s.features for s in samples)]
+    avg = stats.mean([s.ttft_ms for s in samples])
+    ss_res = sum((s.ttft_ms - p) ** 2 for s, p in zip(samples, predicted))
+    ss_tot = sum((s.ttft_ms - avg) ** 2 for s in samples)
+    groups: dict[tuple[str, int], list[tuple[Sample, float]]] = {}
+    for s, p in zip(samples, predicted):
+        groups.setdefault((s.config, s.pass_), []).append((s, p))
+    cells, passes = [], {}
+    for key, members in groups.items():
+        measured = stats.summary([s.ttft_ms for s, _ in members])
+        cells.append(Cell(key[0], key[1], members[0][0].order, measured["p50_ms"], measured["mean_ms"]))
+        passes[key] = stats.summary([p for _, p in members])
+    errors, _ = _cell_errors(cells, passes)
+    return Calibration(costs, errors, 1 - ss_res / ss_tot if ss_tot else 1.0, method, len(samples), undetermined)
+
+
+def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calibration:
+    """Fit a per-request file: from its hit columns if every row has them, else by re-simulating ``scenario``."""
+    if all(r.has_hits for r in rows):
+        return fit_samples(samples_from_hits(rows, units(scenario).chunk), "per request, hit tokens from the file")
+    return fit_samples(samples_from_scenario(rows, scenario), "per request, hit tokens re-simulated")
+
+
+def calibrate_file(path: Path, scenario: Scenario) -> Calibration:
+    """A per-request file (CSV or JSONL, with ``ttft_ms``) or a table (``p50_ms, mean_ms`` per cell)."""
+    try:
+        head = Path(path).read_text().lstrip().split("\n", 1)[0]
+    except OSError as exc:
+        raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+    header = [c.strip() for c in head.split(",")]
+    if not head.startswith("{") and "ttft_ms" not in header and {"p50_ms", "mean_ms"} <= set(header):
+        try:
+            return fit(scenario, read_table(path))
+        except ValueError as exc:
+            raise MeasurementError(str(exc)) from None
+    return calibrate_measurements(read_measurements(path), scenario)

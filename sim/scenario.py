@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
+from sim.longdocqa import parse_hit_miss, query_label
 
 ORDERS = ("forward", "reverse", "random", "zipf")
 RunName = Literal["gpu", "gpu+cpu", "gpu+cpu+disk"]
@@ -28,6 +29,8 @@ MAX_GPU_TOKENS = 100_000_000
 MAX_GB = 4096.0
 
 _ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@(\d+))?$")
+# LMCache long_doc_qa's query round: tile*2, interleave*3, random*2@SEED, any of them with :HIT:MISS.
+_REPEAT_RE = re.compile(r"^(tile|interleave|random)\*(\d+)(@(\d+))?(:(\d+:\d+))?$")
 
 
 class PassSpec(BaseModel):
@@ -35,11 +38,18 @@ class PassSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    order: Literal["forward", "reverse", "random", "zipf", "list"] = "forward"
+    order: Literal["forward", "reverse", "random", "zipf", "list", "repeat"] = "forward"
     seed: int = Field(default=0, ge=0, le=2**31)
     docs: tuple[int, ...] | None = Field(default=None, description="explicit document order (order='list')")
     requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_PASS, description="zipf: requests in the pass")
     zipf_alpha: float = Field(default=1.1, gt=0, le=10)
+    repeat_mode: Literal["tile", "interleave", "random"] | None = Field(
+        default=None, description="order='repeat': long_doc_qa's --repeat-mode (random shuffles with seed)"
+    )
+    repeat_count: int = Field(default=2, ge=1, le=1000, description="order='repeat': long_doc_qa's --repeat-count")
+    hit_miss_ratio: str | None = Field(
+        default=None, description="order='repeat': long_doc_qa's --hit-miss-ratio, e.g. 3:1 (every 4th prompt misses)"
+    )
 
     @model_validator(mode="after")
     def _list_has_docs(self) -> PassSpec:
@@ -47,24 +57,36 @@ class PassSpec(BaseModel):
             raise ValueError("an explicit pass needs order='list' and docs")
         if self.docs is not None and not self.docs:
             raise ValueError("an explicit pass needs at least one document")
+        if (self.order == "repeat") != (self.repeat_mode is not None):
+            raise ValueError("a repeated pass needs order='repeat' and repeat_mode (tile, interleave or random)")
+        if self.hit_miss_ratio is not None:
+            parse_hit_miss(self.hit_miss_ratio)
         return self
 
     @classmethod
     def parse(cls, text: str) -> PassSpec:
-        """``forward``, ``reverse``, ``random@7``, ``zipf@3`` or an explicit list ``3/1/2``."""
+        """``forward``, ``reverse``, ``random@7``, ``zipf@3``, an explicit list ``3/1/2``, or ``tile*2`` (long_doc_qa)."""
         text = text.strip()
         if re.fullmatch(r"\d+(/\d+)*", text):
             return cls(order="list", docs=tuple(int(d) for d in text.split("/")))
+        repeat = _REPEAT_RE.match(text)
+        if repeat:
+            return cls(
+                order="repeat", repeat_mode=repeat.group(1), repeat_count=int(repeat.group(2)),
+                seed=int(repeat.group(4) or 0), hit_miss_ratio=repeat.group(6),
+            )
         match = _ORDER_RE.match(text)
         if not match:
             raise ValueError(
-                f"unknown pass order {text!r}; use one of {', '.join(ORDERS)} (random@SEED, zipf@SEED) "
-                "or an explicit list of documents such as 3/1/2"
+                f"unknown pass order {text!r}; use one of {', '.join(ORDERS)} (random@SEED, zipf@SEED), "
+                "an explicit list of documents such as 3/1/2, or a long_doc_qa repeat such as tile*2, random*2@0:3:1"
             )
         return cls(order=match.group(1), seed=int(match.group(3) or 0))
 
     @property
     def label(self) -> str:
+        if self.repeat_mode is not None:
+            return query_label(self.repeat_mode, self.repeat_count, self.seed, self.hit_miss_ratio)
         return self.order
 
 
@@ -166,6 +188,8 @@ class Scenario(BaseModel):
     def pass_length(self, spec: PassSpec) -> int:
         if spec.docs is not None:
             return len(spec.docs)
+        if spec.repeat_mode is not None:
+            return self.docs * spec.repeat_count
         return spec.requests or self.docs
 
     @property

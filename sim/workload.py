@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from sim.hashing import ChainState, chain_keys, partial_key
+from sim.longdocqa import forced_misses, repeat_order
 from sim.scenario import PassSpec, Scenario
 
 SHARED_DOC = -1  # owner of blocks that belong to no single document
@@ -20,6 +21,7 @@ SHARED_DOC = -1  # owner of blocks that belong to no single document
 _SHARED_CONTENT = 1
 _DOC_CONTENT = 1_000_000
 _QUESTION_CONTENT = 1_000_000_000
+_MISS_CONTENT = 2_000_000_000  # + seq: a document made unique, as long_doc_qa's forced misses are
 
 
 @dataclass(slots=True)
@@ -81,6 +83,9 @@ def _order(scenario: Scenario, spec: PassSpec, index: int) -> list[int]:
         case "zipf":
             weights = [1.0 / (rank + 1) ** spec.zipf_alpha for rank in range(n)]
             return rng.choices(range(n), weights=weights, k=spec.requests or n)
+        case "repeat":
+            assert spec.repeat_mode is not None
+            return repeat_order(n, spec.repeat_count, spec.repeat_mode, spec.seed)
         case _:
             assert spec.docs is not None
             return list(spec.docs)
@@ -100,15 +105,17 @@ class WorkloadBuilder:
     def requests(self) -> list[Request]:
         out: list[Request] = []
         for pass_index, (spec, docs) in enumerate(zip(self.scenario.passes, pass_orders(self.scenario))):
-            for doc in docs:
-                out.append(self.request(len(out), pass_index + 1, spec.label, doc))
+            misses = forced_misses(len(docs), spec.hit_miss_ratio)
+            for i, doc in enumerate(docs):
+                out.append(self.request(len(out), pass_index + 1, spec.label, doc, fresh=i in misses))
         return out
 
-    def request(self, seq: int, pass_: int, order: str, doc: int) -> Request:
+    def request(self, seq: int, pass_: int, order: str, doc: int, fresh: bool = False) -> Request:
+        """``fresh``: the document's text made unique (a forced miss), so nothing of it can hit."""
         s = self.scenario
         n = s.prompt_tokens
         block, chunk = self.unit.block, self.unit.chunk
-        doc_keys, state = self._doc_keys(doc)
+        doc_keys, state = self._chain(_MISS_CONTENT + seq) if fresh else self._doc_keys(doc)
         if s.granularity == "doc":
             # The question is computed every time and never cached.
             max_hit = min(len(doc_keys), (n - 1) // block)
@@ -141,12 +148,16 @@ class WorkloadBuilder:
     def _doc_keys(self, doc: int) -> tuple[list[int], ChainState]:
         cached = self._doc_chain.get(doc)
         if cached is None:
-            s = self.scenario
-            segments = [(_DOC_CONTENT + doc, s.doc_tokens)]
-            if s.shared_prefix_tokens:
-                segments.insert(0, (_SHARED_CONTENT, s.shared_prefix_tokens))
-            cached = self._doc_chain[doc] = chain_keys(segments, self.unit.block)
+            cached = self._doc_chain[doc] = self._chain(_DOC_CONTENT + doc)
         return cached
+
+    def _chain(self, content: int) -> tuple[list[int], ChainState]:
+        """Keys of the shared prefix (if any) followed by a document's worth of ``content``."""
+        s = self.scenario
+        segments = [(content, s.doc_tokens)]
+        if s.shared_prefix_tokens:
+            segments.insert(0, (_SHARED_CONTENT, s.shared_prefix_tokens))
+        return chain_keys(segments, self.unit.block)
 
 
 def build_requests(scenario: Scenario) -> list[Request]:

@@ -1,4 +1,9 @@
-"""``kvscope analyze FILE``: p50, mean and p90 per configuration and pass of a measurement file, and speed-ups."""
+"""``kvscope analyze``: p50, mean and p90 per configuration and pass of measurement files, and speed-ups.
+
+Reads kvscope's per-request files (CSV or JSONL) and LMCache long_doc_qa's
+``warmup_round.csv`` + ``query_round.csv`` pairs, together: a simulated run and
+a measured one land in the same table.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +14,54 @@ import click
 
 from app.cli.table import format_table
 from sim import measurements
+from sim.longdocqa import REPEAT_MODES, read_run
+
+
+def _split_config(value: str) -> tuple[str | None, Path]:
+    """``gpu+cpu=results/lmcache`` -> (``gpu+cpu``, path); a bare path has no configuration name."""
+    name, sep, rest = value.partition("=")
+    if sep and name and "/" not in name:
+        return name, Path(rest)
+    return None, Path(value)
 
 
 @click.command("analyze")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--long-doc-qa", "runs", multiple=True, metavar="[CONFIG=]PATH",
+    help="a long_doc_qa run: a folder holding warmup_round.csv and query_round.csv, or WARMUP.csv,QUERY.csv; "
+    "CONFIG defaults to the folder's name (vllm reads as gpu, lmcache as gpu+cpu); repeatable",
+)
+@click.option("--repeat-mode", type=click.Choice(REPEAT_MODES), default=None, help="long_doc_qa's --repeat-mode (needed with --long-doc-qa)")
+@click.option("--docs", type=click.IntRange(min=1), default=None, help="long_doc_qa's --num-documents (default: the warmup's row count)")
+@click.option("--repeat-count", type=click.IntRange(min=1), default=None, help="long_doc_qa's --repeat-count (default: query rows / documents)")
+@click.option("--shuffle-seed", type=click.IntRange(min=0), default=0, show_default=True, help="long_doc_qa's --shuffle-seed")
+@click.option("--hit-miss-ratio", default=None, help="long_doc_qa's --hit-miss-ratio, e.g. 3:1 (labels the query pass)")
+@click.option("--doc-tokens", type=click.IntRange(min=1), default=20_000, show_default=True, help="long_doc_qa's --document-length")
 @click.option("--baseline", default="gpu", show_default=True, help="configuration the speed-ups are measured against")
 @click.option("--json", "as_json", is_flag=True, help="print cells and speed-ups as JSON")
-def command(file: Path, baseline: str, as_json: bool) -> None:
-    """Summarise a per-request measurement file (CSV or JSONL) into the seed-style table."""
-    try:
-        rows = measurements.read(file)
-    except measurements.MeasurementError as exc:
-        raise click.UsageError(f"{file}: {exc}") from None
+def command(
+    file: Path | None, runs: tuple[str, ...], repeat_mode: str | None, docs: int | None, repeat_count: int | None,
+    shuffle_seed: int, hit_miss_ratio: str | None, doc_tokens: int, baseline: str, as_json: bool,
+) -> None:
+    """Summarise a per-request measurement file (CSV or JSONL) and/or long_doc_qa runs into the seed-style table."""
+    if file is None and not runs:
+        raise click.UsageError("give a measurement FILE, --long-doc-qa runs, or both")
+    if runs and repeat_mode is None:
+        raise click.UsageError("--long-doc-qa needs --repeat-mode (tile, interleave or random), as the run was made")
+    rows: list[measurements.Measurement] = []
+    if file is not None:
+        try:
+            rows += measurements.read(file)
+        except measurements.MeasurementError as exc:
+            raise click.UsageError(f"{file}: {exc}") from None
+    for run in runs:
+        config, path = _split_config(run)
+        assert repeat_mode is not None
+        try:
+            rows += read_run(path, repeat_mode, config, docs, repeat_count, shuffle_seed, hit_miss_ratio, doc_tokens)
+        except measurements.MeasurementError as exc:
+            raise click.BadParameter(f"{path}: {exc}", param_hint="--long-doc-qa") from None
     report = measurements.analyze(rows, baseline)
     if as_json:
         click.echo(json.dumps(report, indent=1))
@@ -31,12 +72,15 @@ def command(file: Path, baseline: str, as_json: bool) -> None:
             [[c["config"], f"{c['pass']} {c['order']}", c["n"], c["p50_ms"], c["mean_ms"], c["p90_ms"]] for c in report["cells"]],
         )
     )
-    if report["speedups"]:
+    tables = [
+        (report["speedups"], ["pass", "baseline", "candidate"], ["p50 speed-up", "mean speed-up"]),
+        # A long_doc_qa run's own figure: query round against warmup round.
+        (report["pass_speedups"] if runs else [], ["config", "pass", "against_pass"], ["p50 speed-up", "mean speed-up (long_doc_qa's TTFT gain)"]),
+    ]
+    for items, keys, ratio_headers in tables:
+        if not items:
+            continue
+        rows_out = [[s[k] for k in keys] + [f"{s['p50_speedup']:.2f}x", f"{s['mean_speedup']:.2f}x"] for s in items]
+        right = [isinstance(v, int) for v in rows_out[0][: len(keys)]] + [True, True]
         click.echo("")
-        click.echo(
-            format_table(
-                ["pass", "baseline", "candidate", "p50 speed-up", "mean speed-up"],
-                [[s["pass"], s["baseline"], s["candidate"], f"{s['p50_speedup']:.2f}x", f"{s['mean_speedup']:.2f}x"] for s in report["speedups"]],
-                [True, False, False, True, True],
-            )
-        )
+        click.echo(format_table([k.replace("_", " ") for k in keys] + ratio_headers, rows_out, right))

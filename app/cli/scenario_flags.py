@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from app.scenario_input import resolve
 from sim.costs import CostModel
+from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
 from sim.scenario import Scenario
 
@@ -49,6 +50,7 @@ def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--preset``, every scenario flag, ``--no-cpu``, ``--save-unfull-chunk`` and ``--costs``."""
     for flag, field, kind, help_text in reversed(FLAGS):
         func = click.option(flag, field, type=kind, default=None, help=help_text)(func)
+    func = repeat_options(func)
     func = click.option("--no-cpu", is_flag=True, help="run the GPU tier alone")(func)
     func = click.option("--save-unfull-chunk", is_flag=True, default=None, help="also store a prompt's last partial chunk")(func)
     func = click.option(
@@ -61,8 +63,41 @@ def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def repeat_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """LMCache long_doc_qa's workload flags, under its names: a warmup pass, then the repeated query pass."""
+    func = click.option("--hit-miss-ratio", default=None, help="with --repeat-mode: e.g. 3:1, every 4th query prompt misses")(func)
+    func = click.option("--shuffle-seed", type=click.IntRange(0, 2**31), default=None, help="with --repeat-mode random (default 0)")(func)
+    func = click.option("--repeat-count", type=click.IntRange(1, 1000), default=None, help="with --repeat-mode (default 2)")(func)
+    return click.option(
+        "--repeat-mode", type=click.Choice(REPEAT_MODES), default=None,
+        help="long_doc_qa's workload instead of --passes: warmup (forward), then each document --repeat-count times "
+        "(tile, interleave or random); prompts are the documents alone unless --question-tokens is given",
+    )(func)
+
+
+def _long_doc_qa(flags: dict[str, Any]) -> None:
+    """Turn the long_doc_qa flags into ``passes`` (and no question, as its prompts have none)."""
+    mode, count, seed, ratio = (flags.pop(k) for k in ("repeat_mode", "repeat_count", "shuffle_seed", "hit_miss_ratio"))
+    if mode is None:
+        given = [f for f, v in (("--repeat-count", count), ("--shuffle-seed", seed), ("--hit-miss-ratio", ratio)) if v is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: needs --repeat-mode")
+        return
+    if flags.get("passes") is not None:
+        raise click.UsageError("give --passes or --repeat-mode, not both")
+    if ratio is not None:
+        try:
+            parse_hit_miss(ratio)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--hit-miss-ratio") from None
+    flags["passes"] = "forward," + query_label(mode, count or 2, seed or 0, ratio)
+    if flags.get("question_tokens") is None:
+        flags["question_tokens"] = 0
+
+
 def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = None, **flags: Any) -> Scenario:
     """Preset fields, overridden by every flag given; exits 2 naming the flag on bad input."""
+    _long_doc_qa(flags)
     costs = load_costs(costs_file) if costs_file is not None else None
     try:
         return resolve(preset, flags, no_cpu, costs)

@@ -1,0 +1,65 @@
+"""``kvscope calibrate FILE``: fit the cost model to measurements and save a cost profile for ``--costs``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import format_table
+from sim.calibrate import calibrate_file
+from sim.measurements import MeasurementError
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+@click.command("calibrate")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="where to save the cost profile (default: FILE with .costs.json)",
+)
+@click.option("--force", is_flag=True, help="overwrite an existing profile")
+@scenario_options
+@click.option("--json", "as_json", is_flag=True, help="print the profile as JSON")
+def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file: Path | None, **flags: Any) -> None:
+    """Fit overhead, prefill, CPU-load and store costs to FILE: a per-request measurement file (CSV or JSONL) or a
+    table of p50_ms and mean_ms per config and pass. A file without hit-token columns, and a table, are fitted by
+    re-simulating the scenario the run used (--preset and the scenario flags). Reports each cell's error and R^2."""
+    if costs_file is not None:
+        raise click.UsageError("--costs is what calibrate produces; give the measurements as FILE")
+    out = out or file.with_name(file.name.split(".")[0] + ".costs.json")
+    if out.exists() and not force:
+        raise click.UsageError(f"{out} exists; give --force to replace it or --out for another file")
+    scenario = build_scenario(**flags)
+    try:
+        calibration = calibrate_file(file, scenario)
+    except MeasurementError as exc:
+        raise click.UsageError(f"{file}: {exc}") from None
+    except ValueError as exc:  # e.g. the data cannot tell two costs apart
+        raise click.UsageError(f"{file}: cannot fit the cost model ({exc})") from None
+    profile = calibration.profile()
+    out.write_text(json.dumps(profile, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(profile, indent=1))
+        return
+    costs = profile["costs"]
+    click.echo(f"fit: {calibration.method}, {calibration.requests or len(calibration.cells)} "
+               f"{'requests' if calibration.requests else 'cells'}, R^2 = {calibration.r2:.4f}")
+    for name in ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token", "load_disk_ms_per_token"):
+        note = " (not in the data)" if name in calibration.undetermined else ""
+        click.echo(f"  {name:<24} {costs[name]:.6g}{note}")
+    click.echo("")
+    rows = [
+        [c["config"], f"{c['pass']} {c['order']}", c["p50_ms"], c["p50_pred_ms"], _pct(c["p50_error"]),
+         c["mean_ms"], c["mean_pred_ms"], _pct(c["mean_error"])]
+        for c in calibration.cells
+    ]
+    headers = ["config", "pass", "p50 ms", "p50 fit", "error", "mean ms", "mean fit", "error"]
+    click.echo(format_table(headers, rows, [False, False, True, True, True, True, True, True]))
+    click.echo(f"\nwrote {out}; use it with --costs {out}")
