@@ -21,5 +21,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# Re-download the pinned htmx release into static/vendor/ (checks its npm integrity); commit the result.
+vendor: $(STAMP)
+	$(BIN)/python scripts/vendor_assets.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -10,6 +10,7 @@ its script, append a ``Panel`` here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -42,6 +43,13 @@ PANELS = [
 ]
 
 
+@cache
+def _initial_run() -> run_view.RunView:
+    """The default preset, not yet played: the same for every visitor, so simulated once."""
+    scenario = check(scenario_form.parse({"preset": DEFAULT_PRESET}))
+    return run_view.build(scenario, simulate(scenario))
+
+
 def router(*, web: Web) -> APIRouter:
     pages = APIRouter(tags=["dashboard"], include_in_schema=False)
     templates = web.templates
@@ -51,10 +59,7 @@ def router(*, web: Web) -> APIRouter:
 
     @pages.get("/", response_class=HTMLResponse)
     def dashboard(request: Request) -> HTMLResponse:
-        form = scenario_form.preset_view(DEFAULT_PRESET)
-        scenario = check(scenario_form.parse({"preset": DEFAULT_PRESET}))
-        run = run_view.build(scenario, simulate(scenario))
-        return render(request, "dashboard.html", form=form, run=run)
+        return render(request, "dashboard.html", form=scenario_form.preset_view(DEFAULT_PRESET), run=_initial_run())
 
     @pages.get("/ui/fields", response_class=HTMLResponse)
     def fields(request: Request, preset: str = Query(DEFAULT_PRESET)) -> HTMLResponse:
