@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from app.cli import analyze, calibrate, curve, emulate, live, policies, replay, serve, simulate, size, sweep
+from app.cli import analyze, calibrate, capacity, curve, emulate, live, policies, replay, serve, simulate, size, sweep
 
-COMMAND_MODULES = [simulate, analyze, size, sweep, replay, curve, policies, emulate, live, serve, calibrate]
+COMMAND_MODULES = [simulate, analyze, size, sweep, replay, curve, policies, emulate, live, serve, calibrate, capacity]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -1,0 +1,68 @@
+"""``kvscope capacity``: hit tokens and predicted TTFT per pass against GPU or CPU capacity, thresholds marked."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import click
+
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import format_table
+from sim.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
+
+
+@click.command("capacity")
+@click.option("--tier", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True, help="whose capacity to vary")
+@click.option("--points", type=click.IntRange(1, MAX_POINTS), default=40, show_default=True, help="capacities on the grid")
+@click.option("--min-tokens", type=click.IntRange(min=1), default=None, help="smallest capacity (default: the smallest that runs)")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="largest capacity (default: every document fits)")
+@scenario_options
+@click.option("--csv", "as_csv", is_flag=True, help="print one row per capacity and pass as CSV")
+@click.option("--json", "as_json", is_flag=True, help="print the curves as JSON")
+def command(
+    tier: str, points: int, min_tokens: int | None, max_tokens: int | None, as_csv: bool, as_json: bool, **flags: Any
+) -> None:
+    """Simulate the scenario at many capacities of one tier: the GPU tier alone at block and whole-document
+    granularity (--tier gpu), or the CPU tier from none upwards (--tier cpu). The scenario's own capacity and the
+    thresholds of kvscope sweep are on the grid and marked."""
+    if as_csv and as_json:
+        raise click.UsageError("give --csv or --json, not both")
+    scenario = build_scenario(**flags)
+    if tier == "cpu" and scenario.cpu_capacity_tokens is None and flags.get("no_cpu"):
+        raise click.UsageError("--tier cpu varies the CPU tier; drop --no-cpu")
+    try:
+        curve = (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points, min_tokens, max_tokens)
+    except CurveTooLarge as exc:
+        raise click.BadParameter(str(exc), param_hint="--points") from None
+    if as_json:
+        click.echo(json.dumps(curve, indent=1))
+        return
+    if as_csv:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(csv_rows(curve))
+        click.echo(buffer.getvalue(), nl=False)
+        return
+    labels = {m["key"]: m["label"] for m in curve["marks"]}
+    for m in curve["marks"]:
+        click.echo(f"{m['key']:>15}: {m['label']} at {m['capacity_tokens']:,} tokens")
+    for c in curve["curves"]:
+        passes = c["points"][0]["passes"]
+        headers = ["capacity tok", "GiB"]
+        for p in passes:
+            headers += [f"p{p['pass']} {'GPU' if tier == 'gpu' else 'CPU'} hit", f"p{p['pass']} mean ms"]
+        headers.append("mark")
+        rows = []
+        for point in c["points"]:
+            row: list[Any] = [point["capacity_tokens"], f"{point['capacity_gib']:.3f}"]
+            for p in point["passes"]:
+                row += [p["gpu_hit_tokens"] if tier == "gpu" else p["cpu_hit_tokens"], p["mean_ms"]]
+            row.append(", ".join(k for k in point["marks"] if k in labels))
+            rows.append(row)
+        click.echo(f"\n{curve['run']} run, {c['granularity']} granularity, passes: "
+                   + ", ".join(f"{p['pass']} {p['order']}" for p in passes))
+        click.echo(format_table(headers, rows, [True] * (len(headers) - 1) + [False]))

@@ -1,0 +1,171 @@
+"""Capacity curves: hit tokens and predicted TTFT per pass against a tier's capacity, with the thresholds marked.
+
+The GPU curve runs the GPU tier alone at block and at document granularity;
+the CPU curve runs ``gpu+cpu`` at the scenario's GPU size, from no CPU tier at
+all (capacity 0) upwards. Every point is a direct simulation of the scenario
+at that capacity (the workload is built once per curve). The thresholds are
+``sim.sweep``'s: where pass 2 of a same-order re-read first hits the GPU, and
+where it starts / stops being served from CPU; they and the scenario's own
+capacity are added to the grid, so that the curve passes through them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sim.costs import default_costs
+from sim.engine import Engine
+from sim.kv import gib_for
+from sim.result import pass_summaries
+from sim.scenario import Scenario
+from sim.simulation import scenario_summary, tier_spec
+from sim.sweep import cpu_thresholds, gpu_threshold
+from sim.workload import build_requests, units
+
+MAX_POINTS = 400
+MAX_CURVE_BLOCKS = 100_000_000  # points x prompt blocks per simulation: bounds one curve's work
+CSV_COLUMNS = (
+    "tier", "granularity", "capacity_tokens", "capacity_gib", "pass", "order", "gpu_hit_tokens", "cpu_hit_tokens",
+    "p50_ms", "mean_ms", "marks",
+)
+
+
+class CurveTooLarge(ValueError):
+    """The curve would simulate more than the bound allows; the message names the limit."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A capacity worth pointing at on a curve."""
+
+    key: str  # current, gpu_block, gpu_doc, cpu_any_hit, cpu_all_served, no_cpu
+    label: str
+    capacity_tokens: int
+
+
+def _grid(lo: int, hi: int, points: int, step: int) -> list[int]:
+    """``points`` capacities from ``lo`` to ``hi``, evenly spaced and rounded to ``step`` tokens."""
+    if points == 1 or hi <= lo:
+        return [lo]
+    raw = (lo + (hi - lo) * i / (points - 1) for i in range(points))
+    return sorted({max(lo, round(x / step) * step) for x in raw})
+
+
+def _check_work(scenario: Scenario, points: int, runs: int) -> None:
+    work = points * runs * scenario.total_blocks
+    if points > MAX_POINTS:
+        raise CurveTooLarge(f"at most {MAX_POINTS} points, got {points}")
+    if work > MAX_CURVE_BLOCKS:
+        raise CurveTooLarge(
+            f"{points} points x {runs} run(s) x {scenario.total_blocks:,} blocks per simulation is {work:,} blocks; "
+            f"the limit is {MAX_CURVE_BLOCKS:,}: use fewer points or a smaller scenario"
+        )
+
+
+def _point(engine: Engine, requests: list, capacity_tokens: int, bytes_per_token: int, marks: list[Mark]) -> dict[str, Any]:
+    records = engine.run_all(requests)
+    return {
+        "capacity_tokens": capacity_tokens,
+        "capacity_gib": round(gib_for(capacity_tokens, bytes_per_token), 6),
+        "marks": [m.key for m in marks if m.capacity_tokens == capacity_tokens],
+        "passes": [
+            {k: p[k] for k in ("pass", "order", "gpu_hit_tokens", "cpu_hit_tokens", "p50_ms", "mean_ms")}
+            for p in pass_summaries(records)
+        ],
+    }
+
+
+def gpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None) -> dict[str, Any]:
+    """The GPU tier alone at ``points`` capacities, at block and at document granularity."""
+    _check_work(scenario, points, 2)
+    costs = scenario.costs or default_costs()
+    prompt_blocks = -(-scenario.prompt_tokens // scenario.block_size)
+    # Past holding every document's blocks (and a spare prompt's worth), nothing changes.
+    everything = (scenario.docs + 1) * prompt_blocks * scenario.block_size + scenario.block_size
+    hi = hi_tokens or max(everything, scenario.gpu_tokens)
+    block_threshold, doc_threshold = gpu_threshold(scenario, "block"), gpu_threshold(scenario, "doc")
+    marks = [Mark("current", f"this scenario: {scenario.gpu_tokens:,} tokens", scenario.gpu_tokens)]
+    if block_threshold is not None:
+        marks.append(Mark("gpu_block", "same-order re-read first hits (blocks)", block_threshold))
+    if doc_threshold is not None:
+        marks.append(Mark("gpu_doc", "same-order re-read first hits (whole documents)", doc_threshold))
+    curves = []
+    for granularity in ("block", "doc"):
+        base = scenario.replace(granularity=granularity, cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None)
+        lo = max(lo_tokens or 0, base.min_gpu_tokens)
+        grid = _grid(lo, hi, points, units(base).block if granularity == "block" else base.block_size)
+        grid = sorted(set(grid) | {m.capacity_tokens for m in marks if lo <= m.capacity_tokens <= hi})
+        requests = build_requests(base)
+        spec = tier_spec(base, "gpu")
+        curves.append(
+            {
+                "granularity": granularity,
+                "points": [
+                    _point(Engine("gpu", replace(spec, gpu_tokens=c), costs), requests, c, scenario.bytes_per_token, marks)
+                    for c in grid
+                ],
+            }
+        )
+    return {
+        "tier": "gpu",
+        "run": "gpu",
+        "scenario": scenario_summary(scenario),
+        "marks": [m.__dict__ for m in marks],
+        "curves": curves,
+    }
+
+
+def cpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None) -> dict[str, Any]:
+    """``gpu+cpu`` at ``points`` CPU capacities (and none), with the scenario's GPU tier and granularity."""
+    _check_work(scenario, points + 1, 1)
+    costs = scenario.costs or default_costs()
+    chunk = units(scenario).chunk
+    prompt_chunks = -(-scenario.prompt_tokens // chunk)
+    base = scenario.replace(cpu_gb=None, disk_gb=None, disk_tokens=None, cpu_tokens=chunk)
+    current = scenario.cpu_capacity_tokens
+    hi = hi_tokens or max((scenario.docs + 1) * prompt_chunks * chunk, current or 0)
+    lo = max(lo_tokens or chunk, chunk)
+    any_hit, all_served = cpu_thresholds(scenario)
+    marks = [Mark("no_cpu", "no CPU tier (GPU alone)", 0)]
+    if current is not None:
+        marks.append(Mark("current", f"this scenario: {gib_for(current, scenario.bytes_per_token):.3f} GiB", current))
+    if any_hit is not None:
+        marks.append(Mark("cpu_any_hit", "same-order re-read: first CPU hits", any_hit))
+    if all_served is not None:
+        marks.append(Mark("cpu_all_served", "same-order re-read: all served from CPU", all_served))
+    grid = _grid(lo, hi, points, chunk)
+    grid = sorted(set(grid) | {m.capacity_tokens for m in marks if lo <= m.capacity_tokens <= hi})
+    requests = build_requests(base)
+    spec = tier_spec(base, "gpu+cpu")
+    pts = [_point(Engine("gpu", tier_spec(base, "gpu"), costs), requests, 0, scenario.bytes_per_token, marks)]
+    pts += [
+        _point(Engine("gpu+cpu", replace(spec, cpu_tokens=c), costs), requests, c, scenario.bytes_per_token, marks)
+        for c in grid
+    ]
+    return {
+        "tier": "cpu",
+        "run": "gpu+cpu",
+        "scenario": scenario_summary(scenario),
+        "marks": [m.__dict__ for m in marks],
+        "curves": [{"granularity": scenario.granularity, "points": pts}],
+    }
+
+
+def csv_rows(curve: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (curve, capacity, pass): the long form for a spreadsheet (``CSV_COLUMNS``)."""
+    rows = []
+    for c in curve["curves"]:
+        for point in c["points"]:
+            for p in point["passes"]:
+                rows.append(
+                    {
+                        "tier": curve["tier"],
+                        "granularity": c["granularity"],
+                        "capacity_tokens": point["capacity_tokens"],
+                        "capacity_gib": point["capacity_gib"],
+                        **{k: p[k] for k in ("pass", "order", "gpu_hit_tokens", "cpu_hit_tokens", "p50_ms", "mean_ms")},
+                        "marks": " ".join(point["marks"]),
+                    }
+                )
+    return rows
