@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.core import _best_of
 from sim import measurements
 from sim.calibrate import calibrate_file, seed_scenario
 from sim.capacity import cpu_curve, gpu_curve
 from sim.costs import default_costs
 from sim.simulation import simulate
 from sim.whatif import compare
-
-
-def _best_of(n: int, fn: Callable[[], Any]) -> float:
-    best = float("inf")
-    for _ in range(n):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def run() -> dict[str, Any]:

@@ -44,12 +44,31 @@ class Mark:
     capacity_tokens: int
 
 
-def _grid(lo: int, hi: int, points: int, step: int) -> list[int]:
-    """``points`` capacities from ``lo`` to ``hi``, evenly spaced and rounded to ``step`` tokens."""
-    if points == 1 or hi <= lo:
-        return [lo]
-    raw = (lo + (hi - lo) * i / (points - 1) for i in range(points))
-    return sorted({max(lo, round(x / step) * step) for x in raw})
+def _grid(lo: int, hi: int, points: int, step: int, marks: list[Mark]) -> list[int]:
+    """``points`` capacities from ``lo`` to ``hi``, evenly spaced and rounded to ``step`` tokens, plus the marks within."""
+    raw = [lo] if points == 1 or hi <= lo else [lo + (hi - lo) * i / (points - 1) for i in range(points)]
+    grid = {max(lo, round(x / step) * step) for x in raw}
+    return sorted(grid | {m.capacity_tokens for m in marks if lo <= m.capacity_tokens <= hi})
+
+
+def _marks(*candidates: tuple[str, str, int | None]) -> list[Mark]:
+    """The marks whose capacity is known (a threshold beyond the searched range is None)."""
+    return [Mark(key, label, tokens) for key, label, tokens in candidates if tokens is not None]
+
+
+def _points(base: Scenario, run: str, field: str, capacities: list[int], marks: list[Mark]) -> list[dict[str, Any]]:
+    """The run simulated at each capacity of one tier (``field`` of its ``TierSpec``); one workload for all."""
+    requests = build_requests(base)
+    spec = tier_spec(base, run)
+    costs = base.costs or default_costs()
+    return [
+        _point(Engine(run, replace(spec, **{field: c}), costs), requests, c, base.bytes_per_token, marks)
+        for c in capacities
+    ]
+
+
+def _curve(tier: str, run: str, scenario: Scenario, marks: list[Mark], curves: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"tier": tier, "run": run, "scenario": scenario_summary(scenario), "marks": [m.__dict__ for m in marks], "curves": curves}
 
 
 def _check_work(scenario: Scenario, points: int, runs: int) -> None:
@@ -79,77 +98,42 @@ def _point(engine: Engine, requests: list, capacity_tokens: int, bytes_per_token
 def gpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None) -> dict[str, Any]:
     """The GPU tier alone at ``points`` capacities, at block and at document granularity."""
     _check_work(scenario, points, 2)
-    costs = scenario.costs or default_costs()
     prompt_blocks = -(-scenario.prompt_tokens // scenario.block_size)
     # Past holding every document's blocks (and a spare prompt's worth), nothing changes.
     everything = (scenario.docs + 1) * prompt_blocks * scenario.block_size + scenario.block_size
     hi = hi_tokens or max(everything, scenario.gpu_tokens)
-    block_threshold, doc_threshold = gpu_threshold(scenario, "block"), gpu_threshold(scenario, "doc")
-    marks = [Mark("current", f"this scenario: {scenario.gpu_tokens:,} tokens", scenario.gpu_tokens)]
-    if block_threshold is not None:
-        marks.append(Mark("gpu_block", "same-order re-read first hits (blocks)", block_threshold))
-    if doc_threshold is not None:
-        marks.append(Mark("gpu_doc", "same-order re-read first hits (whole documents)", doc_threshold))
+    marks = _marks(
+        ("current", f"this scenario: {scenario.gpu_tokens:,} tokens", scenario.gpu_tokens),
+        ("gpu_block", "same-order re-read first hits (blocks)", gpu_threshold(scenario, "block")),
+        ("gpu_doc", "same-order re-read first hits (whole documents)", gpu_threshold(scenario, "doc")),
+    )
     curves = []
     for granularity in ("block", "doc"):
         base = scenario.replace(granularity=granularity, cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None)
-        lo = max(lo_tokens or 0, base.min_gpu_tokens)
-        grid = _grid(lo, hi, points, units(base).block if granularity == "block" else base.block_size)
-        grid = sorted(set(grid) | {m.capacity_tokens for m in marks if lo <= m.capacity_tokens <= hi})
-        requests = build_requests(base)
-        spec = tier_spec(base, "gpu")
-        curves.append(
-            {
-                "granularity": granularity,
-                "points": [
-                    _point(Engine("gpu", replace(spec, gpu_tokens=c), costs), requests, c, scenario.bytes_per_token, marks)
-                    for c in grid
-                ],
-            }
-        )
-    return {
-        "tier": "gpu",
-        "run": "gpu",
-        "scenario": scenario_summary(scenario),
-        "marks": [m.__dict__ for m in marks],
-        "curves": curves,
-    }
+        grid = _grid(max(lo_tokens or 0, base.min_gpu_tokens), hi, points, scenario.block_size, marks)
+        curves.append({"granularity": granularity, "points": _points(base, "gpu", "gpu_tokens", grid, marks)})
+    return _curve("gpu", "gpu", scenario, marks, curves)
 
 
 def cpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None) -> dict[str, Any]:
     """``gpu+cpu`` at ``points`` CPU capacities (and none), with the scenario's GPU tier and granularity."""
     _check_work(scenario, points + 1, 1)
-    costs = scenario.costs or default_costs()
     chunk = units(scenario).chunk
-    prompt_chunks = -(-scenario.prompt_tokens // chunk)
     base = scenario.replace(cpu_gb=None, disk_gb=None, disk_tokens=None, cpu_tokens=chunk)
     current = scenario.cpu_capacity_tokens
-    hi = hi_tokens or max((scenario.docs + 1) * prompt_chunks * chunk, current or 0)
-    lo = max(lo_tokens or chunk, chunk)
+    hi = hi_tokens or max((scenario.docs + 1) * -(-scenario.prompt_tokens // chunk) * chunk, current or 0)
     any_hit, all_served = cpu_thresholds(scenario)
-    marks = [Mark("no_cpu", "no CPU tier (GPU alone)", 0)]
-    if current is not None:
-        marks.append(Mark("current", f"this scenario: {gib_for(current, scenario.bytes_per_token):.3f} GiB", current))
-    if any_hit is not None:
-        marks.append(Mark("cpu_any_hit", "same-order re-read: first CPU hits", any_hit))
-    if all_served is not None:
-        marks.append(Mark("cpu_all_served", "same-order re-read: all served from CPU", all_served))
-    grid = _grid(lo, hi, points, chunk)
-    grid = sorted(set(grid) | {m.capacity_tokens for m in marks if lo <= m.capacity_tokens <= hi})
-    requests = build_requests(base)
-    spec = tier_spec(base, "gpu+cpu")
-    pts = [_point(Engine("gpu", tier_spec(base, "gpu"), costs), requests, 0, scenario.bytes_per_token, marks)]
-    pts += [
-        _point(Engine("gpu+cpu", replace(spec, cpu_tokens=c), costs), requests, c, scenario.bytes_per_token, marks)
-        for c in grid
-    ]
-    return {
-        "tier": "cpu",
-        "run": "gpu+cpu",
-        "scenario": scenario_summary(scenario),
-        "marks": [m.__dict__ for m in marks],
-        "curves": [{"granularity": scenario.granularity, "points": pts}],
-    }
+    marks = _marks(
+        ("no_cpu", "no CPU tier (GPU alone)", 0),
+        ("current", f"this scenario: {gib_for(current or 0, scenario.bytes_per_token):.3f} GiB", current),
+        ("cpu_any_hit", "same-order re-read: first CPU hits", any_hit),
+        ("cpu_all_served", "same-order re-read: all served from CPU", all_served),
+    )
+    grid = _grid(max(lo_tokens or chunk, chunk), hi, points, chunk, marks)
+    pts = _points(base, "gpu", "gpu_tokens", [base.gpu_tokens], marks)
+    pts[0].update(capacity_tokens=0, capacity_gib=0.0, marks=["no_cpu"])  # the GPU alone: no CPU capacity
+    pts += _points(base, "gpu+cpu", "cpu_tokens", grid, marks)
+    return _curve("cpu", "gpu+cpu", scenario, marks, [{"granularity": scenario.granularity, "points": pts}])
 
 
 def csv_rows(curve: dict[str, Any]) -> list[dict[str, Any]]:
