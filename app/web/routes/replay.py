@@ -1,0 +1,147 @@
+"""Trace replay over HTTP: ``POST /api/replay`` and ``POST /api/curve`` on a bundled trace or an upload, ``GET /api/traces``.
+
+Both take a form (``multipart/form-data``, so that a trace file can come
+along): the CLI's flags as fields, and either ``trace`` (a bundled trace's
+name) or ``file``. The answers are those of ``kvscope replay --json`` and
+``kvscope curve --json``. The web's limits are tighter than the CLI's so one
+call stays within a few seconds.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.scenario_input import ScenarioInput
+from app.web.context import Web
+from app.web.inputs import InputErrors, check
+from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
+from sim.replay import (
+    MAX_CHUNK_BLOCKS,
+    MAX_CPU_BLOCKS,
+    MAX_GPU_BLOCKS,
+    MAX_TIMELINE_BUCKETS,
+    ReplayError,
+    ReplayTiers,
+    replay,
+)
+from sim.trace import (
+    BUNDLED_TRACES,
+    DEFAULT_TRACE,
+    MOONCAKE_BLOCK_TOKENS,
+    Trace,
+    TraceError,
+    TraceLimits,
+    bundled_trace_path,
+    parse_trace,
+    read_trace,
+)
+
+# About 3 s of replay at the most, and a JSON answer of tens of MB at the most.
+WEB_LIMITS = TraceLimits(max_bytes=32 * 2**20, max_requests=50_000, max_blocks=2_000_000)
+
+
+class TraceForm(BaseModel):
+    """Which trace, and how its hash ids map to tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace: str = Field(default=DEFAULT_TRACE, description=f"a bundled trace ({', '.join(BUNDLED_TRACES)}); ignored when a file is uploaded")
+    block_size: int = Field(default=MOONCAKE_BLOCK_TOKENS, ge=1, le=65_536, description="tokens per hash id (one GPU block each)")
+    file: UploadFile | None = Field(default=None, description="a Mooncake JSONL trace, instead of a bundled one")
+
+
+class ReplayForm(TraceForm):
+    """``kvscope replay``'s flags."""
+
+    gpu_blocks: int = Field(ge=1, le=MAX_GPU_BLOCKS, description="usable GPU blocks (vLLM's null block comes on top)")
+    cpu_blocks: int | None = Field(default=None, ge=1, le=MAX_CPU_BLOCKS, description="add a CPU tier of this many blocks")
+    chunk_blocks: int = Field(default=1, ge=1, le=MAX_CHUNK_BLOCKS, description="blocks per CPU chunk")
+    timeline_buckets: int = Field(default=50, ge=1, le=MAX_TIMELINE_BUCKETS, description="windows of the hit-ratio timeline")
+
+
+class CurveForm(TraceForm):
+    """``kvscope curve``'s flags for a trace."""
+
+    points: int = Field(default=100, ge=1, le=MAX_CURVE_POINTS, description="capacities, spread evenly up to the distinct blocks")
+
+
+class ScenarioCurveInput(ScenarioInput):
+    """A scenario (as for ``/api/simulate``) whose requests' blocks make the stream."""
+
+    points: int = Field(default=100, ge=1, le=MAX_CURVE_POINTS)
+
+
+def _invalid(field: str, message: str, value: Any = None) -> RequestValidationError:
+    error: dict[str, Any] = {"type": "value_error", "loc": ("body", field), "msg": message}
+    if isinstance(value, str | int):
+        error["input"] = value
+    return RequestValidationError([error])
+
+
+@lru_cache(maxsize=8)
+def _bundled(name: str, block_size: int) -> Trace:
+    return read_trace(bundled_trace_path(name), block_size, WEB_LIMITS, name=name)
+
+
+def load_trace(form: TraceForm) -> Trace:
+    """The uploaded file if there is one, else the bundled trace; a bad trace is a 422 naming the line."""
+    file = form.file
+    if file is not None and file.filename:
+        data = file.file.read(WEB_LIMITS.max_bytes + 1)
+        try:
+            return parse_trace(data, form.block_size, WEB_LIMITS, name=file.filename)
+        except TraceError as exc:
+            raise _invalid("file", f"{file.filename}: {exc}") from None
+    if form.trace not in BUNDLED_TRACES:
+        raise _invalid("trace", f"unknown bundled trace; known: {', '.join(BUNDLED_TRACES)}", form.trace)
+    try:
+        return _bundled(form.trace, form.block_size)
+    except TraceError as exc:
+        raise _invalid("block_size", f"{form.trace}: {exc}", form.block_size) from None
+
+
+def router(*, web: Web) -> APIRouter:
+    api = APIRouter(tags=["traces"])
+
+    @api.get("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
+    def panel(request: Request) -> HTMLResponse:
+        """The page's trace-replay panel (the dashboard loads it after the page)."""
+        return web.templates.TemplateResponse(request, "replay/panel.html", {"traces": traces()})
+
+    @api.get("/api/traces", summary="The bundled traces")
+    def traces() -> list[dict[str, Any]]:
+        """Each bundled trace's name and summary (requests, block references, distinct blocks, sha256)."""
+        return [_bundled(name, MOONCAKE_BLOCK_TOKENS).summary() for name in BUNDLED_TRACES]
+
+    @api.post("/api/replay", summary="Replay a trace through the tiers", response_class=JSONResponse)
+    def replay_route(form: Annotated[ReplayForm, Form()]) -> JSONResponse:
+        """The same JSON as ``kvscope replay TRACE --json``: ``trace``, ``run``, ``tiers`` (each with
+        ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``."""
+        trace = load_trace(form)
+        tiers = ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks)
+        try:
+            return JSONResponse(replay(trace, tiers, timeline_buckets=form.timeline_buckets))
+        except ReplayError as exc:
+            raise _invalid(exc.field, str(exc), getattr(form, exc.field)) from None
+
+    @api.post("/api/curve", summary="Plain-LRU hit-ratio curve of a trace", response_class=JSONResponse)
+    def curve_route(form: Annotated[CurveForm, Form()]) -> JSONResponse:
+        """``references``, ``distinct_blocks``, ``max_hit_ratio`` and ``points`` (``kvscope curve TRACE --json``'s list)."""
+        return JSONResponse(lru_curve(trace_stream(load_trace(form)), form.points))
+
+    @api.post("/api/curve/scenario", summary="Plain-LRU hit-ratio curve of a scenario's blocks", response_class=JSONResponse)
+    def scenario_curve_route(body: ScenarioCurveInput) -> JSONResponse:
+        """The curve of the full blocks of the scenario's requests, in request order (``kvscope curve`` without TRACE)."""
+        try:
+            scenario = check(body)
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        return JSONResponse(lru_curve(scenario_stream(scenario), body.points))
+
+    return api

@@ -1,0 +1,112 @@
+"""The trace API over a real server (``kvscope serve``, uvicorn): replay and curves of the bundled trace and of uploads, and 422s naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from app.cli import main
+
+
+@pytest.fixture(scope="module")
+def base_url(live_server: str) -> str:
+    return live_server
+
+
+def cli_json(*args: str) -> object:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def upload(text: str) -> dict[str, tuple[str, bytes]]:
+    return {"file": ("mine.jsonl", text.encode())}
+
+
+def line(n: int, ids: list[int], ts: int = 0) -> str:
+    return json.dumps({"timestamp": ts, "input_length": n, "output_length": 1, "hash_ids": ids})
+
+
+def test_bundled_replay_equals_the_cli(base_url: str) -> None:
+    response = httpx.post(f"{base_url}/api/replay", data={"trace": "mooncake-synthetic", "gpu_blocks": "1000", "cpu_blocks": "8000"}, timeout=60)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    cli = cli_json("replay", "mooncake-synthetic", "--gpu-blocks", "1000", "--cpu-blocks", "8000", "--json")
+    assert isinstance(cli, dict)
+    assert data["requests"] == cli["requests"]
+    assert data["tiers"] == cli["tiers"]
+    assert data["timeline"] == cli["timeline"]
+    assert len(data["requests"]) == 3993
+
+
+def test_uploaded_replay_equals_the_cli_on_the_same_file(base_url: str, tmp_path) -> None:
+    text = "\n".join([line(8, [1, 2], 0), line(12, [5, 6, 7], 5), line(8, [1, 2], 9)])
+    path = tmp_path / "mine.jsonl"
+    path.write_text(text)
+    response = httpx.post(f"{base_url}/api/replay", data={"gpu_blocks": "3", "cpu_blocks": "100", "block_size": "4"}, files=upload(text))
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["trace"]["name"] == "mine.jsonl"
+    # The third request finds A's two blocks in CPU after B pushed them off the 3-block GPU: 7 tokens loaded.
+    assert [r["cpu_hit_tokens"] for r in data["requests"]] == [0, 0, 7]
+    cli = cli_json("replay", str(path), "--gpu-blocks", "3", "--cpu-blocks", "100", "--block-size", "4", "--json")
+    assert isinstance(cli, dict) and data["requests"] == cli["requests"]
+
+
+def test_a_malformed_upload_is_a_422_naming_the_line(base_url: str) -> None:
+    text = line(512, [1]) + "\n" + '{"timestamp": 1, "input_length": 512}\n'
+    response = httpx.post(f"{base_url}/api/replay", data={"gpu_blocks": "8"}, files=upload(text))
+    assert response.status_code == 422
+    error = response.json()["detail"][0]
+    assert error["loc"] == ["body", "file"]
+    assert "line 2: missing output_length, hash_ids" in error["msg"]
+
+
+def test_tiers_too_small_and_bad_fields_are_422s_naming_the_field(base_url: str) -> None:
+    small = httpx.post(f"{base_url}/api/replay", data={"gpu_blocks": "373"})
+    assert small.status_code == 422
+    assert small.json()["detail"][0]["loc"] == ["body", "gpu_blocks"]
+    assert "at least 374 blocks" in small.json()["detail"][0]["msg"]
+    missing = httpx.post(f"{base_url}/api/replay", data={"cpu_blocks": "10"})
+    assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "gpu_blocks"]
+    unknown = httpx.post(f"{base_url}/api/replay", data={"gpu_blocks": "400", "trace": "nope"})
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "trace"]
+
+
+def test_an_upload_over_the_web_limit_is_refused(base_url: str) -> None:
+    from app.web.routes.replay import WEB_LIMITS
+
+    # One request more than the limit, each a single 1-token prompt (the smallest valid line).
+    text = "\n".join(line(1, [i]) for i in range(WEB_LIMITS.max_requests + 1))
+    response = httpx.post(f"{base_url}/api/replay", data={"gpu_blocks": "4"}, files=upload(text), timeout=60)
+    assert response.status_code == 422
+    assert f"more than {WEB_LIMITS.max_requests:,} requests" in response.json()["detail"][0]["msg"]
+
+
+def test_curve_of_the_bundled_trace_equals_the_cli(base_url: str) -> None:
+    response = httpx.post(f"{base_url}/api/curve", data={"points": "7"})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert (data["references"], data["distinct_blocks"]) == (121_877, 43_924)
+    assert data["points"] == cli_json("curve", "mooncake-synthetic", "--points", "7", "--json")
+
+
+def test_curve_of_a_scenario(base_url: str) -> None:
+    # Two 2-block documents read twice: 4 distinct blocks; each re-reference has depth 4.
+    body = {"docs": 2, "doc_tokens": 32, "question_tokens": 0, "passes": "forward,forward", "points": 2}
+    response = httpx.post(f"{base_url}/api/curve/scenario", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["points"] == [
+        {"capacity_blocks": 2, "hit_ratio": 0.0, "hit_blocks": 0},
+        {"capacity_blocks": 4, "hit_ratio": 0.5, "hit_blocks": 4},
+    ]
+    bad = httpx.post(f"{base_url}/api/curve/scenario", json={**body, "points": 0})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "points"]
+
+
+def test_bundled_traces_are_listed(base_url: str) -> None:
+    traces = httpx.get(f"{base_url}/api/traces").json()
+    assert [(t["name"], t["requests"]) for t in traces] == [("mooncake-synthetic", 3993)]

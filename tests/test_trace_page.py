@@ -1,0 +1,105 @@
+"""The page's trace-replay panel in headless Chromium: the same records as the CLI, field errors, uploads, keyboard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from playwright.sync_api import Page
+
+from app.cli import main
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture()
+def panel(page: Page, live_server: str) -> Page:
+    """The dashboard with its trace-replay panel loaded."""
+    page.goto(live_server + "/")
+    page.wait_for_selector("#replay-form")
+    page.wait_for_function("() => window.Plotly")
+    return page
+
+
+def replay_on_page(page: Page, gpu_blocks: str, cpu_blocks: str) -> None:
+    page.fill("#replay-gpu-blocks", gpu_blocks)
+    page.fill("#replay-cpu-blocks", cpu_blocks)
+    page.click("#replay-form button[type=submit]")
+    page.wait_for_selector("#replay[data-state=done]", timeout=60_000)
+
+
+def cli(*args: str) -> dict:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_page_shows_the_clis_records_for_the_bundled_trace(panel: Page) -> None:
+    replay_on_page(panel, "1000", "8000")
+    expected = cli("replay", "mooncake-synthetic", "--gpu-blocks", "1000", "--cpu-blocks", "8000", "--json")
+    # Every request is one point of the TTFT chart, whose hover data carries its record's numbers.
+    points = panel.evaluate(
+        """() => document.getElementById('replay-ttft-chart').data.flatMap(t =>
+             t.customdata.map((c, i) => ({seq: c[0], prompt: c[1], gpu: c[2], cpu: c[3], computed: c[4],
+                                          ttft: t.y[i], at_s: t.x[i], source: t.meta})))"""
+    )
+    assert len(points) == len(expected["requests"]) == 3993
+    by_seq = {p["seq"]: p for p in points}
+    for r in expected["requests"]:
+        p = by_seq[r["seq"]]
+        assert (p["prompt"], p["gpu"], p["cpu"], p["computed"], p["ttft"], p["source"]) == (
+            r["prompt_tokens"], r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["computed_tokens"], r["ttft_ms"], r["source"],
+        )
+        assert p["at_s"] == r["timestamp_ms"] / 1000
+    # The tier table and the hit-ratio chart show the CLI's tiers and timeline.
+    rows = panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    assert rows == [
+        [t["name"].upper(), f"{t['capacity_blocks']:,}", f"{t['lookup_blocks']:,}", f"{t['hit_blocks']:,}", f"{t['hit_ratio']:.4f}"]
+        for t in expected["tiers"]
+    ]
+    series = panel.evaluate("() => document.getElementById('replay-hit-chart').data.map(t => t.y)")
+    assert series == [[w["tiers"][i]["hit_ratio"] for w in expected["timeline"]] for i in range(2)]
+
+
+def test_a_field_error_is_shown_beside_the_field(panel: Page, expected_console_errors: list[str]) -> None:
+    expected_console_errors.append("status of 422")  # the browser logs the refused request
+    panel.fill("#replay-gpu-blocks", "100")
+    panel.click("#replay-form button[type=submit]")
+    error = panel.wait_for_selector("#replay-gpu-blocks-error")
+    assert "at least 374 blocks" in error.inner_text()
+    assert panel.get_attribute("#replay-gpu-blocks", "aria-invalid") == "true"
+    assert "replay-gpu-blocks-error" in (panel.get_attribute("#replay-gpu-blocks", "aria-describedby") or "")
+    # Corrected, the error goes and the replay runs.
+    replay_on_page(panel, "400", "")
+    assert panel.query_selector("#replay-gpu-blocks-error") is None
+    assert panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => r.dataset.tier)") == ["gpu"]
+
+
+def test_an_uploaded_trace_is_replayed_and_its_bad_line_named(panel: Page, tmp_path: Path, expected_console_errors: list[str]) -> None:
+    expected_console_errors.append("status of 422")  # the browser logs the refused upload
+    good = tmp_path / "mine.jsonl"
+    good.write_text("\n".join(json.dumps({"timestamp": t, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}) for t in (0, 1000)))
+    panel.set_input_files("#replay-file", str(good))
+    replay_on_page(panel, "4", "")
+    assert "of mine.jsonl" in panel.inner_text("#replay-status")
+    # Two reads of one 2-block prompt: the second hits block 1 (the last-token rule keeps block 2 out): 1 of 4.
+    assert panel.eval_on_selector_all("#replay-tiers tbody td", "cells => cells.map(c => c.textContent)") == [
+        "GPU", "4", "4", "1", "0.2500",
+    ]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}\nnot json\n')
+    panel.set_input_files("#replay-file", str(bad))
+    panel.click("#replay-form button[type=submit]")
+    error = panel.wait_for_selector("#replay-file-error")
+    assert "bad.jsonl: line 2: not JSON" in error.inner_text()
+
+
+def test_the_form_works_from_the_keyboard(panel: Page) -> None:
+    panel.focus("#replay-gpu-blocks")
+    panel.keyboard.press("Control+A")
+    panel.keyboard.type("500")
+    panel.keyboard.press("Enter")  # submits the form, as a native form does
+    panel.wait_for_selector("#replay[data-state=done]", timeout=60_000)
+    assert panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => r.dataset.tier)") == ["gpu", "cpu"]
