@@ -103,7 +103,7 @@ def gpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None
     everything = (scenario.docs + 1) * prompt_blocks * scenario.block_size + scenario.block_size
     hi = hi_tokens or max(everything, scenario.gpu_tokens)
     marks = _marks(
-        ("current", f"this scenario: {scenario.gpu_tokens:,} tokens", scenario.gpu_tokens),
+        ("current", "this scenario's GPU cache", scenario.gpu_tokens),
         ("gpu_block", "same-order re-read first hits (blocks)", gpu_threshold(scenario, "block")),
         ("gpu_doc", "same-order re-read first hits (whole documents)", gpu_threshold(scenario, "doc")),
     )
@@ -125,7 +125,7 @@ def cpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None
     any_hit, all_served = cpu_thresholds(scenario)
     marks = _marks(
         ("no_cpu", "no CPU tier (GPU alone)", 0),
-        ("current", f"this scenario: {gib_for(current or 0, scenario.bytes_per_token):.3f} GiB", current),
+        ("current", "this scenario's CPU tier", current),
         ("cpu_any_hit", "same-order re-read: first CPU hits", any_hit),
         ("cpu_all_served", "same-order re-read: all served from CPU", all_served),
     )

@@ -93,3 +93,33 @@ def tokens_in(gib: float, bytes_per_token: int) -> int:
 
 def gib_for(tokens: int, bytes_per_token: int) -> float:
     return tokens * bytes_per_token / GIB
+
+
+def sizing(
+    shape: KvShape, docs: int, doc_tokens: int, chunk_size: int = 256, gpu_memory_gib: float | None = None
+) -> dict[str, Any]:
+    """What a deployment needs: KV bytes per token, the CPU memory for ``docs`` documents, the GPU tokens a budget holds.
+
+    LMCache stores only full chunks (``save_unfull_chunk`` off), so a
+    document's CPU footprint is its whole chunks.
+    """
+    stored_tokens = docs * (doc_tokens // chunk_size) * chunk_size
+    report: dict[str, Any] = {
+        "model": shape.name,
+        "layers": shape.layers,
+        "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "dtype_bytes": shape.dtype_bytes,
+        "kv_bytes_per_token": shape.bytes_per_token,
+        "docs": docs,
+        "doc_tokens": doc_tokens,
+        "chunk_size": chunk_size,
+        "tokens": docs * doc_tokens,
+        "gib_for_tokens": round(gib_for(docs * doc_tokens, shape.bytes_per_token), 4),
+        "cpu_stored_tokens": stored_tokens,
+        "cpu_gib_needed": round(gib_for(stored_tokens, shape.bytes_per_token), 4),
+    }
+    if gpu_memory_gib is not None:
+        report["gpu_memory_gib"] = gpu_memory_gib
+        report["gpu_kv_tokens"] = tokens_in(gpu_memory_gib, shape.bytes_per_token)
+    return report

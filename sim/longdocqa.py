@@ -89,40 +89,43 @@ def find_pair(path: Path) -> tuple[Path, Path]:
     return path / WARMUP_FILE, path / QUERY_FILE
 
 
-def _read_round(path: Path, expected: int | None) -> list[tuple[int, float]]:
-    """``(prompt_id, ttft seconds)`` in prompt-id order; every id from 0 exactly once."""
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text()
+        return path.read_text()
     except OSError as exc:
         raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _parse_round(name: str, text: str, expected: int | None) -> list[tuple[int, float]]:
+    """``(prompt_id, ttft seconds)`` in prompt-id order; every id from 0 exactly once. ``name`` labels errors."""
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in ("prompt_id", "ttft") if c not in (reader.fieldnames or [])]
     if missing:
-        raise MeasurementError(f"{path.name} line 1: header lacks {', '.join(missing)} (long_doc_qa writes prompt_id, request_start, ttft, request_end)")
+        raise MeasurementError(f"{name} line 1: header lacks {', '.join(missing)} (long_doc_qa writes prompt_id, request_start, ttft, request_end)")
     seen: dict[int, float] = {}
     for raw in reader:
         line = reader.line_num
         if None in raw:
-            raise MeasurementError(f"{path.name} line {line}: more fields than the header has")
+            raise MeasurementError(f"{name} line {line}: more fields than the header has")
         try:
             prompt_id = int(raw["prompt_id"])
             ttft_s = float(raw["ttft"])
         except (TypeError, ValueError):
-            raise MeasurementError(f"{path.name} line {line}: prompt_id {raw['prompt_id']!r} or ttft {raw['ttft']!r} is not a number") from None
+            raise MeasurementError(f"{name} line {line}: prompt_id {raw['prompt_id']!r} or ttft {raw['ttft']!r} is not a number") from None
         if not math.isfinite(ttft_s) or ttft_s < 0:
-            raise MeasurementError(f"{path.name} line {line}: ttft must be a finite number of seconds >= 0, got {raw['ttft']!r}")
+            raise MeasurementError(f"{name} line {line}: ttft must be a finite number of seconds >= 0, got {raw['ttft']!r}")
         if ttft_s == 0:
-            raise MeasurementError(f"{path.name} line {line}: ttft is 0.0, which long_doc_qa writes when a request produced no output")
+            raise MeasurementError(f"{name} line {line}: ttft is 0.0, which long_doc_qa writes when a request produced no output")
         if prompt_id < 0 or (expected is not None and prompt_id >= expected):
             limit = f"0..{expected - 1}" if expected is not None else ">= 0"
-            raise MeasurementError(f"{path.name} line {line}: prompt_id {prompt_id} is outside {limit}")
+            raise MeasurementError(f"{name} line {line}: prompt_id {prompt_id} is outside {limit}")
         if prompt_id in seen:
-            raise MeasurementError(f"{path.name} line {line}: prompt_id {prompt_id} appears twice")
+            raise MeasurementError(f"{name} line {line}: prompt_id {prompt_id} appears twice")
         seen[prompt_id] = ttft_s
     count = expected if expected is not None else len(seen)
     absent = [i for i in range(count) if i not in seen]
     if not seen or absent:
-        raise MeasurementError(f"{path.name}: expected prompt_id 0..{count - 1}, missing {', '.join(map(str, absent[:10])) or 'all'}")
+        raise MeasurementError(f"{name}: expected prompt_id 0..{count - 1}, missing {', '.join(map(str, absent[:10])) or 'all'}")
     return sorted(seen.items())
 
 
@@ -136,12 +139,32 @@ def read_run(
     hit_miss_ratio: str | None = None,
     doc_tokens: int = 20_000,
 ) -> list[Measurement]:
+    """One long_doc_qa run from its files (see ``parse_run``); the configuration defaults to the folder's name."""
+    warmup_path, query_path = find_pair(path)
+    name = config or (warmup_path.parent.resolve().name or "long_doc_qa")
+    return parse_run(
+        (warmup_path.name, _read_text(warmup_path)), (query_path.name, _read_text(query_path)), repeat_mode, name,
+        docs, repeat_count, shuffle_seed, hit_miss_ratio, doc_tokens,
+    )
+
+
+def parse_run(
+    warmup: tuple[str, str],
+    query: tuple[str, str],
+    repeat_mode: str,
+    config: str,
+    docs: int | None = None,
+    repeat_count: int | None = None,
+    shuffle_seed: int = 0,
+    hit_miss_ratio: str | None = None,
+    doc_tokens: int = 20_000,
+) -> list[Measurement]:
     """One long_doc_qa run as measurements: pass 1 the warmup round, pass 2 the query round.
 
-    ``docs`` and ``repeat_count`` default to what the files imply (the warmup
-    has one row per document); given, they are checked. The configuration name
-    defaults to the folder's name (``vllm`` and ``lmcache`` read as ``gpu`` and
-    ``gpu+cpu``). The whole pair is read or nothing is.
+    ``warmup`` and ``query`` are (file name, text). ``docs`` and
+    ``repeat_count`` default to what the files imply (the warmup has one row
+    per document); given, they are checked. ``vllm`` and ``lmcache`` read as
+    ``gpu`` and ``gpu+cpu``. The whole pair is read or nothing is.
     """
     if repeat_mode not in REPEAT_MODES:
         raise MeasurementError(f"unknown repeat mode {repeat_mode!r}; known: {', '.join(REPEAT_MODES)}")
@@ -150,23 +173,21 @@ def read_run(
             parse_hit_miss(hit_miss_ratio)
         except ValueError as exc:
             raise MeasurementError(str(exc)) from None
-    warmup_path, query_path = find_pair(path)
-    warmup = _read_round(warmup_path, docs)
-    n = len(warmup)
-    query = _read_round(query_path, n * repeat_count if repeat_count is not None else None)
-    if len(query) % n:
-        raise MeasurementError(f"{query_path.name}: {len(query)} prompts is not a whole number of repeats of {n} documents")
-    count = len(query) // n
+    warmup_rows = _parse_round(*warmup, docs)
+    n = len(warmup_rows)
+    query_rows = _parse_round(*query, n * repeat_count if repeat_count is not None else None)
+    if len(query_rows) % n:
+        raise MeasurementError(f"{query[0]}: {len(query_rows)} prompts is not a whole number of repeats of {n} documents")
+    count = len(query_rows) // n
     order = repeat_order(n, count, repeat_mode, shuffle_seed)
-    name = config or (warmup_path.parent.resolve().name or "long_doc_qa")
-    name = CONFIG_ALIASES.get(name.lower(), name)
+    name = CONFIG_ALIASES.get(config.lower(), config)
     label = query_label(repeat_mode, count, shuffle_seed, hit_miss_ratio)
     rows = [
         Measurement(name, 1, "forward", prompt_id, prompt_id, doc_tokens, round(ttft_s * 1000, 3), source="live")
-        for prompt_id, ttft_s in warmup
+        for prompt_id, ttft_s in warmup_rows
     ]
     rows += [
         Measurement(name, 2, label, n + prompt_id, order[prompt_id], doc_tokens, round(ttft_s * 1000, 3), source="live")
-        for prompt_id, ttft_s in query
+        for prompt_id, ttft_s in query_rows
     ]
     return rows

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from app.cli.table import format_table
-from sim.kv import MODELS, UnknownModel, gib_for, load_config, model_shape, tokens_in
+from sim.kv import MODELS, UnknownModel, load_config, model_shape, sizing
 
 
 @click.command("size")
@@ -37,20 +37,8 @@ def command(
         raise click.BadParameter(str(exc), param_hint="--model") from None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--config") from None
-    stored_tokens = docs * (doc_tokens // chunk_size) * chunk_size
-    report = {
-        "model": shape.name,
-        "kv_bytes_per_token": shape.bytes_per_token,
-        "docs": docs,
-        "doc_tokens": doc_tokens,
-        "tokens": docs * doc_tokens,
-        "gib_for_tokens": round(gib_for(docs * doc_tokens, shape.bytes_per_token), 4),
-        "cpu_stored_tokens": stored_tokens,
-        "cpu_gib_needed": round(gib_for(stored_tokens, shape.bytes_per_token), 4),
-    }
-    if gpu_memory_gb is not None:
-        report["gpu_memory_gib"] = gpu_memory_gb
-        report["gpu_kv_tokens"] = tokens_in(gpu_memory_gb, shape.bytes_per_token)
+    report = sizing(shape, docs, doc_tokens, chunk_size, gpu_memory_gb)
+    stored_tokens = report["cpu_stored_tokens"]
     if as_json:
         click.echo(json.dumps(report, indent=1))
         return
