@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any, TypeVar
 from pathlib import Path
 
 import httpx
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 KVSCOPE = [str(Path(sys.executable).with_name("kvscope"))]
@@ -65,3 +70,10 @@ def emulator(*args: str) -> Iterator[str]:
 
 def run_kvscope(args: Sequence[str], timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KVSCOPE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end in a thread of its own: Playwright's sync API keeps an event loop running in
+    the main thread for the whole session, where ``asyncio.run`` would refuse to start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -3,7 +3,6 @@ servers that lack metrics, use older metric names, fail, or are not vLLM (``http
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from app.live.session import LiveOptions, LiveRun
 from app.live.targets import Target, TargetSpecError, parse_target, parse_targets, targets_from_env
 from sim.events import Error, Event, Measured, PassDone, RunDone, RunWarning
 from sim.measurements import Measurement
+from live_servers import run_async
 from sim.scenario import Scenario
 
 # Two 40-token documents, a 3-token question, read twice: 4 requests of 43 tokens.
@@ -87,7 +87,7 @@ def test_sized_text_lands_exactly_on_a_one_token_per_word_tokenizer() -> None:
     async def count(text: str) -> int:
         return len(text.split())
 
-    sized = asyncio.run(sized_text(count, ["Document", "0:"], random.Random(1), 5011))
+    sized = run_async(sized_text(count, ["Document", "0:"], random.Random(1), 5011))
     assert sized.tokens == 5011 and len(sized.text.split()) == 5011
     assert sized.text.startswith("Document 0: ")
 
@@ -97,7 +97,7 @@ def test_sized_text_takes_the_longest_text_below_when_exact_is_impossible() -> N
     async def count(text: str) -> int:
         return 2 * len(text.split())
 
-    sized = asyncio.run(sized_text(count, [], random.Random(2), 101))
+    sized = run_async(sized_text(count, [], random.Random(2), 101))
     assert sized.tokens == 100 and len(sized.text.split()) == 50
 
 
@@ -167,7 +167,7 @@ def run_live(fake: FakeVllm, targets: list[Target] | None = None, scenario: Scen
     async def collect() -> list[Event]:
         return [event async for event in live.events()]
 
-    return live, asyncio.run(collect()), written
+    return live, run_async(collect()), written
 
 
 def test_hits_come_from_counter_deltas_under_the_current_names() -> None:
@@ -227,7 +227,7 @@ def test_one_target_down_does_not_stop_the_other() -> None:
     async def collect() -> list[Event]:
         return [event async for event in live.events()]
 
-    events = asyncio.run(collect())
+    events = run_async(collect())
     assert list(live.failed) == ["gpu"] and "cannot connect" in live.failed["gpu"]
     assert "down.test" not in live.failed["gpu"]  # messages reach the browser; URLs do not
     assert {m.config for m in written} == {"gpu+cpu"} and len(written) == 4
@@ -245,7 +245,7 @@ def test_overlapping_requests_record_ttft_only() -> None:
     async def collect() -> list[Event]:
         return [event async for event in live.events()]
 
-    events = asyncio.run(collect())
+    events = run_async(collect())
     assert any(isinstance(e, RunWarning) and "2 requests at a time" in e.message for e in events)
     assert sorted(m.seq for m in written) == [0, 1, 2, 3]
     assert all(m.gpu_hit_tokens is None for m in written)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 import uvicorn
+
+from app.live.targets import ENV_VAR, TargetSpecError, env_value, parse_targets, targets_from_env
 
 # Open step streams must not hold a shutdown for long: they are cancelled after this many seconds.
 GRACEFUL_SHUTDOWN_S = 2
@@ -13,8 +17,13 @@ GRACEFUL_SHUTDOWN_S = 2
 @click.option("--host", default="127.0.0.1", show_default=True, help="interface to listen on (0.0.0.0 for all)")
 @click.option("--port", type=click.IntRange(0, 65_535), default=8000, show_default=True, help="TCP port (0: any free port)")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info", show_default=True)
-def command(host: str, port: int, log_level: str) -> None:
+@click.option(
+    "--target", "targets", multiple=True, metavar="NAME=URL",
+    help=f"a vLLM server for live mode, e.g. gpu=http://host:8000; repeat for more (replaces ${ENV_VAR})",
+)
+def command(host: str, port: int, log_level: str, targets: tuple[str, ...]) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
+    _configure_live_targets(targets)
     uvicorn.run(
         "app.web.app:make_app",
         factory=True,
@@ -23,3 +32,16 @@ def command(host: str, port: int, log_level: str) -> None:
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
+
+def _configure_live_targets(specs: tuple[str, ...]) -> None:
+    """Check the live targets before serving (only http and https) and hand them to the app through ``KVSCOPE_TARGETS``."""
+    try:
+        if specs:
+            os.environ[ENV_VAR] = env_value(parse_targets(specs))
+        else:
+            targets_from_env(os.environ.get(ENV_VAR))
+    except TargetSpecError as exc:
+        if specs:
+            raise click.BadParameter(str(exc), param_hint="--target") from None
+        raise click.UsageError(f"{ENV_VAR}: {exc}") from None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
+from app.live.targets import Target, configured_targets
 from app.web.sse import StreamStats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,3 +50,5 @@ class Web:
 
     templates: Jinja2Templates = field(default_factory=make_templates)
     streams: StreamStats = field(default_factory=StreamStats)
+    # Live mode's targets, fixed at start-up (``kvscope serve --target``, ``KVSCOPE_TARGETS``).
+    live_targets: tuple[Target, ...] = field(default_factory=configured_targets)

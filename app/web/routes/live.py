@@ -1,0 +1,226 @@
+"""Live mode on the web: the targets named at start-up with their health, and live runs streamed as SSE.
+
+API: ``GET /api/live/targets``; ``POST /api/live/runs`` (a scenario, as for
+``/api/simulate``, plus target names) creates a run and reserves its targets;
+``GET /api/live/runs/{id}/events`` streams it (once) in the core event
+vocabulary plus ``measured`` and ``warning``; ``GET /api/live/runs/{id}/records``
+is its measurement file so far. The page's live panel uses the same functions.
+
+No URL ever comes from a request: the body names targets, every field it does
+not define is refused (422, e.g. ``url``), and a name that was not configured
+at start-up is refused too. Responses carry target names, never URLs.
+"""
+
+# No ``from __future__ import annotations``: the routes' dependencies are closures, which FastAPI can only see
+# in annotations evaluated where the routes are defined.
+import asyncio
+import io
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import Field, ValidationError, field_validator
+
+from app.live.client import TargetError, VllmClient
+from app.live.registry import KEPT_RUNS, BusyTargets, LiveRunEntry, LiveRuns, RunState
+from app.live.session import MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, LiveOptions, LiveRun
+from app.live.targets import Target
+from app.scenario_input import ScenarioInput
+from app.web.context import Web
+from app.web.inputs import InputErrors, check, errors_of
+from app.web.sse import message
+from sim import measurements
+from sim.events import Error
+from sim.presets import DESCRIPTIONS, PRESETS
+from sim.scenario import Scenario
+
+log = logging.getLogger(__name__)
+
+MAX_TARGETS = 8
+PROBE_TIMEOUT_S = 5.0
+
+
+class LiveRunInput(ScenarioInput):
+    """A scenario (the same fields as ``/api/simulate``) to run against configured targets, named."""
+
+    targets: list[str] = Field(min_length=1, max_length=MAX_TARGETS, description="names of targets configured at start-up")
+    concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="requests in flight per target")
+    max_tokens: int = Field(default=4, ge=1, le=MAX_COMPLETION_TOKENS, description="tokens to generate per request")
+    timeout_s: float = Field(default=60.0, gt=0, le=600, description="seconds to wait for any one answer")
+
+    @field_validator("targets")
+    @classmethod
+    def _distinct(cls, names: list[str]) -> list[str]:
+        if len(set(names)) != len(names):
+            raise ValueError("a target is named twice")
+        return names
+
+
+def router(*, web: Web) -> APIRouter:
+    configured: dict[str, Target] = {t.name: t for t in web.live_targets}
+    runs = LiveRuns()
+    api = APIRouter(tags=["live"])
+
+    def create(body: LiveRunInput) -> LiveRunEntry:
+        unknown = [name for name in body.targets if name not in configured]
+        if unknown:
+            known = ", ".join(configured) or "none (start the server with --target NAME=URL)"
+            raise InputErrors(
+                [{"type": "value_error", "loc": ("targets",), "msg": f"unknown target {', '.join(unknown)}; configured: {known}"}]
+            )
+        scenario = check(body, streamed=True)
+        options = LiveOptions(body.concurrency, body.max_tokens, body.timeout_s)
+        return runs.create(LiveRun(scenario, [configured[n] for n in body.targets], options))
+
+    def created(body: LiveRunInput) -> LiveRunEntry:
+        # A dependency, so that a bad body gets its 422 (or a busy target its 409) as plain JSON.
+        try:
+            return create(body)
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        except BusyTargets as exc:
+            raise HTTPException(409, str(exc)) from None
+
+    def entry_of(run_id: str) -> LiveRunEntry:
+        entry = runs.get(run_id)
+        if entry is None:
+            raise HTTPException(404, f"no live run {run_id!r} (the server keeps the last {KEPT_RUNS})")
+        return entry
+
+    def startable(entry: Annotated[LiveRunEntry, Depends(entry_of)]) -> LiveRunEntry:
+        if not entry.holds_targets or entry.state is not RunState.CREATED:
+            raise HTTPException(409, f"live run {entry.id} is {entry.state.value}; a run is streamed once")
+        entry.state = RunState.RUNNING
+        return entry
+
+    @api.get("/api/live/targets", summary="The configured live targets and their health")
+    async def list_targets() -> list[dict[str, Any]]:
+        """Each target's name, whether it answers, its model and GPU cache size (never its URL)."""
+        return await probe_all(list(configured.values()))
+
+    @api.post("/api/live/runs", status_code=201, summary="Create a live run")
+    def create_run(entry: Annotated[LiveRunEntry, Depends(created)]) -> dict[str, Any]:
+        """Reserve the targets and return where to stream the run from and where its records will be."""
+        return {**entry.summary(), "events": f"/api/live/runs/{entry.id}/events", "records": f"/api/live/runs/{entry.id}/records"}
+
+    @api.get("/api/live/runs/{run_id}", summary="A live run's state")
+    def run_state(entry: Annotated[LiveRunEntry, Depends(entry_of)]) -> dict[str, Any]:
+        return entry.summary()
+
+    @api.get("/api/live/runs/{run_id}/events", response_class=EventSourceResponse, summary="Stream a live run")
+    async def run_events(entry: Annotated[LiveRunEntry, Depends(startable)]) -> AsyncIterator[ServerSentEvent]:
+        """Starts the run: ``warning``, ``run``, then per request the prediction (``request`` ... ``ttft``) and
+        ``measured``; ``pass`` and ``done`` with measured and ``predicted`` summaries; ``error`` if a target fails.
+        Closing the stream stops the run; what was measured stays in its records."""
+        async for item in live_stream(entry, web):
+            yield item
+
+    @api.get("/api/live/runs/{run_id}/records", summary="A live run's measurement file")
+    def run_records(
+        entry: Annotated[LiveRunEntry, Depends(entry_of)], format: Literal["csv", "jsonl"] = Query("csv")
+    ) -> Response:
+        """Every request measured so far, as ``kvscope analyze`` reads it (``target`` is the target's name)."""
+        buffer = io.StringIO()
+        writer = measurements.MeasurementWriter(buffer, jsonl=format == "jsonl")
+        for row in entry.run.measurements:
+            writer.append(replace(row, target=row.config))
+        media = "application/x-ndjson" if format == "jsonl" else "text/csv"
+        headers = {"Content-Disposition": f'attachment; filename="kvscope-live-{entry.id}.{format}"'}
+        return Response(buffer.getvalue(), media_type=media, headers=headers)
+
+    # -- the page's live panel ------------------------------------------------
+
+    templates = web.templates
+
+    @api.get("/ui/live/panel", response_class=HTMLResponse, include_in_schema=False)
+    def panel(request: Request) -> HTMLResponse:
+        return templates.TemplateResponse(request, "live/panel.html", {"live": panel_view(list(configured))})
+
+    @api.get("/ui/live/targets", response_class=HTMLResponse, include_in_schema=False)
+    async def targets_rows(request: Request) -> HTMLResponse:
+        return templates.TemplateResponse(request, "live/targets.html", {"targets": await probe_all(list(configured.values()))})
+
+    @api.post("/ui/live/run", response_class=HTMLResponse, include_in_schema=False)
+    async def start_from_page(request: Request) -> HTMLResponse:
+        form = await request.form()
+        values: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str) and v.strip() and k != "targets"}
+        values["targets"] = [v for v in form.getlist("targets") if isinstance(v, str)]
+        try:
+            entry = create(LiveRunInput(**values))
+        except ValidationError as exc:
+            return problem(request, [_say(e) for e in errors_of(exc)])
+        except InputErrors as exc:
+            return problem(request, [_say(e) for e in exc.errors])
+        except BusyTargets as exc:
+            return problem(request, [str(exc)], 409)
+        return templates.TemplateResponse(request, "live/run.html", {"run": run_view(entry)})
+
+    def problem(request: Request, messages: list[str], status: int = 422) -> HTMLResponse:
+        return templates.TemplateResponse(request, "live/problem.html", {"messages": messages}, status_code=status)
+
+    return api
+
+
+async def probe_all(targets: list[Target]) -> list[dict[str, Any]]:
+    async def one(target: Target) -> dict[str, Any]:
+        try:
+            async with VllmClient(target, PROBE_TIMEOUT_S) as client:
+                return (await client.probe()).to_dict()
+        except TargetError as exc:
+            return {"name": target.name, "healthy": False, "error": str(exc)}
+
+    return list(await asyncio.gather(*(one(t) for t in targets)))
+
+
+async def live_stream(entry: LiveRunEntry, web: Web) -> AsyncIterator[ServerSentEvent]:
+    """The run's events as SSE messages, counted in the app's stream statistics; the run stops when the client goes."""
+    stats = web.streams
+    stats.open += 1
+    stats.started += 1
+    outcome = "abandoned"
+    try:
+        async for event in entry.run.events():
+            yield message(event)
+            stats.events_sent += 1
+        outcome = "completed"
+        entry.state = RunState.FINISHED
+    except Exception as exc:  # noqa: BLE001 - the client gets the reason; the stream must end cleanly
+        log.exception("live stream failed")
+        outcome = "failed"
+        entry.state = RunState.FINISHED
+        yield message(Error("", f"{type(exc).__name__}: {exc}"))
+    finally:
+        if entry.state is RunState.RUNNING:
+            entry.state = RunState.STOPPED
+        stats.open -= 1
+        setattr(stats, outcome, getattr(stats, outcome) + 1)
+
+
+def panel_view(names: list[str]) -> dict[str, Any]:
+    return {"targets": names, "presets": {name: DESCRIPTIONS.get(name, "") for name in PRESETS}, "default_preset": "seed-lab"}
+
+
+def run_view(entry: LiveRunEntry) -> dict[str, Any]:
+    """What the live run's partial needs: targets, request count, pass boundaries, where to stream from."""
+    scenario: Scenario = entry.run.scenario
+    marks, first = [], 1
+    for number, spec in enumerate(scenario.passes, start=1):
+        marks.append({"number": number, "order": spec.label, "first_request": first})
+        first += scenario.pass_length(spec)
+    return {
+        "id": entry.id,
+        "targets": entry.target_names,
+        "requests": scenario.total_requests,
+        "passes": marks,
+        "events": f"/api/live/runs/{entry.id}/events",
+        "records": f"/api/live/runs/{entry.id}/records",
+    }
+
+
+def _say(error: dict[str, Any]) -> str:
+    where = ".".join(str(p) for p in error.get("loc", ())) or "scenario"
+    return f"{where}: {error['msg']}"

@@ -1,0 +1,224 @@
+// Live runs: reads the stream of #live-stream (opened by htmx's SSE extension), plots each request's measured TTFT
+// (solid) beside the shadow simulation's prediction (dashed) on #live-chart, adds a row to #live-table as each
+// pass of each target completes, and lists warnings and errors. Events are applied as they arrive: the servers
+// set the pace, so there is no player here.
+(() => {
+  "use strict";
+
+  const COLOURS = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]; // Okabe-Ito
+  const fmtMs = (v) => (v === null || v === undefined ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
+  const fmtTokens = (v) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
+  const fmtTimes = (v) => (v === null || v === undefined || !Number.isFinite(v) ? "–" : v < 2 ? `${v.toFixed(2)}x` : `${v.toFixed(1)}x`);
+
+  let run = null; // the run on screen
+
+  function setup(view) {
+    const targets = JSON.parse(view.dataset.targets);
+    const requests = Number(view.dataset.requests);
+    const passes = JSON.parse(view.dataset.passes);
+    run = {
+      view, targets, requests,
+      measuredTrace: new Map(targets.map((t, i) => [t, 2 * i])),
+      simulatedTrace: new Map(targets.map((t, i) => [t, 2 * i + 1])),
+      measured: new Map(targets.map((t) => [t, 0])),
+      unknownHits: new Set(), // "target|pass" with a request whose hits the server could not tell
+      passes: new Map(), // "target|pass" -> summary
+      finished: new Set(),
+      failed: new Set(),
+      ended: false,
+    };
+    const chart = document.getElementById("live-chart");
+    if (!chart || !window.Plotly) return;
+    const traces = [];
+    targets.forEach((t, i) => {
+      const colour = COLOURS[i % COLOURS.length];
+      traces.push({
+        type: "scatter", mode: "lines+markers", name: `${t} measured`, x: [], y: [], customdata: [],
+        line: { color: colour, width: 2 }, marker: { color: colour, size: 8, symbol: "circle" },
+        hovertemplate: `<b>${t}</b> measured · request %{x}<br>%{y:.1f} ms · %{customdata}<extra></extra>`,
+      });
+      traces.push({
+        type: "scatter", mode: "lines+markers", name: `${t} simulated`, x: [], y: [], customdata: [],
+        line: { color: colour, width: 1.5, dash: "dash" }, marker: { color: colour, size: 8, symbol: "circle-open" },
+        hovertemplate: `<b>${t}</b> simulated · request %{x}<br>%{y:.1f} ms · %{customdata}<extra></extra>`,
+      });
+    });
+    const shapes = passes.slice(1).map((p) => ({
+      type: "line", xref: "x", yref: "paper", x0: p.first_request - 0.5, x1: p.first_request - 0.5, y0: 0, y1: 1,
+      line: { color: "#888", width: 1, dash: "dot" },
+    }));
+    const annotations = passes.map((p) => ({
+      xref: "x", yref: "paper", x: p.first_request - 0.5, y: 1, xanchor: "left", yanchor: "bottom", showarrow: false,
+      text: `pass ${p.number} · ${p.order}`, font: { size: 12, color: "#444" },
+    }));
+    window.Plotly.newPlot(chart, traces, {
+      margin: { l: 60, r: 10, t: 30, b: 44 }, height: 340,
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
+      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" },
+      xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5], zeroline: false, gridcolor: "#eee" },
+      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true, zeroline: false, gridcolor: "#eee" },
+      legend: { x: 1.02, y: 1, xanchor: "left", yanchor: "top", font: { size: 12 } },
+      shapes, annotations,
+    }, { displayModeBar: false, responsive: true });
+  }
+
+  function current() {
+    const view = document.getElementById("live-view");
+    if (view && (!run || run.view !== view)) setup(view);
+    return run;
+  }
+
+  function status(text, state) {
+    const el = document.getElementById("live-status");
+    if (!el) return;
+    el.textContent = text;
+    if (state) el.dataset.state = state;
+  }
+
+  function progress() {
+    const done = [...run.measured.values()].reduce((a, b) => a + b, 0);
+    const total = run.requests * run.targets.length;
+    status(`Measuring: ${done} of ${total} requests answered.`, "running");
+  }
+
+  function extend(trace, x, y, note) {
+    const chart = document.getElementById("live-chart");
+    if (!chart || !window.Plotly || trace === undefined) return;
+    window.Plotly.extendTraces(chart, { x: [[x]], y: [[y]], customdata: [[note]] }, [trace]);
+  }
+
+  function hits(ev) {
+    if (ev.gpu_hit_tokens === null || ev.gpu_hit_tokens === undefined) return `doc ${ev.doc} · hits unknown`;
+    const cpu = ev.cpu_hit_tokens === null || ev.cpu_hit_tokens === undefined ? "" : ` · CPU ${fmtTokens(ev.cpu_hit_tokens)}`;
+    return `doc ${ev.doc} · GPU ${fmtTokens(ev.gpu_hit_tokens)}${cpu} tokens`;
+  }
+
+  function cell(row, text, numeric) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (numeric) td.className = "num";
+    row.appendChild(td);
+    return td;
+  }
+
+  function addPassRow(ev) {
+    const s = ev.summary;
+    const p = s.predicted ?? {};
+    const key = `${ev.run}|${s.pass}`;
+    run.passes.set(key, s);
+    const unknown = run.unknownHits.has(key);
+    const body = document.querySelector("#live-table tbody");
+    if (!body) return;
+    const row = document.createElement("tr");
+    row.dataset.run = ev.run;
+    row.dataset.pass = String(s.pass);
+    const th = document.createElement("th");
+    th.scope = "row";
+    const badge = document.createElement("span");
+    badge.className = `live-badge live-run-${run.targets.indexOf(ev.run) % COLOURS.length}`;
+    badge.textContent = ev.run;
+    th.appendChild(badge);
+    row.appendChild(th);
+    cell(row, `${s.pass} ${s.order}`);
+    cell(row, fmtMs(s.p50_ms), true).dataset.col = "p50";
+    cell(row, fmtMs(p.p50_ms), true).dataset.col = "sim-p50";
+    cell(row, fmtMs(s.mean_ms), true).dataset.col = "mean";
+    cell(row, fmtMs(p.mean_ms), true).dataset.col = "sim-mean";
+    cell(row, unknown ? "–" : fmtTokens(s.gpu_hit_tokens), true).dataset.col = "gpu-hit";
+    cell(row, fmtTokens(p.gpu_hit_tokens), true).dataset.col = "sim-gpu-hit";
+    cell(row, unknown ? "–" : fmtTokens(s.cpu_hit_tokens), true).dataset.col = "cpu-hit";
+    cell(row, fmtTokens(p.cpu_hit_tokens), true).dataset.col = "sim-cpu-hit";
+    cell(row, "", true).dataset.col = "speedup";
+    // Rows in target order, then pass order.
+    const rank = (r) => run.targets.indexOf(r.dataset.run) * 1000 + Number(r.dataset.pass);
+    const after = [...body.rows].find((r) => rank(r) > rank(row));
+    body.insertBefore(row, after ?? null);
+    updateSpeedups();
+  }
+
+  function updateSpeedups() {
+    const base = run.targets[0];
+    for (const row of document.querySelectorAll("#live-table tbody tr")) {
+      if (row.dataset.run === base) continue;
+      const mine = run.passes.get(`${row.dataset.run}|${row.dataset.pass}`);
+      const theirs = run.passes.get(`${base}|${row.dataset.pass}`);
+      if (!mine || !theirs) continue;
+      const measured = theirs.p50_ms / mine.p50_ms;
+      const predicted = (theirs.predicted?.p50_ms ?? NaN) / (mine.predicted?.p50_ms ?? NaN);
+      row.querySelector("[data-col=speedup]").textContent = `${fmtTimes(measured)} (${fmtTimes(predicted)})`;
+    }
+  }
+
+  function log(kind, text) {
+    const list = document.getElementById("live-log");
+    if (!list) return;
+    const item = document.createElement("li");
+    item.className = `live-${kind}`;
+    const label = document.createElement("strong");
+    label.textContent = kind === "error" ? "Error: " : "Warning: ";
+    item.append(label, text);
+    list.appendChild(item);
+  }
+
+  function finish() {
+    if (!run || run.ended) return;
+    run.ended = true;
+    const done = [...run.measured.values()].reduce((a, b) => a + b, 0);
+    if (run.failed.size) {
+      status(`Stopped: ${[...run.failed].join(", ")} failed (see below). ${done} requests were measured; they are in the download.`, "error");
+    } else if (run.finished.size === run.targets.length) {
+      status(`Done: ${done} requests measured on ${run.targets.join(" and ")}.`, "done");
+    } else {
+      status(`The stream ended early: ${done} requests measured.`, "error");
+    }
+  }
+
+  function receive(ev) {
+    if (!current()) return;
+    switch (ev.type) {
+      case "ttft":
+        extend(run.simulatedTrace.get(ev.run), ev.seq + 1, ev.ttft_ms, `doc ${ev.doc} · ${ev.source}`);
+        break;
+      case "measured":
+        if (ev.gpu_hit_tokens === null || ev.gpu_hit_tokens === undefined) run.unknownHits.add(`${ev.run}|${ev.pass}`);
+        run.measured.set(ev.run, (run.measured.get(ev.run) ?? 0) + 1);
+        extend(run.measuredTrace.get(ev.run), ev.seq + 1, ev.ttft_ms, hits(ev));
+        progress();
+        break;
+      case "pass":
+        addPassRow(ev);
+        break;
+      case "warning":
+        log("warning", `${ev.run}: ${ev.message}`);
+        break;
+      case "error":
+        if (ev.run) run.failed.add(ev.run);
+        log("error", ev.message);
+        break;
+      case "done":
+        run.finished.add(ev.run);
+        break;
+      default:
+        break;
+    }
+  }
+
+  document.addEventListener("htmx:sse:before:message", (evt) => {
+    if (evt.target?.id !== "live-stream") return;
+    evt.detail.cancelled = true; // named events are ours to apply, not DOM events
+    const { event: kind, data } = evt.detail.message;
+    if (!kind || !data) return;
+    receive(JSON.parse(data));
+  });
+
+  document.addEventListener("htmx:sse:close", (evt) => {
+    if (evt.target?.id === "live-stream") finish();
+  });
+
+  document.addEventListener("htmx:error", (evt) => {
+    if (evt.target?.id !== "live-stream" || !current()) return;
+    status("The live stream could not be opened.", "error");
+  });
+
+  document.addEventListener("htmx:after:swap", () => { current(); });
+})();
