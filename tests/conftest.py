@@ -3,7 +3,7 @@
 - ``live_server``: one server for the session; its base URL, e.g. ``http://127.0.0.1:40123``.
 - ``live_server_factory``: ``with live_server_factory("--some-flag") as url:`` a server of your own (own
   counters, own flags), stopped when the block ends.
-- ``chromium``: one browser for the session; ``page``: a fresh page that fails the test on any page error or
+- ``chromium``: one browser per test module; ``page``: a fresh page that fails the test on any page error or
   console error (a CSP violation, a 404, an exception in a script).
 """
 
@@ -70,8 +70,10 @@ def live_server_factory() -> Callable[..., AbstractContextManager[str]]:
     return serve
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
+    # Per module, not per session: sync Playwright keeps an event loop running in this thread until it stops,
+    # and later modules' asyncio.run() would fail.
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser

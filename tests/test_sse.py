@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
 import httpx
@@ -175,7 +176,9 @@ def test_a_failing_simulation_ends_the_stream_with_an_error_event() -> None:
         return [item async for item in event_stream(events(), stats)]
 
     stats = StreamStats()
-    items = asyncio.run(collect())
+    # A thread of its own: a session's Playwright may already run an event loop in this one.
+    with ThreadPoolExecutor(1) as pool:
+        items = pool.submit(asyncio.run, collect()).result()
     assert [i.event for i in items] == ["run", "error"]
     assert items[1].data == {"type": "error", "run": "", "message": "RuntimeError: block pool corrupted"}
     assert (stats.open, stats.failed, stats.events_sent) == (0, 1, 1)
