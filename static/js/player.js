@@ -236,11 +236,16 @@
     if (evt.target?.id === "run-stream" && evt.target.isConnected) streamEnded();
   });
 
-  document.addEventListener("htmx:error", (evt) => {
-    if (evt.target?.id !== "run-stream") return;
-    state.failed = "the server could not be reached";
-    pump();
-  });
+  function failed(reason) {
+    return (evt) => {
+      if (evt.target?.id !== "run-stream") return;
+      state.failed = typeof reason === "function" ? reason(evt) : reason;
+      pump();
+    };
+  }
+  document.addEventListener("htmx:error", failed("the server could not be reached"));
+  document.addEventListener("htmx:sse:error", failed("the connection broke off"));
+  document.addEventListener("htmx:response:error", failed((evt) => `the server answered ${evt.detail.ctx?.response?.status}`));
 
   document.addEventListener("click", (evt) => {
     const button = evt.target.closest("[data-action]");

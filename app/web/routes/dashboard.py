@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from app.web import run_view, scenario_form
 from app.web.context import Web
@@ -81,7 +82,8 @@ def router(*, web: Web) -> APIRouter:
         except InputErrors as exc:
             return invalid(request, scenario_form.view(preset, values, exc.errors))
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-        run = run_view.build(scenario, simulate(scenario), stream_body=stream_body)
+        # Off the event loop: a large scenario takes a while, and open streams must keep flowing meanwhile.
+        run = await run_in_threadpool(lambda: run_view.build(scenario, simulate(scenario), stream_body=stream_body))
         return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values))
 
     def invalid(request: Request, form: FormView) -> HTMLResponse:
