@@ -12,35 +12,18 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from live_servers import KVSCOPE, ROOT, free_port, stop
+from live_servers import KVSCOPE, ROOT, free_port, stop, wait_until_up
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 ARTIFACTS = ROOT / "test-artifacts"
-
-
-def wait_for_health(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            raise RuntimeError(f"kvscope serve exited with {proc.returncode}: {err}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"kvscope serve at {url} did not answer /healthz in {timeout_s} s")
 
 
 @contextmanager
@@ -53,7 +36,7 @@ def serve(*args: str) -> Iterator[str]:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        wait_for_health(url, proc)
+        wait_until_up(url, proc, timeout_s=30, path="/healthz")
         yield url
     finally:
         stop(proc)

@@ -28,13 +28,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0, path: str = "/health") -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server for {url} exited with {proc.returncode}: {proc.stderr.read().decode() if proc.stderr else ''}")
         try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+            if httpx.get(url + path, timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from app.web.sse import StreamStats, event_stream
+from live_servers import KVSCOPE, ROOT, free_port, wait_until_up
 from sim.events import EVENT_KINDS, Event, RunStarted
 
 SEED_LAB_REQUESTS = 30  # 10 documents x 3 passes
@@ -138,14 +139,12 @@ def test_a_client_that_disconnects_stops_the_server_side_work(live_server_factor
         assert 0 < sent < len(complete) / 2, sent
 
 
-def test_open_streams_do_not_hold_the_shutdown(live_server_factory: Callable[..., AbstractContextManager[str]]) -> None:
-    from live_servers import KVSCOPE, ROOT, free_port
-
+def test_open_streams_do_not_hold_the_shutdown() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([*KVSCOPE, "serve", "--port", str(port), "--log-level", "warning"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert wait_for(lambda: _up(url), 30)
+        wait_until_up(url, proc, timeout_s=30, path="/healthz")
         # A stream that would take 60 s; the server is asked to stop while it is open.
         with httpx.stream("POST", f"{url}/api/simulate/stream", json={"pace_ms": 1000}, timeout=30) as response:
             next(sse(response.iter_lines()))
@@ -157,13 +156,6 @@ def test_open_streams_do_not_hold_the_shutdown(live_server_factory: Callable[...
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_a_failing_simulation_ends_the_stream_with_an_error_event() -> None:
