@@ -16,6 +16,7 @@ against a small load cost) physically meaningful.
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -90,6 +91,19 @@ class Calibration:
                 "cells": self.cells,
             },
         }
+
+
+def load_profile(path: Path) -> CostModel:
+    """The constants of a cost profile (``Calibration.profile()``'s JSON, or a bare ``CostModel`` object)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        return CostModel(**data.get("costs", data))
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise ValueError(f"{path}: not a cost profile ({exc})") from None
 
 
 def read_table(path: Path | None = None) -> list[Cell]:

@@ -135,3 +135,23 @@ def test_calibrate_bad_input_exits_2(tmp_path: Path) -> None:
     assert not (tmp_path / "bad.costs.json").exists()
     code, out = run("calibrate", str(tmp_path / "missing.csv"))
     assert code == 2 and "missing.csv" in out
+
+
+def test_serve_simulates_with_the_profile_it_was_given(tmp_path: Path, live_server_factory) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    path = synthetic(tmp_path, Scenario(), keep=BARE)
+    assert run("calibrate", str(path))[0] == 0
+    profile = tmp_path / "run.costs.json"
+    code, out = run("simulate", "--costs", str(profile), "--docs", "4", "--json")
+    assert code == 0
+    expected = json.loads(out)["runs"]
+    with live_server_factory("--costs", str(profile)) as url:
+        served = httpx.post(f"{url}/api/simulate", json={"docs": 4}, timeout=60).json()
+        assert served["runs"] == expected
+        assert served["scenario"]["costs"]["source"] == "least-squares fit (per request, hit tokens re-simulated)"
+        # The analysis routes go through the same scenario check: the what-if predicts with the profile too.
+        policies = httpx.post(f"{url}/api/policies", json={"docs": 4}, timeout=60).json()
+        lru = next(e for e in policies["gpu"] if e["policy"] == "lru")
+        gpu_run = next(r for r in expected if r["name"] == "gpu")
+        assert [p["mean_ms"] for p in lru["passes"]] == [p["mean_ms"] for p in gpu_run["passes"]]

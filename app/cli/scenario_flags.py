@@ -6,7 +6,6 @@ the field: ``--gpu-tokens: Input should be greater than or equal to 1``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import click
 from pydantic import ValidationError
 
 from app.scenario_input import resolve
+from sim.calibrate import load_profile
 from sim.costs import CostModel
 from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
@@ -109,10 +109,9 @@ def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = 
 
 def load_costs(path: Path) -> CostModel:
     try:
-        data = json.loads(path.read_text())
-        return CostModel(**data.get("costs", data))
-    except (OSError, json.JSONDecodeError, TypeError, ValidationError) as exc:
-        raise click.BadParameter(f"{path}: not a cost profile ({exc})", param_hint="--costs") from None
+        return load_profile(path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--costs") from None
 
 
 def describe(exc: ValidationError) -> str:

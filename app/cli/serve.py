@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 import uvicorn
 
+from app import costs_profile
 from app.live.targets import ENV_VAR, TargetSpecError, env_value, parse_targets, targets_from_env
 
 # Open step streams must not hold a shutdown for long: they are cancelled after this many seconds.
@@ -21,9 +23,17 @@ GRACEFUL_SHUTDOWN_S = 2
     "--target", "targets", multiple=True, metavar="NAME=URL",
     help=f"a vLLM server for live mode, e.g. gpu=http://host:8000; repeat for more (replaces ${ENV_VAR})",
 )
-def command(host: str, port: int, log_level: str, targets: tuple[str, ...]) -> None:
+@click.option(
+    "--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help=f"cost profile JSON (from kvscope calibrate) for every simulation of the page and API (replaces ${costs_profile.ENV_VAR})",
+)
+def command(host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
     _configure_live_targets(targets)
+    try:
+        costs_profile.configure(costs_file)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--costs" if costs_file else costs_profile.ENV_VAR) from None
     uvicorn.run(
         "app.web.app:make_app",
         factory=True,

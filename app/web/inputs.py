@@ -12,6 +12,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from pydantic import Field, ValidationError
 
+from app.costs_profile import served_costs
 from app.scenario_input import ScenarioInput
 from sim.scenario import MAX_DOCS, Scenario
 
@@ -77,6 +78,8 @@ def stream_limits(scenario: Scenario) -> list[dict[str, Any]]:
 
 def check(body: ScenarioInput, *, streamed: bool = False) -> Scenario:
     """The body's scenario; raises ``InputErrors`` when its fields do not combine (or, streamed, exceed the stream's limits)."""
+    if body.costs is None and (served := served_costs()) is not None:
+        body = body.model_copy(update={"costs": served})  # kvscope serve --costs
     try:
         scenario = body.to_scenario()
     except ValidationError as exc:

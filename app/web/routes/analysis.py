@@ -1,0 +1,342 @@
+"""Analysis and planning on the page and over the API: measurement files, capacity curves, eviction what-ifs, sizing.
+
+HTML routes under ``/ui/analysis`` answer the page's HTMX forms with partials
+under ``templates/analysis/``; charts are drawn by ``static/js/analysis.js``
+from the data the partials carry. JSON routes under ``/api`` give the same
+answers as the CLI's ``--json``: ``analyze``, ``capacity``, ``policies``,
+``size``. The curves and what-ifs use the scenario of the page's sidebar form.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.scenario_input import ScenarioInput
+from app.web import scenario_form
+from app.web.context import Web
+from app.web.inputs import InputErrors, check, errors_of
+from sim import measurements
+from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
+from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
+from sim.longdocqa import REPEAT_MODES, parse_run
+from sim.measurements import Measurement, MeasurementError
+from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
+from sim.whatif import compare
+
+MAX_UPLOAD_BYTES = 16 * 2**20  # a per-request file of ~100,000 requests
+MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
+MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
+
+
+class Problem(Exception):
+    """Bad input for a panel: ``field`` (a form field's name, or "" for the whole input) and why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def for_body(self) -> RequestValidationError:
+        return RequestValidationError([{"type": "value_error", "loc": ("body", self.field) if self.field else ("body",), "msg": str(self)}])
+
+
+# -- inputs ------------------------------------------------------------------
+
+
+class CapacityInput(ScenarioInput):
+    """A scenario (as for ``/api/simulate``) and the curve to draw over it: ``kvscope capacity``'s flags."""
+
+    tier: Literal["gpu", "cpu"] = Field(default="gpu", description="whose capacity to vary")
+    points: int = Field(default=40, ge=1, le=MAX_WEB_POINTS, description="capacities on the grid")
+
+
+class SizeInput(BaseModel):
+    """``kvscope size``'s flags: a known model, documents to hold, a GPU memory budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(default=DEFAULT_MODEL, description=f"a known model: {', '.join(MODELS)}")
+    docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="documents to hold")
+    doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
+    chunk_size: int = Field(default=256, ge=1, le=65_536, description="CPU chunk size (only full chunks are stored)")
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=100_000, description="GPU memory left for KV cache, GiB")
+
+
+async def _upload_text(file: UploadFile | None, field: str) -> tuple[str, str] | None:
+    """(name, text) of an uploaded file, or None when none was chosen."""
+    if file is None or not file.filename:
+        return None
+    data = await file.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise Problem(field, f"{file.filename}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
+    try:
+        return file.filename, data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Problem(field, f"{file.filename}: not UTF-8 text") from None
+
+
+def _measurement_rows(name: str, text: str) -> list[Measurement]:
+    try:
+        return measurements.parse_text(text, jsonl=name.endswith(".jsonl") or text.lstrip().startswith("{"))
+    except MeasurementError as exc:
+        raise Problem("file", f"{name}: {exc}") from None
+
+
+def _form_values(form: Any) -> dict[str, str]:
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+def _scenario(values: dict[str, str]) -> Scenario:
+    """The sidebar form's scenario; its errors name the sidebar's fields."""
+    try:
+        return check(scenario_form.parse(values))
+    except ValidationError as exc:
+        errors = errors_of(exc)
+    except InputErrors as exc:
+        errors = exc.errors
+    detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in errors)
+    raise Problem("scenario", f"the scenario in the sidebar cannot be simulated ({detail})")
+
+
+def _int(values: dict[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = values.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Problem(name, f"{raw!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise Problem(name, f"must be between {low:,} and {high:,}, got {value:,}")
+    return value
+
+
+def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
+    try:
+        return (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points)
+    except CurveTooLarge as exc:
+        raise Problem("points", str(exc)) from None
+
+
+# -- views -------------------------------------------------------------------
+
+
+def measurements_view(rows: list[Measurement], baseline: str) -> dict[str, Any]:
+    """The seed-style table of the rows and the per-request series for the chart."""
+    report = measurements.analyze(rows, baseline)
+    configs = list(dict.fromkeys(r.config for r in rows))
+    shown = rows[:MAX_CHART_REQUESTS]
+    series = [
+        {
+            "config": c,
+            "x": [i for i, r in enumerate(shown) if r.config == c],
+            "ttft_ms": [r.ttft_ms for r in shown if r.config == c],
+            "info": [[r.pass_, r.order, r.doc, r.seq] for r in shown if r.config == c],
+        }
+        for c in configs
+    ]
+    return {
+        "report": report,
+        "configs": configs,
+        "baseline": baseline,
+        "requests": len(rows),
+        "chart": {"series": series, "truncated": len(rows) > len(shown)},
+    }
+
+
+def router(*, web: Web) -> APIRouter:
+    routes = APIRouter(tags=["analysis"])
+    templates = web.templates
+
+    def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def problem(request: Request, exc: Problem) -> HTMLResponse:
+        return render(request, "analysis/problem.html", status_code=422, message=str(exc), field=exc.field)
+
+    # -- the page --------------------------------------------------------------
+
+    @routes.get("/ui/analysis", response_class=HTMLResponse, include_in_schema=False)
+    def area(request: Request) -> HTMLResponse:
+        return render(request, "analysis/panel.html", models=list(MODELS), default_model=DEFAULT_MODEL, repeat_modes=REPEAT_MODES)
+
+    @routes.post("/ui/analysis/measurements", response_class=HTMLResponse, include_in_schema=False)
+    async def measurements_panel(request: Request) -> HTMLResponse:
+        form = await request.form()
+        values = _form_values(form)
+        try:
+            rows: list[Measurement] = []
+            upload = await _upload_text(form.get("file"), "file")  # type: ignore[arg-type]
+            if upload is not None:
+                rows += _measurement_rows(*upload)
+            warmup = await _upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
+            query = await _upload_text(form.get("query"), "query")  # type: ignore[arg-type]
+            if (warmup is None) != (query is None):
+                raise Problem("query" if query is None else "warmup", "a long_doc_qa run needs both warmup_round.csv and query_round.csv")
+            if warmup is not None and query is not None:
+                rows += _long_doc_qa_rows(values, warmup, query)
+            if not rows:
+                raise Problem("file", "choose a measurement file, or a long_doc_qa run's two files")
+        except Problem as exc:
+            return problem(request, exc)
+        baseline = values.get("baseline", "").strip() or "gpu"
+        return render(request, "analysis/measurements.html", view=measurements_view(rows, baseline))
+
+    @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
+    async def capacity_panel(request: Request) -> HTMLResponse:
+        values = _form_values(await request.form())
+        try:
+            scenario = _scenario(values)
+            tier = values.get("curve_tier", "gpu")
+            if tier not in ("gpu", "cpu"):
+                raise Problem("curve_tier", "choose gpu or cpu")
+            if tier == "cpu" and scenario.cpu_capacity_tokens is None:
+                raise Problem("curve_tier", "the scenario has no CPU tier: give it a CPU size in the sidebar")
+            curve = _curve(scenario, tier, _int(values, "curve_points", 40, 2, MAX_WEB_POINTS))
+        except Problem as exc:
+            return problem(request, exc)
+        return render(request, "analysis/capacity.html", curve=curve, chart=_chart(curve))
+
+    @routes.post("/ui/analysis/policies", response_class=HTMLResponse, include_in_schema=False)
+    async def policies_panel(request: Request) -> HTMLResponse:
+        try:
+            scenario = _scenario(_form_values(await request.form()))
+        except Problem as exc:
+            return problem(request, exc)
+        return render(request, "analysis/policies.html", result=compare(scenario))
+
+    @routes.post("/ui/analysis/size", response_class=HTMLResponse, include_in_schema=False)
+    async def size_panel(request: Request) -> HTMLResponse:
+        form = await request.form()
+        values = _form_values(form)
+        try:
+            upload = await _upload_text(form.get("config"), "config")  # type: ignore[arg-type]
+            shape = _shape(values.get("model", DEFAULT_MODEL), upload)
+            body = _size_input(values)
+        except Problem as exc:
+            return problem(request, exc)
+        return render(request, "analysis/size.html", size=sizing(shape, body.docs, body.doc_tokens, body.chunk_size, body.gpu_memory_gib))
+
+    # -- the API ---------------------------------------------------------------
+
+    @routes.post("/api/analyze", summary="Analyze a measurement file", response_class=JSONResponse)
+    async def analyze_route(
+        file: Annotated[UploadFile, Form(description="a per-request measurement file, CSV or JSONL")],
+        baseline: Annotated[str, Form(description="configuration the speed-ups are measured against")] = "gpu",
+    ) -> JSONResponse:
+        """``kvscope analyze FILE --json``: ``cells`` (n, p50, mean, p90 per configuration and pass), ``speedups``
+        against the baseline, ``pass_speedups`` against each configuration's first pass. A bad line is a 422 naming
+        it; nothing of a bad file is kept."""
+        try:
+            upload = await _upload_text(file, "file")
+            if upload is None:
+                raise Problem("file", "no file was uploaded")
+            rows = _measurement_rows(*upload)
+        except Problem as exc:
+            raise exc.for_body() from None
+        return JSONResponse(measurements.analyze(rows, baseline))
+
+    @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
+    def capacity_route(body: CapacityInput) -> JSONResponse:
+        """``kvscope capacity --json``: per capacity and pass, hit tokens and predicted TTFT; ``marks`` holds the
+        scenario's own capacity and the thresholds of ``kvscope sweep``."""
+        try:
+            scenario = check(body)
+            if body.tier == "cpu" and scenario.cpu_capacity_tokens is None:
+                raise Problem("tier", "the scenario has no CPU tier (no_cpu, or no cpu_gb / cpu_tokens)")
+            return JSONResponse(_curve(scenario, body.tier, body.points))
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        except Problem as exc:
+            raise exc.for_body() from None
+
+    @routes.post("/api/policies", summary="Every eviction policy on a scenario", response_class=JSONResponse)
+    def policies_route(body: ScenarioInput) -> JSONResponse:
+        """``kvscope policies --json``: the GPU tier alone under lru, fifo, mru and belady, and the CPU tier under
+        lru, fifo and mru; per policy, pass summaries and totals (``current`` marks the scenario's policy)."""
+        try:
+            return JSONResponse(compare(check(body)))
+        except InputErrors as exc:
+            raise exc.for_body() from None
+
+    @routes.post("/api/size", summary="Size a CPU tier and a GPU KV cache", response_class=JSONResponse)
+    def size_route(body: SizeInput) -> JSONResponse:
+        """``kvscope size --json``: KV bytes per token, the CPU memory for the documents, the GPU tokens a budget holds."""
+        try:
+            shape = _shape(body.model, None)
+        except Problem as exc:
+            raise exc.for_body() from None
+        return JSONResponse(sizing(shape, body.docs, body.doc_tokens, body.chunk_size, body.gpu_memory_gib))
+
+    return routes
+
+
+def _long_doc_qa_rows(values: dict[str, str], warmup: tuple[str, str], query: tuple[str, str]) -> list[Measurement]:
+    mode = values.get("repeat_mode", "")
+    if mode not in REPEAT_MODES:
+        raise Problem("repeat_mode", f"choose the run's repeat mode: {', '.join(REPEAT_MODES)}")
+    ratio = values.get("hit_miss_ratio", "").strip() or None
+    try:
+        return parse_run(
+            warmup, query, mode, values.get("run_config", "").strip() or "gpu+cpu",
+            shuffle_seed=_int(values, "shuffle_seed", 0, 0, 2**31),
+            hit_miss_ratio=ratio,
+            doc_tokens=_int(values, "document_length", 20_000, 1, MAX_DOC_TOKENS),
+        )
+    except MeasurementError as exc:
+        raise Problem("query" if "query" in str(exc) else "warmup", str(exc)) from None
+
+
+def _shape(model: str, config: tuple[str, str] | None) -> KvShape:
+    if config is not None:
+        name, text = config
+        try:
+            return shape_from_config(json.loads(text), name)
+        except json.JSONDecodeError as exc:
+            raise Problem("config", f"{name}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        except (ValueError, AttributeError) as exc:
+            raise Problem("config", str(exc) if isinstance(exc, ValueError) else f"{name}: not a JSON object") from None
+    try:
+        return model_shape(model)
+    except ValueError as exc:
+        raise Problem("model", str(exc)) from None
+
+
+def _size_input(values: dict[str, str]) -> SizeInput:
+    fields = {k: values[k].strip() for k in ("docs", "doc_tokens", "chunk_size", "gpu_memory_gib") if values.get(k, "").strip()}
+    try:
+        return SizeInput(**fields)
+    except ValidationError as exc:
+        err = errors_of(exc)[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        raise Problem(name, f"{name}: {err['msg']}") from None
+
+
+def _chart(curve: dict[str, Any]) -> dict[str, Any]:
+    """What the capacity chart draws: x per point (tokens for the GPU, GiB for the CPU), hits and mean TTFT per pass."""
+    gib = curve["tier"] == "cpu"
+    lines = []
+    for c in curve["curves"]:
+        xs = [p["capacity_gib"] if gib else p["capacity_tokens"] for p in c["points"]]
+        for i, first in enumerate(c["points"][0]["passes"]):
+            hits_key = "cpu_hit_tokens" if gib else "gpu_hit_tokens"
+            lines.append(
+                {
+                    "granularity": c["granularity"],
+                    "pass": first["pass"],
+                    "order": first["order"],
+                    "x": xs,
+                    "hits": [p["passes"][i][hits_key] for p in c["points"]],
+                    "mean_ms": [p["passes"][i]["mean_ms"] for p in c["points"]],
+                }
+            )
+    marks = [
+        {**m, "x": round(m["capacity_tokens"] * curve["scenario"]["kv_bytes_per_token"] / 2**30, 6) if gib else m["capacity_tokens"]}
+        for m in curve["marks"]
+    ]
+    return {"tier": curve["tier"], "x_title": "CPU tier, GiB" if gib else "GPU KV cache, tokens", "lines": lines, "marks": marks}
