@@ -259,3 +259,27 @@ def test_the_prediction_of_a_request_comes_before_its_measurement() -> None:
     for i, kind in enumerate(kinds):
         if kind == "measured":
             assert kinds[i - 1] == "ttft"
+
+
+def test_targets_are_measured_one_after_the_other_unless_side_by_side() -> None:
+    fake = FakeVllm()
+    order: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/completions":
+            order.append(request.url.host)
+        return fake.handler(request)
+
+    targets = [Target("gpu", "http://a.test"), Target("gpu+cpu", "http://b.test")]
+    live = LiveRun(SMALL, targets, LiveOptions(timeout_s=5), transport=httpx.MockTransport(handler))
+
+    async def collect() -> list[Event]:
+        return [event async for event in live.events()]
+
+    run_async(collect())
+    # Four requests each (2 documents x 2 passes): every one of the first target's before any of the second's.
+    assert order == ["a.test"] * 4 + ["b.test"] * 4
+    order.clear()
+    live = LiveRun(SMALL, targets, LiveOptions(timeout_s=5, side_by_side=True), transport=httpx.MockTransport(handler))
+    run_async(collect())
+    assert sorted(order) == ["a.test"] * 4 + ["b.test"] * 4 and set(order[:4]) == {"a.test", "b.test"}

@@ -29,12 +29,16 @@ from sim.result import comparison
 @click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True, help="requests in flight per target")
 @click.option("--max-tokens", type=click.IntRange(1, MAX_COMPLETION_TOKENS), default=4, show_default=True, help="tokens to generate per request")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(0, 3600, min_open=True), default=60.0, show_default=True, help="seconds to wait for any one answer")
+@click.option(
+    "--side-by-side", is_flag=True,
+    help="measure all targets at the same time (only if they share no GPU, and this machine has CPU to spare)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the measured and predicted summaries as JSON")
 def command(
-    target_specs: tuple[str, ...], out: Path | None, concurrency: int, max_tokens: int, timeout_s: float, as_json: bool,
-    **flags: Any,
+    target_specs: tuple[str, ...], out: Path | None, concurrency: int, max_tokens: int, timeout_s: float,
+    side_by_side: bool, as_json: bool, **flags: Any,
 ) -> None:
-    """Send the scenario's requests to each target (targets side by side, requests one at a time), record TTFT
+    """Send the scenario's requests to each target (one target after the other, requests one at a time), record TTFT
     and per-request GPU and CPU hit tokens from /metrics, and print them beside a simulation of the same
     scenario on each server's detected GPU size. Exits 1 if a target failed; what was measured is kept."""
     try:
@@ -44,7 +48,7 @@ def command(
     scenario = build_scenario(**flags)
     if out is not None and out.exists():
         raise click.BadParameter(f"{out} exists; nothing is overwritten, choose another name", param_hint="--out")
-    options = LiveOptions(concurrency=concurrency, max_tokens=max_tokens, timeout_s=timeout_s)
+    options = LiveOptions(concurrency=concurrency, max_tokens=max_tokens, timeout_s=timeout_s, side_by_side=side_by_side)
     fh = open(out, "x", newline="") if out is not None else None
     writer = measurements.MeasurementWriter(fh, jsonl=out.suffix == ".jsonl") if fh is not None and out is not None else None
     live = LiveRun(scenario, targets, options, sink=writer.append if writer is not None else None)

@@ -6,8 +6,11 @@ tiers), then per request the shadow's events (``request``, ``lookup``, ...,
 ``ttft``: the prediction) followed by ``measured`` when the server has
 answered; ``pass`` and ``done`` carry the measured summary with the
 prediction under ``predicted``. A target that fails gives an ``error`` event
-and stops; the others go on. Targets run side by side; within a target,
-requests go one at a time unless ``concurrency`` says otherwise.
+and stops; the others go on. Targets are measured one after the other, so
+that one cannot slow the other down (two servers often share a GPU, and the
+client and emulators share CPUs), or side by side with ``side_by_side``.
+Within a target, requests go one at a time unless ``concurrency`` says
+otherwise.
 
 Hit tokens per request are the change of the server's counters across the
 request, so they need requests one at a time; with overlapping requests only
@@ -44,11 +47,13 @@ Sink = Callable[[Measurement], None]
 
 @dataclass(frozen=True, slots=True)
 class LiveOptions:
-    """How requests are sent: how many at once per target, tokens to generate, and the per-request timeout."""
+    """How requests are sent: how many at once per target, tokens to generate, the per-request timeout, and whether
+    the targets are measured at the same time."""
 
     concurrency: int = 1
     max_tokens: int = 4
     timeout_s: float = 60.0
+    side_by_side: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -84,8 +89,11 @@ class LiveRun:
     async def events(self) -> AsyncIterator[Event]:
         """Every target's events as they happen; cancelling the iteration stops every target."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        tasks = [asyncio.create_task(self._guarded(t, queue.put_nowait)) for t in self.targets]
-        running = len(tasks)
+        if self.options.side_by_side:
+            tasks = [asyncio.create_task(self._guarded(t, queue.put_nowait)) for t in self.targets]
+        else:
+            tasks = [asyncio.create_task(self._one_after_another(queue.put_nowait))]
+        running = len(self.targets)  # every target ends with a None
         try:
             while running:
                 event = await queue.get()
@@ -97,6 +105,10 @@ class LiveRun:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _one_after_another(self, emit: Callable[[Event | None], None]) -> None:
+        for target in self.targets:
+            await self._guarded(target, emit)
 
     async def _guarded(self, target: Target, emit: Callable[[Event | None], None]) -> None:
         try:

@@ -51,6 +51,7 @@ class LiveRunInput(ScenarioInput):
     concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="requests in flight per target")
     max_tokens: int = Field(default=4, ge=1, le=MAX_COMPLETION_TOKENS, description="tokens to generate per request")
     timeout_s: float = Field(default=60.0, gt=0, le=600, description="seconds to wait for any one answer")
+    side_by_side: bool = Field(default=False, description="measure the targets at the same time, not one after the other")
 
     @field_validator("targets")
     @classmethod
@@ -73,7 +74,7 @@ def router(*, web: Web) -> APIRouter:
                 [{"type": "value_error", "loc": ("targets",), "msg": f"unknown target {', '.join(unknown)}; configured: {known}"}]
             )
         scenario = check(body, streamed=True)
-        options = LiveOptions(body.concurrency, body.max_tokens, body.timeout_s)
+        options = LiveOptions(body.concurrency, body.max_tokens, body.timeout_s, body.side_by_side)
         return runs.create(LiveRun(scenario, [configured[n] for n in body.targets], options))
 
     def created(body: LiveRunInput) -> LiveRunEntry:
