@@ -85,9 +85,19 @@ class PassSpec(BaseModel):
 
     @property
     def label(self) -> str:
+        """The order as records name it: ``random``, not ``random@7``."""
         if self.repeat_mode is not None:
             return query_label(self.repeat_mode, self.repeat_count, self.seed, self.hit_miss_ratio)
         return self.order
+
+    @property
+    def text(self) -> str:
+        """The pass as ``--passes`` spells it; ``PassSpec.parse(spec.text) == spec`` for a parsed spec."""
+        if self.docs is not None:
+            return "/".join(map(str, self.docs))
+        if self.order in ("random", "zipf") and self.seed:
+            return f"{self.order}@{self.seed}"
+        return self.label
 
 
 def parse_passes(text: str) -> list[PassSpec]:

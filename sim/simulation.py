@@ -75,7 +75,7 @@ def stream(scenario: Scenario) -> Iterator[Event]:
 def scenario_summary(scenario: Scenario) -> dict[str, Any]:
     data = scenario.model_dump(mode="json")
     data["costs"] = (scenario.costs or default_costs()).model_dump(mode="json")
-    data["passes"] = [p.label if p.order != "list" else "/".join(map(str, p.docs or ())) for p in scenario.passes]
+    data["passes"] = ",".join(p.text for p in scenario.passes)
     data.update(
         prompt_tokens=scenario.prompt_tokens,
         kv_bytes_per_token=scenario.bytes_per_token,

@@ -62,3 +62,11 @@ def test_pass_orders() -> None:
     assert len(zipf) == 6 and all(0 <= d < 6 for d in zipf)
     assert explicit == [2, 5]
     assert pass_orders(scenario) == pass_orders(Scenario(docs=6, passes="forward,reverse,random@3,random@3,zipf@1,2/5"))
+
+
+def test_the_result_names_passes_so_they_can_be_given_back() -> None:
+    scenario = Scenario(docs=6, passes="forward,random@3,zipf@1,2/5,tile*2,random*2@4:3:1")
+    summary = simulate(scenario.replace(docs=2, passes="forward,random@3"))["scenario"]
+    assert summary["passes"] == "forward,random@3"
+    again = Scenario(docs=6, passes=",".join(p.text for p in scenario.passes))
+    assert again.passes == scenario.passes

@@ -15,7 +15,7 @@ import annotated_types
 
 from app.scenario_input import ScenarioInput, resolve
 from sim.kv import MODELS
-from sim.presets import DESCRIPTIONS, PRESETS, preset_fields
+from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
 from sim.simulation import scenario_summary
 
@@ -82,8 +82,6 @@ def _bounds(name: str) -> tuple[float | None, float | None]:
 def _text(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, list):  # passes, as labels
-        return ",".join(value)
     return str(value)
 
 
@@ -104,10 +102,6 @@ def view(preset: str, values: Mapping[str, str], errors: list[dict[str, Any]] | 
 def preset_view(preset: str) -> FormView:
     """The form filled with a preset's values (Scenario defaults where the preset is silent)."""
     values = {name: _text(value) for name, value in scenario_summary(resolve(preset, {})).items() if name in FIELD_NAMES}
-    # The summary labels passes by order only ("random"); the preset's own text keeps their seeds ("random@1").
-    given = preset_fields(preset).get("passes")
-    if isinstance(given, str):
-        values["passes"] = given
     return view(preset, values)
 
 
