@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
 
 ChunkPolicy = Literal["lru", "fifo", "mru"]
 CHUNK_POLICIES: tuple[ChunkPolicy, ...] = ("lru", "fifo", "mru")
 
 
-class StoredChunk(NamedTuple):
-    doc: int
-    index: int  # position of the chunk in its prompt
-    tokens: int
+# (doc, position of the chunk in its prompt, tokens): a plain tuple, as a store
+# of a large trace makes one per chunk and a named tuple costs ten times more.
+StoredChunk = tuple[int, int, int]
+DOC, INDEX, TOKENS = 0, 1, 2
 
 
 class ChunkStore:
@@ -52,15 +52,27 @@ class ChunkStore:
 
     def put(self, key: int, chunk: StoredChunk, evicted: list[StoredChunk]) -> bool:
         """Store a chunk unless present or larger than the tier; evicted chunks are appended to ``evicted``."""
-        if key in self.chunks or chunk.tokens > self.capacity_tokens:
-            return False
-        chunks = self.chunks
-        while self.used_tokens + chunk.tokens > self.capacity_tokens:
-            _, old = chunks.popitem(last=self.policy == "mru")
-            self.used_tokens -= old.tokens
-            self.doc_tokens[old.doc] -= old.tokens
-            evicted.append(old)
-        chunks[key] = chunk
-        self.used_tokens += chunk.tokens
-        self.doc_tokens[chunk.doc] = self.doc_tokens.get(chunk.doc, 0) + chunk.tokens
-        return True
+        return bool(self.put_many([(key, chunk)], evicted))
+
+    def put_many(self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]) -> list[int]:
+        """Store chunks in order, skipping present ones; returns the positions in ``items`` actually stored."""
+        chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
+        from_back = self.policy == "mru"
+        used = self.used_tokens
+        stored: list[int] = []
+        for n, (key, chunk) in enumerate(items):
+            tokens = chunk[TOKENS]
+            if key in chunks or tokens > capacity:
+                continue
+            while used + tokens > capacity:
+                _, old = chunks.popitem(last=from_back)
+                used -= old[TOKENS]
+                doc_tokens[old[DOC]] -= old[TOKENS]
+                evicted.append(old)
+            chunks[key] = chunk
+            used += tokens
+            doc = chunk[DOC]
+            doc_tokens[doc] = doc_tokens.get(doc, 0) + tokens
+            stored.append(n)
+        self.used_tokens = used
+        return stored

@@ -88,6 +88,25 @@ class RequestRecord:
         }
 
 
+def _tally(items: list[tuple[int, StoredChunk]], positions: list[int], into: dict[int, int]) -> int:
+    """Add the tokens of ``items[positions]`` to ``into`` per document; returns their sum."""
+    total = 0
+    for n in positions:
+        owner, _, tokens = items[n][1]
+        into[owner] = into.get(owner, 0) + tokens
+        total += tokens
+    return total
+
+
+def _source(gpu: int, cpu: int, disk: int, computed: int) -> str:
+    """Where most of the prompt came from; ties go to the earlier tier."""
+    best, name = gpu, "gpu"
+    for tokens, tier in ((cpu, "cpu"), (disk, "disk"), (computed, "computed")):
+        if tokens > best:
+            best, name = tokens, tier
+    return name
+
+
 def _part(start: int, end: int, full_end: int, first: int) -> str:
     head, tail = start <= first, end >= full_end
     return "whole" if head and tail else "head" if head else "tail" if tail else "middle"
@@ -161,8 +180,7 @@ class Engine:
         stored_cpu, stored_disk, written = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
 
         ttft = round(self.costs.ttft_ms(computed, ext.cpu_tokens, ext.disk_tokens, written), 3)
-        shares = {"gpu": gpu_hit, "cpu": ext.cpu_tokens, "disk": ext.disk_tokens, "computed": computed}
-        source = max(shares, key=lambda k: shares[k])
+        source = _source(gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed)
         evicted = self._evicted(req, evictions, cpu_evicted, disk_evicted)
         record = RequestRecord(
             req.seq, req.pass_, req.order, req.doc, n, gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed,
@@ -194,16 +212,22 @@ class Engine:
         aligned = covered if found == len(keys) else found * chunk
         aligned = min(aligned, req.prompt_tokens - 1)  # vLLM recomputes the last token
         ext = _External(consulted=True, query_tokens=req.prompt_tokens - gpu_hit, aligned=aligned)
-        for i in range(gpu_hit // chunk, found):
-            lo, hi = max(i * chunk, gpu_hit), min((i + 1) * chunk, aligned)
-            if hi <= lo:
-                continue
-            if in_disk[i]:
-                ext.disk_tokens += hi - lo
-                ext.disk_keys.append(keys[i])
-            else:
-                ext.cpu_tokens += hi - lo
-                ext.cpu_keys.append(keys[i])
+        if aligned <= gpu_hit:
+            return ext
+        first, end = gpu_hit // chunk, -(-aligned // chunk)  # the chunks holding [gpu_hit, aligned)
+        if True not in in_disk:
+            ext.cpu_tokens = aligned - gpu_hit
+            ext.cpu_keys = keys[first:end]
+        else:
+            for i in range(first, end):
+                tokens = min((i + 1) * chunk, aligned) - max(i * chunk, gpu_hit)
+                if in_disk[i]:
+                    ext.disk_tokens += tokens
+                    ext.disk_keys.append(keys[i])
+                    ext.disk_indexes.append(i)
+                else:
+                    ext.cpu_tokens += tokens
+                    ext.cpu_keys.append(keys[i])
         cpu.touch(ext.cpu_keys)
         if disk is not None:
             disk.touch(ext.disk_keys)
@@ -220,26 +244,27 @@ class Engine:
         cpu, disk = self.cpu, self.disk
         stored_cpu: dict[int, int] = {}
         stored_disk: dict[int, int] = {}
-        written = 0
         if cpu is None:
-            return stored_cpu, stored_disk, written
-        chunk = self.units.chunk
-        keys = req.chunk_keys
+            return stored_cpu, stored_disk, 0
+        chunk, keys, doc, shared = self.units.chunk, req.chunk_keys, req.doc, req.shared_chunks
         last = len(keys) - 1
-        promote = set(ext.disk_keys)
-        for i, key in enumerate(keys):
-            tokens = req.last_chunk_tokens if i == last else chunk
-            end = i * chunk + tokens
-            computed = end > hit_end
-            if not computed and key not in promote:
-                continue
-            owner = req.doc if i >= req.shared_chunks else -1
-            item = StoredChunk(owner, i, tokens)
-            if cpu.put(key, item, cpu_evicted):
-                stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
-                written += tokens if computed else 0
-            if disk is not None and computed and disk.put(key, item, disk_evicted):
-                stored_disk[owner] = stored_disk.get(owner, 0) + tokens
+
+        def item(i: int) -> tuple[int, StoredChunk]:
+            return keys[i], (doc if i >= shared else -1, i, req.last_chunk_tokens if i == last else chunk)
+
+        # The first chunk that ends after the hit holds computed tokens, and so do all after it.
+        computed = []
+        for i in range(hit_end // chunk, len(keys)):
+            entry = item(i)
+            if i * chunk + entry[1][2] > hit_end:
+                computed.append(entry)
+        # Promoted chunks precede the computed ones in the prompt, so they go in first (LRU order).
+        if ext.disk_indexes:
+            promoted = [item(i) for i in ext.disk_indexes]
+            _tally(promoted, cpu.put_many(promoted, cpu_evicted), stored_cpu)
+        written = _tally(computed, cpu.put_many(computed, cpu_evicted), stored_cpu)
+        if disk is not None:
+            _tally(computed, disk.put_many(computed, disk_evicted), stored_disk)
         return stored_cpu, stored_disk, written
 
     def _evicted(
@@ -262,11 +287,11 @@ class Engine:
             )
         for tier, chunks in ((CPU, cpu), (DISK, disk)):
             by_doc: dict[int, list[int]] = {}
-            for c in chunks:
-                seen = by_doc.setdefault(c.doc, [0, c.index, c.index])
-                seen[0] += c.tokens
-                seen[1] = min(seen[1], c.index)
-                seen[2] = max(seen[2], c.index)
+            for c_doc, c_index, c_tokens in chunks:
+                seen = by_doc.setdefault(c_doc, [0, c_index, c_index])
+                seen[0] += c_tokens
+                seen[1] = min(seen[1], c_index)
+                seen[2] = max(seen[2], c_index)
             full_chunks = req.prompt_tokens // self.units.chunk
             for doc, (tokens, lo, hi) in by_doc.items():
                 out.append(
@@ -369,3 +394,4 @@ class _External:
     disk_tokens: int = 0
     cpu_keys: list[int] = field(default_factory=list)
     disk_keys: list[int] = field(default_factory=list)
+    disk_indexes: list[int] = field(default_factory=list)
