@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
@@ -164,20 +165,29 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        # Each problem is located at the field to change, so the CLI names its flag and the API its field.
+        problems: list[InitErrorDetails] = []
+
+        def problem(field: str, message: str) -> None:
+            error = PydanticCustomError("value_error", message)
+            problems.append(InitErrorDetails(type=error, loc=(field,), input=getattr(self, field)))
+
         if self.chunk_size % self.block_size:
-            raise ValueError(
-                f"chunk_size ({self.chunk_size}) must be a multiple of block_size ({self.block_size})"
-            )
-        for spec in self.passes:
+            problem("chunk_size", f"must be a multiple of block_size ({self.block_size})")
+        for i, spec in enumerate(self.passes):
             if spec.docs is not None and max(spec.docs) >= self.docs:
-                raise ValueError(f"pass lists document {max(spec.docs)}, but there are only {self.docs} (0..{self.docs - 1})")
+                problem("passes", f"pass {i + 1} lists document {max(spec.docs)}, but there are only {self.docs} (0..{self.docs - 1})")
         if self.gpu_tokens < self.min_gpu_tokens:
             what = "one whole document" if self.granularity == "doc" else "one whole prompt plus vLLM's null block"
-            raise ValueError(f"gpu_tokens ({self.gpu_tokens}) must hold {what}: at least {self.min_gpu_tokens}")
+            problem("gpu_tokens", f"must hold {what}: at least {self.min_gpu_tokens}")
         if self.total_blocks > MAX_TOTAL_BLOCKS:
-            raise ValueError(
-                f"total work is {self.total_blocks:,} blocks (requests x prompt blocks); the limit is {MAX_TOTAL_BLOCKS:,}"
+            problem(
+                "docs",
+                f"total work is {self.total_blocks:,} blocks (requests x prompt blocks); the limit is {MAX_TOTAL_BLOCKS:,}: "
+                "fewer documents, passes or tokens",
             )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
     def replace(self, **changes: object) -> Scenario:

@@ -61,9 +61,10 @@ def detail(response: httpx.Response) -> list[dict]:
         ({"model": "gpt-99"}, ["body", "model"], "unknown model 'gpt-99'"),
         ({"gpu_blocks": 3}, ["body", "gpu_blocks"], "Extra inputs are not permitted"),
         ({"costs": {"overhead_ms": -1}}, ["body", "costs", "overhead_ms"], "greater than or equal to 0"),
-        # Fine alone, not together: the message names both fields and the rule.
-        ({"chunk_size": 100}, ["body"], "chunk_size (100) must be a multiple of block_size (16)"),
-        ({"gpu_tokens": 4000}, ["body"], "must hold one whole prompt"),
+        # Fine alone, not together: located at the field to change, naming the rule.
+        ({"chunk_size": 100}, ["body", "chunk_size"], "must be a multiple of block_size (16)"),
+        ({"gpu_tokens": 4000}, ["body", "gpu_tokens"], "must hold one whole prompt plus vLLM's null block: at least 5040"),
+        ({"passes": "forward,3/12"}, ["body", "passes"], "pass 2 lists document 12, but there are only 10"),
     ],
 )
 def test_bad_body_gets_422_naming_field_and_bound(live_server: str, body: dict, loc: list, needle: str) -> None:

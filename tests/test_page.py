@@ -140,17 +140,17 @@ def test_invalid_field_shows_an_inline_error(page: Page, live_server: str, expec
     expect(page.locator("#run-view .lane")).to_have_count(2)
     expect(page.locator("#player-status")).to_have_attribute("data-state", "idle")
 
-    # A problem of the combination is named in the form's error box.
+    # A problem of the combination is shown at the field to change, naming the rule.
     page.fill("#f-docs", "10")
     page.fill("#f-chunk-size", "100")
     page.click("button[data-action=run]")
-    expect(page.locator("#form-errors")).to_contain_text("chunk_size (100) must be a multiple of block_size (16)")
+    expect(page.locator("#f-chunk-size-error")).to_contain_text("must be a multiple of block_size (16)")
     expect(error).to_have_count(0)
 
     page.fill("#f-chunk-size", "256")
     page.click("button[data-action=run]")
     page.wait_for_selector(DONE, timeout=30_000)
-    expect(page.locator("#form-errors")).to_have_count(0)
+    expect(page.locator("#f-chunk-size-error")).to_have_count(0)
 
 
 def test_preset_menu_fills_the_fields(page: Page, live_server: str) -> None:

@@ -124,6 +124,6 @@ def describe(exc: ValidationError) -> str:
         where = flag + ("[" + ".".join(loc[1:]) + "]" if len(loc) > 1 else "")
         msg = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
-        suffix = f" (got {got!r})" if field and not isinstance(got, dict) and got is not None else ""
+        suffix = f" (got {got!r})" if field and isinstance(got, (int, float, str)) else ""
         lines.append(f"{where}: {msg}{suffix}")
     return "\n".join(lines)
