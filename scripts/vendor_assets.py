@@ -6,7 +6,8 @@
 The tarball's integrity is the one the npm registry publishes for that exact
 version (``npm view htmx.org@4.0.1 dist.integrity``); a tarball that does not
 match is refused before anything is written. plotly.js is not vendored: the
-page serves the copy inside the installed ``plotly`` Python package.
+page serves the copy inside the installed ``plotly`` Python package. Swagger UI
+(``/docs``) is vendored too, so that the API docs need no network.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Package:
     name: str
     version: str
     integrity: str  # "sha512-<base64>", as the registry publishes it
-    files: dict[str, str]  # path inside the tarball (below package/) -> file name in static/vendor/
+    files: dict[str, str]  # path inside the tarball (below package/) -> path below static/vendor/
 
     @property
     def tarball_url(self) -> str:
@@ -50,6 +51,22 @@ PACKAGES = [
             # htmx 4's own SSE extension (registers as "sse"); htmx-ext-sse on npm is for htmx 2.
             "dist/ext/hx-sse.min.js": "hx-sse.min.js",
             "LICENSE": "htmx.LICENSE",
+        },
+    ),
+    Package(
+        name="swagger-ui-dist",
+        version="5.35.0",
+        integrity="sha512-U06rpMtW9V3XPGOBeamTUSr0Z09jMX4IJuANpE/EZbAhw0G8CgwrzU4YmXkn/h0wCDNsXdGarTNNHC3sU8yVUQ==",
+        files={
+            # The bundle includes the standalone preset that FastAPI's get_swagger_ui_html asks for.
+            "swagger-ui-bundle.js": "swagger-ui/swagger-ui-bundle.js",
+            "swagger-ui.css": "swagger-ui/swagger-ui.css",
+            "favicon-32x32.png": "swagger-ui/favicon-32x32.png",
+            "LICENSE": "swagger-ui/LICENSE",
+            # Apache-2.0 asks for NOTICE to travel with the work; the bundle's first line points to the licences
+            # of the libraries inside it.
+            "NOTICE": "swagger-ui/NOTICE",
+            "swagger-ui-bundle.js.LICENSE.txt": "swagger-ui/swagger-ui-bundle.js.LICENSE.txt",
         },
     ),
 ]
@@ -89,6 +106,7 @@ def vendor() -> None:
     lines = []
     for package in PACKAGES:
         for name, data in extract(package, fetch(package)).items():
+            (VENDOR_DIR / name).parent.mkdir(parents=True, exist_ok=True)
             (VENDOR_DIR / name).write_bytes(data)
             lines.append(f"{sha256_of(data)}  {name}  {package.name}@{package.version}")
             print(f"{name}: {len(data):,} bytes from {package.name}@{package.version}")

@@ -17,9 +17,9 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app.web.context import STATIC_DIR, Web
 from app.web.headers import SecurityHeaders
-from app.web.routes import analysis, dashboard, health, live, replay, simulate
+from app.web.routes import analysis, dashboard, docs, health, live, replay, simulate
 
-ROUTERS = [health, simulate, dashboard, live, replay, analysis]
+ROUTERS = [health, simulate, dashboard, live, replay, analysis, docs]
 
 # plotly.js as bundled with the installed plotly package, so Python and JS plotly stay in step.
 PLOTLY_JS = Path(find_spec("plotly").origin or "").parent / "package_data" / "plotly.min.js"  # type: ignore[union-attr]
@@ -31,6 +31,9 @@ def make_app(web: Web | None = None) -> FastAPI:
         title="kvscope",
         version=version("kvscope"),
         summary="What a GPU prefix cache and a CPU offload tier do to time-to-first-token, step by step.",
+        openapi_url=docs.OPENAPI_URL,
+        docs_url=None,  # FastAPI's own /docs and /redoc load their scripts from a CDN; routes/docs.py serves ours
+        redoc_url=None,
     )
     app.state.web = web
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed

@@ -5,15 +5,21 @@ from __future__ import annotations
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# Scripts only from this origin, so no inline script can run; plotly and htmx inject <style> elements.
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'self'; form-action 'self'"
-)
+
+def content_security_policy(script_src: str = "'self'") -> str:
+    """Everything from this origin only; plotly and htmx inject <style> elements."""
+    return (
+        f"default-src 'self'; script-src {script_src}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'self'; form-action 'self'"
+    )
+
+
+# Scripts only from this origin, so no inline script can run.
+CSP = content_security_policy()
 
 
 class SecurityHeaders:
-    """Adds the CSP (except on ``/docs``, whose Swagger UI comes from a CDN) and ``nosniff``."""
+    """Adds the CSP (unless the route set its own, as ``/docs`` does) and ``nosniff``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -22,13 +28,11 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        with_csp = not scope["path"].startswith("/docs")
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                if with_csp:
-                    headers.setdefault("Content-Security-Policy", CSP)
+                headers.setdefault("Content-Security-Policy", CSP)
                 headers.setdefault("X-Content-Type-Options", "nosniff")
             await send(message)
 
