@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,6 +102,30 @@ def test_a_seed_lab_live_run_through_the_app(app_url: str, emulators: dict[str, 
     assert httpx.get(app_url + f"/api/live/runs/{run['id']}").json()["state"] == "finished"
     # A run streams once.
     assert httpx.get(app_url + run["events"], timeout=30).status_code == 409
+
+
+def test_a_live_run_whose_client_leaves_is_stopped_and_sends_no_more_requests(app_url: str) -> None:
+    created = httpx.post(app_url + "/api/live/runs", json={"targets": ["gpu", "gpu+cpu"], "preset": "seed-lab"}, timeout=30)
+    assert created.status_code == 201, created.text
+    run = created.json()
+    with httpx.stream("GET", app_url + run["events"], timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:") and json.loads(line[5:])["type"] == "measured":
+                break  # one request measured of 60; then the client goes
+    state_url = app_url + f"/api/live/runs/{run['id']}"
+    deadline = time.monotonic() + 10
+    while httpx.get(state_url, timeout=5).json()["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stopped = httpx.get(state_url, timeout=5).json()
+    assert stopped["state"] == "stopped"
+    assert httpx.get(app_url + "/healthz", timeout=5).json()["streams"]["open"] == 0
+    time.sleep(1.0)  # at the emulators' speed, a run still going would measure several more requests by now
+    after = httpx.get(state_url, timeout=5).json()
+    assert after["measured"] == stopped["measured"] < 60
+    # The targets are free again.
+    again = httpx.post(app_url + "/api/live/runs", json={"targets": ["gpu"], "docs": 2}, timeout=30)
+    assert again.status_code == 201
+    stream_events(app_url + again.json()["events"])
 
 
 def test_a_target_that_is_down_gives_an_error_event_without_its_url(app_url: str) -> None:

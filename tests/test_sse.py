@@ -8,7 +8,7 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
@@ -174,3 +174,39 @@ def test_a_failing_simulation_ends_the_stream_with_an_error_event() -> None:
     assert [i.event for i in items] == ["run", "error"]
     assert items[1].data == {"type": "error", "run": "", "message": "RuntimeError: block pool corrupted"}
     assert (stats.open, stats.failed, stats.events_sent) == (0, 1, 1)
+
+
+def test_an_async_source_is_streamed_counted_and_closed_when_the_client_goes() -> None:
+    # Live mode's events come from an async generator. Its finally is where a live run stops sending requests.
+    closed: list[bool] = []
+    ends: list[str] = []
+
+    async def events() -> AsyncIterator[Event]:
+        try:
+            for name in ("gpu", "gpu+cpu", "never sent"):
+                yield RunStarted(name)
+        finally:
+            closed.append(True)
+
+    async def read_two_then_leave() -> list:
+        source = events()  # held here, so that only the stream's own close, not the garbage collector, can end it
+        stream = event_stream(source, stats, on_end=ends.append)
+        items = [await anext(stream), await anext(stream)]
+        assert closed == []
+        await stream.aclose()  # what the server does when the client disconnects
+        assert closed == [True], "the source must be closed with the stream"
+        return items
+
+    async def read_all() -> list:
+        return [item async for item in event_stream(events(), stats, on_end=ends.append)]
+
+    stats = StreamStats()
+    with ThreadPoolExecutor(1) as pool:
+        items = pool.submit(asyncio.run, read_two_then_leave()).result()
+        assert [i.data["run"] for i in items] == ["gpu", "gpu+cpu"]
+        assert ends == ["abandoned"]
+        assert (stats.open, stats.abandoned, stats.events_sent) == (0, 1, 1)  # the second was never acknowledged
+        everything = pool.submit(asyncio.run, read_all()).result()
+    assert [i.data["run"] for i in everything] == ["gpu", "gpu+cpu", "never sent"]
+    assert ends == ["abandoned", "completed"]
+    assert (stats.open, stats.completed, stats.events_sent) == (0, 1, 4)

@@ -1,17 +1,18 @@
 """Core events as Server-Sent Events: one message per event, named by its kind, that stops when the client leaves.
 
 Every stream of the app goes through ``event_stream`` so that each is counted
-in ``StreamStats`` (shown by ``/healthz``). FastAPI cancels the generator when
-the client disconnects; its ``finally`` then records the stream as abandoned
-and no further request is simulated.
+in ``StreamStats`` (shown by ``/healthz``): the simulator's (a plain iterator)
+and live mode's (an async one). FastAPI cancels the generator when the client
+disconnects; its ``finally`` then records the stream as abandoned and closes
+the source, so no further request is simulated or sent.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from fastapi.sse import ServerSentEvent
@@ -22,6 +23,9 @@ log = logging.getLogger(__name__)
 
 # The last event of one request of one run: the natural place to pace a stream.
 REQUEST_END = "ttft"
+
+# How a stream ended; each is a counter of StreamStats.
+Outcome = Literal["completed", "abandoned", "failed"]
 
 
 @dataclass(slots=True)
@@ -44,13 +48,23 @@ def message(event: Event) -> ServerSentEvent:
     return ServerSentEvent(event=event.kind, data=event.to_dict())
 
 
-async def event_stream(events: Iterator[Event], stats: StreamStats, *, pace_s: float = 0.0) -> AsyncIterator[ServerSentEvent]:
-    """Yield every event as a message, waiting ``pace_s`` after each request; an exception ends it with ``error``."""
+async def event_stream(
+    events: Iterable[Event] | AsyncIterable[Event],
+    stats: StreamStats,
+    *,
+    pace_s: float = 0.0,
+    on_end: Callable[[Outcome], None] | None = None,
+) -> AsyncIterator[ServerSentEvent]:
+    """Yield every event as a message, waiting ``pace_s`` after each request; an exception ends it with ``error``.
+
+    ``on_end`` learns how the stream ended, once, whichever way it did.
+    """
+    source = aiter(events) if isinstance(events, AsyncIterable) else _each(events)
     stats.open += 1
     stats.started += 1
-    outcome = "abandoned"
+    outcome: Outcome = "abandoned"
     try:
-        for event in events:
+        async for event in source:
             yield message(event)
             stats.events_sent += 1
             if event.kind == REQUEST_END:
@@ -64,3 +78,14 @@ async def event_stream(events: Iterator[Event], stats: StreamStats, *, pace_s: f
     finally:
         stats.open -= 1
         setattr(stats, outcome, getattr(stats, outcome) + 1)
+        if on_end is not None:
+            on_end(outcome)
+        # Now, not whenever the garbage collector gets to it: an abandoned source must stop its work at once.
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _each(events: Iterable[Event]) -> AsyncIterator[Event]:
+    for event in events:
+        yield event

@@ -15,7 +15,6 @@ at start-up is refused too. Responses carry target names, never URLs.
 # in annotations evaluated where the routes are defined.
 import asyncio
 import io
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Annotated, Any, Literal
@@ -32,13 +31,10 @@ from app.live.targets import Target
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.web.sse import message
+from app.web.sse import Outcome, event_stream
 from sim import measurements
-from sim.events import Error
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
-
-log = logging.getLogger(__name__)
 
 MAX_TARGETS = 8
 PROBE_TIMEOUT_S = 5.0
@@ -117,7 +113,12 @@ def router(*, web: Web) -> APIRouter:
         """Starts the run: ``warning``, ``run``, then per request the prediction (``request`` ... ``ttft``) and
         ``measured``; ``pass`` and ``done`` with measured and ``predicted`` summaries; ``error`` if a target fails.
         Closing the stream stops the run; what was measured stays in its records."""
-        async for item in live_stream(entry, web):
+
+        def ended(outcome: Outcome) -> None:
+            # Either way the run's targets are free again; a run its client left is stopped, not finished.
+            entry.state = RunState.STOPPED if outcome == "abandoned" else RunState.FINISHED
+
+        async for item in event_stream(entry.run.events(), web.streams, on_end=ended):
             yield item
 
     @api.get("/api/live/runs/{run_id}/records", summary="A live run's measurement file")
@@ -175,30 +176,6 @@ async def probe_all(targets: list[Target]) -> list[dict[str, Any]]:
             return {"name": target.name, "healthy": False, "error": str(exc)}
 
     return list(await asyncio.gather(*(one(t) for t in targets)))
-
-
-async def live_stream(entry: LiveRunEntry, web: Web) -> AsyncIterator[ServerSentEvent]:
-    """The run's events as SSE messages, counted in the app's stream statistics; the run stops when the client goes."""
-    stats = web.streams
-    stats.open += 1
-    stats.started += 1
-    outcome = "abandoned"
-    try:
-        async for event in entry.run.events():
-            yield message(event)
-            stats.events_sent += 1
-        outcome = "completed"
-        entry.state = RunState.FINISHED
-    except Exception as exc:  # noqa: BLE001 - the client gets the reason; the stream must end cleanly
-        log.exception("live stream failed")
-        outcome = "failed"
-        entry.state = RunState.FINISHED
-        yield message(Error("", f"{type(exc).__name__}: {exc}"))
-    finally:
-        if entry.state is RunState.RUNNING:
-            entry.state = RunState.STOPPED
-        stats.open -= 1
-        setattr(stats, outcome, getattr(stats, outcome) + 1)
 
 
 def panel_view(names: list[str]) -> dict[str, Any]:
