@@ -173,7 +173,7 @@ class Engine:
         new_blocks = gpu.allocate(req.alloc_blocks - len(hit_blocks), evictions)
         blocks = hit_blocks + new_blocks
         stored_gpu = gpu.cache_blocks(blocks, req.block_keys, len(hit_blocks), req.doc, req.shared_blocks)
-        gpu.free(blocks)
+        gpu.free(blocks, len(req.block_keys))  # cache_blocks hashed exactly the full blocks
 
         cpu_evicted: list[StoredChunk] = []
         disk_evicted: list[StoredChunk] = []
@@ -199,16 +199,24 @@ class Engine:
         covered = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys else 0
         if cpu is None or covered <= gpu_hit:
             return _External()
-        cpu_chunks, disk_chunks = cpu.chunks, disk.chunks if disk is not None else {}
+        cpu_chunks = cpu.chunks
         in_disk: list[bool] = []
-        for key in keys:
-            if key in cpu_chunks:
-                in_disk.append(False)
-            elif key in disk_chunks:
-                in_disk.append(True)
-            else:
-                break
-        found = len(in_disk)
+        if disk is None:
+            found = 0
+            for key in keys:
+                if key not in cpu_chunks:
+                    break
+                found += 1
+        else:
+            disk_chunks = disk.chunks
+            for key in keys:
+                if key in cpu_chunks:
+                    in_disk.append(False)
+                elif key in disk_chunks:
+                    in_disk.append(True)
+                else:
+                    break
+            found = len(in_disk)
         aligned = covered if found == len(keys) else found * chunk
         aligned = min(aligned, req.prompt_tokens - 1)  # vLLM recomputes the last token
         ext = _External(consulted=True, query_tokens=req.prompt_tokens - gpu_hit, aligned=aligned)
@@ -271,6 +279,8 @@ class Engine:
         self, req: Request, gpu: Evictions, cpu: list[StoredChunk], disk: list[StoredChunk]
     ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
+        if not (gpu or cpu or disk):
+            return out
         first_block = req.shared_blocks
         full_blocks = req.prompt_tokens // self.units.block
         for doc, (count, lo, hi) in gpu.items():

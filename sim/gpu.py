@@ -112,36 +112,48 @@ class GpuBlockPool:
             del self._copies[key]
 
     def cache_blocks(self, block_ids: Sequence[int], keys: Sequence[int], start: int, doc: int, shared_blocks: int) -> dict[int, int]:
-        """Give blocks ``start..len(keys)`` their hashes; returns new distinct blocks per document."""
+        """Give blocks ``start..len(keys)`` their hashes; returns new distinct blocks per document.
+
+        The first ``shared_blocks`` blocks belong to a shared prefix (owner -1), the rest to ``doc``.
+        """
         cached, block_hash, block_doc, block_pos = self.cached, self.block_hash, self.block_doc, self.block_pos
         stored: dict[int, int] = {}
-        for i in range(start, len(keys)):
-            block_id, key = block_ids[i], keys[i]
-            owner = doc if i >= shared_blocks else -1
-            block_hash[block_id] = key
-            block_doc[block_id] = owner
-            block_pos[block_id] = i
-            if key in cached:
-                self._copies.setdefault(key, []).append(block_id)
-                continue
-            cached[key] = block_id
-            stored[owner] = stored.get(owner, 0) + 1
-        for owner, count in stored.items():
-            self.doc_blocks[owner] = self.doc_blocks.get(owner, 0) + count
+        end = len(keys)
+        for lo, hi, owner in ((start, min(shared_blocks, end), -1), (max(start, shared_blocks), end, doc)):
+            new = 0
+            for i in range(lo, hi):
+                block_id, key = block_ids[i], keys[i]
+                block_hash[block_id] = key
+                block_doc[block_id] = owner
+                block_pos[block_id] = i
+                if key in cached:
+                    self._copies.setdefault(key, []).append(block_id)
+                else:
+                    cached[key] = block_id
+                    new += 1
+            if new:
+                stored[owner] = new
+                self.doc_blocks[owner] = self.doc_blocks.get(owner, 0) + new
         return stored
 
-    def free(self, block_ids: Sequence[int]) -> None:
+    def free(self, block_ids: Sequence[int], num_hashed: int | None = None) -> None:
         """A request finished: its blocks (in prompt order) return to the free queue.
 
         vLLM frees them tail first so that a document's tail is evicted before
         its head. Current vLLM puts blocks without a hash (the partial last
         block) at the front, to be reused first; older vLLM appended them with
-        the rest (``vllm-legacy``).
+        the rest (``vllm-legacy``). A caller that knows the first
+        ``num_hashed`` blocks are the hashed ones says so, sparing a scan.
         """
-        ordered = list(reversed(block_ids))
         if self.free_order == "vllm-legacy":
-            self.free_queue.append(ordered)
+            self.free_queue.append(block_ids[::-1])
             return
-        block_hash = self.block_hash
-        self.free_queue.prepend([b for b in ordered if block_hash[b] is None])
-        self.free_queue.append([b for b in ordered if block_hash[b] is not None])
+        if num_hashed is None:
+            block_hash = self.block_hash
+            ordered = block_ids[::-1]
+            self.free_queue.prepend([b for b in ordered if block_hash[b] is None])
+            self.free_queue.append([b for b in ordered if block_hash[b] is not None])
+            return
+        if num_hashed < len(block_ids):
+            self.free_queue.prepend(block_ids[num_hashed:][::-1])
+        self.free_queue.append(block_ids[num_hashed - 1 :: -1] if num_hashed else [])
