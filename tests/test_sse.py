@@ -11,12 +11,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 import httpx
 import pytest
 
 from app.web.sse import StreamStats, event_stream
-from live_servers import KVSCOPE, ROOT, free_port, wait_until_up
+from live_servers import KVSCOPE, ROOT, free_port, stop, wait_until_up
 from sim.events import EVENT_KINDS, Event, RunStarted
 
 SEED_LAB_REQUESTS = 30  # 10 documents x 3 passes
@@ -137,6 +138,32 @@ def test_a_client_that_disconnects_stops_the_server_side_work(live_server_factor
         assert after["abandoned"] == 1 and after["completed"] == 1
         sent = after["events_sent"] - before["events_sent"]
         assert 0 < sent < len(complete) / 2, sent
+
+
+def test_clients_that_leave_mid_stream_leave_no_traceback_in_the_log(tmp_path: Path) -> None:
+    # A client that stops reading is routine. FastAPI's SSE keep-alive task may be handing over a message just
+    # then, and used to log a BrokenResourceError traceback ("Exception in ASGI application") for it.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([*KVSCOPE, "serve", "--port", str(port), "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=log)
+    try:
+        wait_until_up(url, proc, timeout_s=30, path="/healthz")
+        leaving = 6
+        for _ in range(leaving):
+            # Unpaced and long (200 documents x 3 passes), so the server is always ahead of this client.
+            with httpx.stream("POST", f"{url}/api/simulate/stream", json={"docs": 200}, timeout=30) as response:
+                lines = response.iter_lines()
+                for _ in range(200):
+                    next(lines)
+        # A stream caught waiting at a yield is finalized by the garbage collector, which polling soon runs.
+        assert wait_for(lambda: health(url)["open"] == 0, timeout_s=15), health(url)
+        assert health(url)["abandoned"] == leaving
+    finally:
+        stop(proc)
+    logged = log_path.read_text()
+    assert "Traceback" not in logged and "BrokenResourceError" not in logged, logged[-3000:]
 
 
 def test_open_streams_do_not_hold_the_shutdown() -> None:

@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 
 from app.web.context import STATIC_DIR, Web
+from app.web.disconnects import QuietDisconnects
 from app.web.headers import SecurityHeaders
 from app.web.routes import analysis, dashboard, docs, health, live, replay, simulate
 
@@ -38,6 +39,7 @@ def make_app(web: Web | None = None) -> FastAPI:
     app.state.web = web
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(QuietDisconnects)
     for feature in ROUTERS:
         app.include_router(feature.router(web=web))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
