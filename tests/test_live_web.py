@@ -240,6 +240,9 @@ def test_a_live_seed_lab_run_from_the_page(page: Page, app_url: str, artifacts: 
     assert dict(points) == {"gpu measured": 30, "gpu simulated": 30, "gpu+cpu measured": 30, "gpu+cpu simulated": 30}
     drawn = page.evaluate("[...document.querySelectorAll('#live-chart .scatterlayer .trace')].map(t => t.querySelectorAll('.points path').length)")
     assert drawn == [30, 30, 30, 30]
+    # Pass boundaries as on the TTFT chart: each target's requests numbered from 1, 10 per pass.
+    expect(page.locator("#live-chart .annotation-text")).to_have_text(["pass 1 · forward", "pass 2 · forward", "pass 3 · reverse"])
+    assert page.evaluate("document.getElementById('live-chart').layout.shapes.map(s => s.x0)") == [10.5, 20.5]
     # Table: measured beside predicted; pass 2 with the CPU tier loads 10 x 4,864 = 48,640 tokens from CPU.
     expect(page.locator("#live-table tbody tr")).to_have_count(6)
     row = page.locator('#live-table tr[data-run="gpu+cpu"][data-pass="2"]')

@@ -90,6 +90,15 @@ def test_seed_lab_plays_to_the_end(page: Page, live_server: str, artifacts: Path
     page.screenshot(path=str(artifacts / "dashboard-seed-lab.png"), full_page=True)
 
 
+def test_pass_boundaries_are_drawn_and_labelled(page: Page, live_server: str) -> None:
+    open_dashboard(page, live_server)
+    # The seed lab reads 10 documents per pass, requests numbered from 1: passes 2 and 3 start at requests 11 and
+    # 21, so their boundaries sit between two requests, at 10.5 and 20.5; every pass is labelled at its start.
+    expect(page.locator("#ttft-chart .annotation-text")).to_have_text(["pass 1 · forward", "pass 2 · forward", "pass 3 · reverse"])
+    assert page.evaluate("document.getElementById('ttft-chart').layout.shapes.map(s => s.x0)") == [10.5, 20.5]
+    expect(page.locator("#ttft-chart .shapelayer path")).to_have_count(2)
+
+
 def test_step_advances_exactly_one_request(page: Page, live_server: str) -> None:
     open_dashboard(page, live_server)
     status = page.locator("#player-status")

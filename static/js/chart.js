@@ -39,14 +39,6 @@
         marker: { symbol, color: "#6b6b6b", size: 9 }, hoverinfo: "skip",
       });
     }
-    const shapes = passes.slice(1).map((p) => ({
-      type: "line", xref: "x", yref: "paper", x0: p.first_request - 0.5, x1: p.first_request - 0.5, y0: 0, y1: 1,
-      line: { color: "#888", width: 1, dash: "dot" },
-    }));
-    const annotations = passes.map((p) => ({
-      xref: "x", yref: "paper", x: p.first_request - 0.5, y: 1, xanchor: "left", yanchor: "bottom", showarrow: false,
-      text: `pass ${p.number} · ${p.order}`, font: { size: 12, color: "#444" },
-    }));
     const layout = {
       margin: { l: 60, r: 10, t: 30, b: 44 },
       height: 340,
@@ -55,7 +47,7 @@
       xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5], zeroline: false, gridcolor: "#eee" },
       yaxis: { title: { text: "TTFT, ms" }, range: [0, top], zeroline: false, gridcolor: "#eee" },
       legend: { x: 1.02, y: 1, xanchor: "left", yanchor: "top", font: { size: 12 } },
-      shapes, annotations,
+      ...window.kvscope.passMarks(passes),
     };
     window.Plotly.newPlot(div, traces, layout, { displayModeBar: false, responsive: true });
   }

@@ -43,14 +43,6 @@
         hovertemplate: `<b>${t}</b> simulated · request %{x}<br>%{y:.1f} ms · %{customdata}<extra></extra>`,
       });
     });
-    const shapes = passes.slice(1).map((p) => ({
-      type: "line", xref: "x", yref: "paper", x0: p.first_request - 0.5, x1: p.first_request - 0.5, y0: 0, y1: 1,
-      line: { color: "#888", width: 1, dash: "dot" },
-    }));
-    const annotations = passes.map((p) => ({
-      xref: "x", yref: "paper", x: p.first_request - 0.5, y: 1, xanchor: "left", yanchor: "bottom", showarrow: false,
-      text: `pass ${p.number} · ${p.order}`, font: { size: 12, color: "#444" },
-    }));
     window.Plotly.newPlot(chart, traces, {
       margin: { l: 60, r: 10, t: 30, b: 44 }, height: 340,
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
@@ -58,7 +50,7 @@
       xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5], zeroline: false, gridcolor: "#eee" },
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true, zeroline: false, gridcolor: "#eee" },
       legend: { x: 1.02, y: 1, xanchor: "left", yanchor: "top", font: { size: 12 } },
-      shapes, annotations,
+      ...window.kvscope.passMarks(passes),
     }, { displayModeBar: false, responsive: true });
   }
 
