@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from app.cli import main
 
@@ -34,6 +34,20 @@ def cli(*args: str) -> dict:
     result = CliRunner().invoke(main, list(args))
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
+
+
+def test_before_a_replay_the_panel_shows_no_empty_table_or_charts(panel: Page, artifacts: Path) -> None:
+    result = panel.locator("#replay-result")
+    expect(result).to_be_hidden()
+    # The whole panel is its form and a one-line status: far shorter than the two charts alone (320 + 340 px).
+    form_height = panel.locator("#replay-form").bounding_box()["height"]
+    panel_height = panel.locator("#replay").bounding_box()["height"]
+    assert panel_height < form_height + 150, (panel_height, form_height)
+    panel.locator("#replay").screenshot(path=str(artifacts / "replay-empty.png"))
+    replay_on_page(panel, "1000", "8000")
+    expect(result).to_be_visible()
+    expect(panel.locator("#replay-tiers tbody tr")).to_have_count(2)
+    assert panel.locator("#replay-hit-chart").bounding_box()["height"] >= 300
 
 
 def test_page_shows_the_clis_records_for_the_bundled_trace(panel: Page) -> None:

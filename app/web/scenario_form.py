@@ -33,7 +33,7 @@ class FieldSpec:
 FIELDS = (
     FieldSpec("docs", "Documents", "read once per pass"),
     FieldSpec("doc_tokens", "Tokens per document", "a short question follows each"),
-    FieldSpec("gpu_tokens", "GPU cache, tokens", "vLLM's 'GPU KV cache size'"),
+    FieldSpec("gpu_tokens", "GPU cache, tokens", "vLLM's 'GPU KV cache size'; one block is its null block"),
     FieldSpec("cpu_gb", "CPU tier, GiB", "LMCache max_local_cpu_size", step="any"),
     FieldSpec("block_size", "GPU block, tokens", "vLLM's block size"),
     FieldSpec("chunk_size", "CPU chunk, tokens", "a multiple of the block"),
