@@ -95,7 +95,7 @@ _Overrides = create_model("_Overrides", __config__=ConfigDict(extra="forbid"), *
 class ScenarioInput(_Overrides):  # type: ignore[misc, valid-type]
     """The CLI's scenario flags as one object: ``--doc-tokens 4000`` is ``{"doc_tokens": 4000}``."""
 
-    model_config = ConfigDict(extra="forbid", title="ScenarioInput")
+    model_config = ConfigDict(extra="forbid")
 
     preset: str = Field(default="seed-lab", description=f"starting point: {', '.join(PRESETS)}", examples=["seed-lab"])
     no_cpu: bool = Field(default=False, description="run the GPU tier alone (--no-cpu)")
