@@ -54,13 +54,13 @@ class ChunkStore:
         """Store a chunk unless present or larger than the tier; evicted chunks are appended to ``evicted``."""
         return bool(self.put_many([(key, chunk)], evicted))
 
-    def put_many(self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]) -> list[int]:
-        """Store chunks in order, skipping present ones; returns the positions in ``items`` actually stored."""
+    def put_many(self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]) -> dict[int, int]:
+        """Store chunks in order, skipping present ones; returns the tokens newly stored per document."""
         chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
         from_back = self.policy == "mru"
         used = self.used_tokens
-        stored: list[int] = []
-        for n, (key, chunk) in enumerate(items):
+        added: dict[int, int] = {}
+        for key, chunk in items:
             tokens = chunk[TOKENS]
             if key in chunks or tokens > capacity:
                 continue
@@ -73,6 +73,6 @@ class ChunkStore:
             used += tokens
             doc = chunk[DOC]
             doc_tokens[doc] = doc_tokens.get(doc, 0) + tokens
-            stored.append(n)
+            added[doc] = added.get(doc, 0) + tokens
         self.used_tokens = used
-        return stored
+        return added

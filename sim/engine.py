@@ -88,16 +88,6 @@ class RequestRecord:
         }
 
 
-def _tally(items: list[tuple[int, StoredChunk]], positions: list[int], into: dict[int, int]) -> int:
-    """Add the tokens of ``items[positions]`` to ``into`` per document; returns their sum."""
-    total = 0
-    for n in positions:
-        owner, _, tokens = items[n][1]
-        into[owner] = into.get(owner, 0) + tokens
-        total += tokens
-    return total
-
-
 def _source(gpu: int, cpu: int, disk: int, computed: int) -> str:
     """Where most of the prompt came from; ties go to the earlier tier."""
     best, name = gpu, "gpu"
@@ -254,26 +244,23 @@ class Engine:
         stored_disk: dict[int, int] = {}
         if cpu is None:
             return stored_cpu, stored_disk, 0
-        chunk, keys, doc, shared = self.units.chunk, req.chunk_keys, req.doc, req.shared_chunks
+        chunk, keys, doc, shared, tail = self.units.chunk, req.chunk_keys, req.doc, req.shared_chunks, req.last_chunk_tokens
         last = len(keys) - 1
-
-        def item(i: int) -> tuple[int, StoredChunk]:
-            return keys[i], (doc if i >= shared else -1, i, req.last_chunk_tokens if i == last else chunk)
-
         # The first chunk that ends after the hit holds computed tokens, and so do all after it.
-        computed = []
+        computed: list[tuple[int, StoredChunk]] = []
         for i in range(hit_end // chunk, len(keys)):
-            entry = item(i)
-            if i * chunk + entry[1][2] > hit_end:
-                computed.append(entry)
+            tokens = tail if i == last else chunk
+            if i * chunk + tokens > hit_end:
+                computed.append((keys[i], (doc if i >= shared else -1, i, tokens)))
         # Promoted chunks precede the computed ones in the prompt, so they go in first (LRU order).
         if ext.disk_indexes:
-            promoted = [item(i) for i in ext.disk_indexes]
-            _tally(promoted, cpu.put_many(promoted, cpu_evicted), stored_cpu)
-        written = _tally(computed, cpu.put_many(computed, cpu_evicted), stored_cpu)
-        if disk is not None:
-            _tally(computed, disk.put_many(computed, disk_evicted), stored_disk)
-        return stored_cpu, stored_disk, written
+            promoted = [(keys[i], (doc if i >= shared else -1, i, tail if i == last else chunk)) for i in ext.disk_indexes]
+            stored_cpu = cpu.put_many(promoted, cpu_evicted)
+        written_by_doc = cpu.put_many(computed, cpu_evicted)
+        for owner, tokens in written_by_doc.items():
+            stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
+        stored_disk = disk.put_many(computed, disk_evicted) if disk is not None else {}
+        return stored_cpu, stored_disk, sum(written_by_doc.values())
 
     def _evicted(
         self, req: Request, gpu: Evictions, cpu: list[StoredChunk], disk: list[StoredChunk]
