@@ -1,4 +1,4 @@
-"""The cost profile a server runs with: ``KVSCOPE_COSTS`` names a profile file (``kvscope calibrate`` writes one).
+"""Cost profiles in the app: the one a server runs with (``KVSCOPE_COSTS`` names a profile file), and how one is saved.
 
 ``kvscope serve --costs FILE`` checks the file and sets the variable; every
 scenario the page and the API simulate then uses its constants unless the
@@ -7,9 +7,11 @@ request brings its own ``costs``.
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from sim.calibrate import load_profile
 from sim.costs import CostModel
@@ -35,3 +37,13 @@ def configure(path: Path | None) -> None:
     elif os.environ.get(ENV_VAR):
         load_profile(Path(os.environ[ENV_VAR]))
     served_costs.cache_clear()
+
+
+def profile_text(profile: dict[str, Any]) -> str:
+    """A cost profile (``Calibration.profile()``) as ``kvscope calibrate`` saves it and the page offers it."""
+    return json.dumps(profile, indent=1) + "\n"
+
+
+def profile_name(measurements_name: str) -> str:
+    """Where a measurement file's profile goes by default: ``run.csv`` -> ``run.costs.json``."""
+    return measurements_name.split(".")[0] + ".costs.json"

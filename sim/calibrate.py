@@ -22,12 +22,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from sim.costs import COEFFICIENTS, DISK_TO_CPU_LOAD_RATIO, CostModel
 from sim.engine import RequestRecord
 from sim.lstsq import nnls
 from sim import stats
-from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError
-from sim.measurements import read as read_measurements
+from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError, parse_text
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.workload import build_requests, units
@@ -96,22 +97,41 @@ class Calibration:
 def load_profile(path: Path) -> CostModel:
     """The constants of a cost profile (``Calibration.profile()``'s JSON, or a bare ``CostModel`` object)."""
     try:
-        data = json.loads(Path(path).read_text())
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        return CostModel(**data.get("costs", data))
+        text = Path(path).read_text()
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        raise ValueError(f"{path}: not a cost profile ({exc})") from None
+    return parse_profile(text, str(path))[0]
+
+
+def parse_profile(text: str, name: str) -> tuple[CostModel, dict[str, Any]]:
+    """A profile's constants and its ``fit`` (empty for a bare ``CostModel``); errors name ``name`` and the field."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}: not a cost profile (not JSON: {exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: not a cost profile (expected a JSON object)")
+    where, values = ("costs.", data["costs"]) if "costs" in data else ("", data)
+    if not isinstance(values, dict):
+        raise ValueError(f"{name}: not a cost profile (costs: expected a JSON object)")
+    try:
+        costs = CostModel(**values)
+    except ValidationError as exc:
+        detail = "; ".join(f"{where}{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"{name}: not a cost profile ({detail})") from None
+    fit = data.get("fit") if "costs" in data else None
+    return costs, fit if isinstance(fit, dict) else {}
 
 
 def read_table(path: Path | None = None) -> list[Cell]:
     """A table with columns ``config, pass, order, p50_ms, mean_ms`` (the seed table by default)."""
     if path is None:
-        text = resources.files("sim").joinpath("data/seed_table.csv").read_text()
-    else:
-        text = Path(path).read_text()
+        return parse_table(resources.files("sim").joinpath("data/seed_table.csv").read_text())
+    return parse_table(Path(path).read_text())
+
+
+def parse_table(text: str) -> list[Cell]:
+    """``read_table``'s work on the table's text."""
     cells = []
     for line, row in enumerate(csv.DictReader(text.splitlines()), start=2):
         try:
@@ -330,13 +350,19 @@ def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calib
 def calibrate_file(path: Path, scenario: Scenario) -> Calibration:
     """A per-request file (CSV or JSONL, with ``ttft_ms``) or a table (``p50_ms, mean_ms`` per cell)."""
     try:
-        head = Path(path).read_text().lstrip().split("\n", 1)[0]
+        text = Path(path).read_text()
     except OSError as exc:
         raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+    return calibrate_text(text, scenario, jsonl=Path(path).suffix == ".jsonl")
+
+
+def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False) -> Calibration:
+    """``calibrate_file``'s work on the file's text (an upload, say); JSONL is also recognised by its first ``{``."""
+    head = text.lstrip().split("\n", 1)[0]
     header = [c.strip() for c in head.split(",")]
     if not head.startswith("{") and "ttft_ms" not in header and {"p50_ms", "mean_ms"} <= set(header):
         try:
-            return fit(scenario, read_table(path))
+            return fit(scenario, parse_table(text))
         except ValueError as exc:
             raise MeasurementError(str(exc)) from None
-    return calibrate_measurements(read_measurements(path), scenario)
+    return calibrate_measurements(parse_text(text, jsonl=jsonl or head.startswith("{")), scenario)

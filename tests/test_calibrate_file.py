@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from app.cli import main
 from sim import measurements
-from sim.calibrate import calibrate_file, calibrate_measurements
+from sim.calibrate import calibrate_file, calibrate_measurements, calibrate_text, parse_profile
 from sim.costs import CostModel
 from sim.measurements import MeasurementError
 from sim.scenario import Scenario
@@ -155,3 +155,33 @@ def test_serve_simulates_with_the_profile_it_was_given(tmp_path: Path, live_serv
         lru = next(e for e in policies["gpu"] if e["policy"] == "lru")
         gpu_run = next(r for r in expected if r["name"] == "gpu")
         assert [p["mean_ms"] for p in lru["passes"]] == [p["mean_ms"] for p in gpu_run["passes"]]
+
+
+def test_a_files_text_calibrates_as_the_file_does(tmp_path: Path) -> None:
+    # An upload arrives as text: JSONL is recognised by its first "{", whatever the name.
+    path = synthetic(tmp_path, Scenario(), "run.jsonl", keep=None)
+    calibration = calibrate_text(path.read_text(), Scenario())
+    assert calibration.profile() == calibrate_file(path, Scenario()).profile()
+    assert_recovered(calibration.costs)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"costs": {"overhead_ms": -1}}', "mine.json: not a cost profile (costs.overhead_ms: Input should be greater than or equal to 0"),
+        ('{"overhead_ms": 1, "prefill_ms_per_token": "fast"}', "prefill_ms_per_token: Input should be a valid number"),
+        ('{"costs": [1, 2]}', "costs: expected a JSON object"),
+        ('{"costs": {\n"overhead_ms": 1,,}}', "not JSON: Expecting property name enclosed in double quotes, line 2"),
+    ],
+)
+def test_a_bad_profile_is_named_with_its_field_or_line(text: str, needle: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_profile(text, "mine.json")
+    assert needle in str(info.value)
+
+
+def test_a_profile_gives_its_constants_and_fit(tmp_path: Path) -> None:
+    profile = calibrate_file(synthetic(tmp_path, Scenario()), Scenario()).profile()
+    costs, fit = parse_profile(json.dumps(profile), "run.costs.json")
+    assert costs.model_dump(mode="json") == profile["costs"] and fit == profile["fit"]
+    assert parse_profile(json.dumps(profile["costs"]), "bare.json") == (costs, {})  # a bare CostModel has no fit

@@ -10,6 +10,7 @@ import click
 
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
+from app.costs_profile import profile_name, profile_text
 from sim.calibrate import calibrate_file
 from sim.measurements import MeasurementError
 
@@ -33,7 +34,7 @@ def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file
     re-simulating the scenario the run used (--preset and the scenario flags). Reports each cell's error and R^2."""
     if costs_file is not None:
         raise click.UsageError("--costs is what calibrate produces; give the measurements as FILE")
-    out = out or file.with_name(file.name.split(".")[0] + ".costs.json")
+    out = out or file.with_name(profile_name(file.name))
     if out.exists() and not force:
         raise click.UsageError(f"{out} exists; give --force to replace it or --out for another file")
     scenario = build_scenario(**flags)
@@ -44,7 +45,7 @@ def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file
     except ValueError as exc:  # e.g. the data cannot tell two costs apart
         raise click.UsageError(f"{file}: cannot fit the cost model ({exc})") from None
     profile = calibration.profile()
-    out.write_text(json.dumps(profile, indent=1) + "\n")
+    out.write_text(profile_text(profile))
     if as_json:
         click.echo(json.dumps(profile, indent=1))
         return
