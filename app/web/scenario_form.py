@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import annotated_types
 
@@ -28,6 +28,12 @@ class FieldSpec:
     kind: str = "number"  # number | text | select
     step: str = "1"
     options: tuple[str, ...] = ()
+    more: bool = False  # under "More settings", closed until opened (or until one of its fields has an error)
+
+
+def _choices(name: str) -> tuple[str, ...]:
+    """A ``Literal`` field's values, in ``Scenario``'s order."""
+    return tuple(str(v) for v in get_args(Scenario.model_fields[name].annotation))
 
 
 FIELDS = (
@@ -40,6 +46,12 @@ FIELDS = (
     FieldSpec("passes", "Passes", "forward, reverse, random@7, 3/1/2", kind="text"),
     FieldSpec("granularity", "Granularity", "cache blocks, or whole documents", kind="select", options=("block", "doc")),
     FieldSpec("model", "Model", "its KV bytes per token size the CPU tier", kind="select", options=tuple(MODELS)),
+    FieldSpec("question_tokens", "Question, tokens", "after each document", more=True),
+    FieldSpec("shared_prefix_tokens", "Shared prefix", "tokens of a system prompt before every document", more=True),
+    FieldSpec("disk_gb", "Disk tier, GiB", "LMCache local disk, behind the CPU tier", step="any", more=True),
+    FieldSpec("gpu_policy", "GPU eviction", "lru is vLLM's", kind="select", options=_choices("gpu_policy"), more=True),
+    FieldSpec("cpu_policy", "CPU eviction", "lru is LMCache's", kind="select", options=_choices("cpu_policy"), more=True),
+    FieldSpec("free_order", "Free order", "vllm-legacy: older vLLM's order", kind="select", options=_choices("free_order"), more=True),
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
 
@@ -67,6 +79,19 @@ class FormView:
     @property
     def invalid(self) -> bool:
         return bool(self.errors) or any(f.error for f in self.fields)
+
+    @property
+    def main_fields(self) -> list[FieldView]:
+        return [f for f in self.fields if not f.spec.more]
+
+    @property
+    def more_fields(self) -> list[FieldView]:
+        return [f for f in self.fields if f.spec.more]
+
+    @property
+    def more_open(self) -> bool:
+        """Shown open when one of its fields has an error (the page's script keeps it open once opened)."""
+        return any(f.error for f in self.more_fields)
 
 
 def _bounds(name: str) -> tuple[float | None, float | None]:
