@@ -7,6 +7,7 @@ the API validate alike. Bounds shown on the inputs come from ``Scenario``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -131,6 +132,16 @@ def preset_view(preset: str) -> FormView:
 
 
 def parse(form: Mapping[str, str]) -> ScenarioInput:
-    """Raises ``ValidationError`` naming the fields; empty fields keep the preset's value."""
+    """Raises ``ValidationError`` naming the fields; empty fields keep the preset's value, and no ``costs`` the server's."""
     data: dict[str, Any] = {name: form[name].strip() for name in FIELD_NAMES if form.get(name, "").strip()}
+    if costs := form.get("costs", "").strip():  # the constants "Use these costs" put in the form, as JSON
+        data["costs"] = _json(costs)
     return ScenarioInput(preset=form.get("preset", "seed-lab"), **data)
+
+
+def _json(text: str) -> Any:
+    """The parsed value, or the text itself for pydantic to refuse with the field's name."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
