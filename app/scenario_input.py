@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator
 from pydantic.fields import FieldInfo
 
 from sim.costs import CostModel

@@ -9,6 +9,7 @@ from typing import Any
 from sim.calibrate import seed_scenario
 from sim.costs import default_costs
 from sim.engine import Engine
+from sim.scenario import Scenario
 from sim.simulation import simulate, tier_spec
 from sim.workload import build_requests
 

@@ -13,14 +13,13 @@ import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request, UploadFile
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.scenario_input import ScenarioInput
-from app.web import scenario_form
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
+from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
 from sim import measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
@@ -29,20 +28,8 @@ from sim.measurements import Measurement, MeasurementError
 from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
 from sim.whatif import compare
 
-MAX_UPLOAD_BYTES = 16 * 2**20  # a per-request file of ~100,000 requests
 MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
 MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
-
-
-class Problem(Exception):
-    """Bad input for a panel: ``field`` (a form field's name, or "" for the whole input) and why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-    def for_body(self) -> RequestValidationError:
-        return RequestValidationError([{"type": "value_error", "loc": ("body", self.field) if self.field else ("body",), "msg": str(self)}])
 
 
 # -- inputs ------------------------------------------------------------------
@@ -67,40 +54,11 @@ class SizeInput(BaseModel):
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=100_000, description="GPU memory left for KV cache, GiB")
 
 
-async def _upload_text(file: UploadFile | None, field: str) -> tuple[str, str] | None:
-    """(name, text) of an uploaded file, or None when none was chosen."""
-    if file is None or not file.filename:
-        return None
-    data = await file.read(MAX_UPLOAD_BYTES + 1)
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise Problem(field, f"{file.filename}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
-    try:
-        return file.filename, data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise Problem(field, f"{file.filename}: not UTF-8 text") from None
-
-
 def _measurement_rows(name: str, text: str) -> list[Measurement]:
     try:
         return measurements.parse_text(text, jsonl=name.endswith(".jsonl") or text.lstrip().startswith("{"))
     except MeasurementError as exc:
         raise Problem("file", f"{name}: {exc}") from None
-
-
-def _form_values(form: Any) -> dict[str, str]:
-    return {k: v for k, v in form.items() if isinstance(v, str)}
-
-
-def _scenario(values: dict[str, str]) -> Scenario:
-    """The sidebar form's scenario; its errors name the sidebar's fields."""
-    try:
-        return check(scenario_form.parse(values))
-    except ValidationError as exc:
-        errors = errors_of(exc)
-    except InputErrors as exc:
-        errors = exc.errors
-    detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in errors)
-    raise Problem("scenario", f"the scenario in the sidebar cannot be simulated ({detail})")
 
 
 def _int(values: dict[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -168,14 +126,14 @@ def router(*, web: Web) -> APIRouter:
     @routes.post("/ui/analysis/measurements", response_class=HTMLResponse, include_in_schema=False)
     async def measurements_panel(request: Request) -> HTMLResponse:
         form = await request.form()
-        values = _form_values(form)
+        values = form_values(form)
         try:
             rows: list[Measurement] = []
-            upload = await _upload_text(form.get("file"), "file")  # type: ignore[arg-type]
+            upload = await upload_text(form.get("file"), "file")  # type: ignore[arg-type]
             if upload is not None:
                 rows += _measurement_rows(*upload)
-            warmup = await _upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
-            query = await _upload_text(form.get("query"), "query")  # type: ignore[arg-type]
+            warmup = await upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
+            query = await upload_text(form.get("query"), "query")  # type: ignore[arg-type]
             if (warmup is None) != (query is None):
                 raise Problem("query" if query is None else "warmup", "a long_doc_qa run needs both warmup_round.csv and query_round.csv")
             if warmup is not None and query is not None:
@@ -189,9 +147,9 @@ def router(*, web: Web) -> APIRouter:
 
     @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
     async def capacity_panel(request: Request) -> HTMLResponse:
-        values = _form_values(await request.form())
+        values = form_values(await request.form())
         try:
-            scenario = _scenario(values)
+            scenario = sidebar_scenario(values)
             tier = values.get("curve_tier", "gpu")
             if tier not in ("gpu", "cpu"):
                 raise Problem("curve_tier", "choose gpu or cpu")
@@ -205,7 +163,7 @@ def router(*, web: Web) -> APIRouter:
     @routes.post("/ui/analysis/policies", response_class=HTMLResponse, include_in_schema=False)
     async def policies_panel(request: Request) -> HTMLResponse:
         try:
-            scenario = _scenario(_form_values(await request.form()))
+            scenario = sidebar_scenario(form_values(await request.form()))
         except Problem as exc:
             return problem(request, exc)
         return render(request, "analysis/policies.html", result=compare(scenario))
@@ -213,9 +171,9 @@ def router(*, web: Web) -> APIRouter:
     @routes.post("/ui/analysis/size", response_class=HTMLResponse, include_in_schema=False)
     async def size_panel(request: Request) -> HTMLResponse:
         form = await request.form()
-        values = _form_values(form)
+        values = form_values(form)
         try:
-            upload = await _upload_text(form.get("config"), "config")  # type: ignore[arg-type]
+            upload = await upload_text(form.get("config"), "config")  # type: ignore[arg-type]
             shape = _shape(values.get("model", DEFAULT_MODEL), upload)
             body = _size_input(values)
         except Problem as exc:
@@ -233,7 +191,7 @@ def router(*, web: Web) -> APIRouter:
         against the baseline, ``pass_speedups`` against each configuration's first pass. A bad line is a 422 naming
         it; nothing of a bad file is kept."""
         try:
-            upload = await _upload_text(file, "file")
+            upload = await upload_text(file, "file")
             if upload is None:
                 raise Problem("file", "no file was uploaded")
             rows = _measurement_rows(*upload)

@@ -22,7 +22,7 @@ from app.costs_profile import profile_name, profile_text
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.web.routes.analysis import Problem, _form_values, _scenario, _upload_text
+from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
 from sim.calibrate import SAMPLE_COEFFICIENTS, Calibration, calibrate_text, parse_profile
 from sim.costs import CostModel
 from sim.measurements import MeasurementError
@@ -88,7 +88,7 @@ def calibration_view(name: str, calibration: Calibration) -> CalibrationView:
 
 async def _required_upload(file: Any, field: str, missing: str) -> tuple[str, str]:
     """(name, text) of the file uploaded as ``field``; ``missing`` says what to choose when there is none."""
-    upload = await _upload_text(file if isinstance(file, StarletteUpload) else None, field)
+    upload = await upload_text(file if isinstance(file, StarletteUpload) else None, field)
     if upload is None:
         raise Problem(field, missing)
     return upload
@@ -121,7 +121,7 @@ def router(*, web: Web) -> APIRouter:
         form = await request.form()
         try:
             upload = await _required_upload(form.get("file"), "file", "choose a measurement file")
-            calibration = await _calibrate(*upload, _scenario(_form_values(form)))
+            calibration = await _calibrate(*upload, sidebar_scenario(form_values(form)))
         except Problem as exc:
             return problem(request, exc)
         return render(request, "analysis/calibration.html", view=calibration_view(upload[0], calibration))
@@ -150,7 +150,7 @@ def router(*, web: Web) -> APIRouter:
     @routes.post("/ui/costs", response_class=HTMLResponse, include_in_schema=False)
     async def costs_line(request: Request) -> HTMLResponse:
         """The sidebar's costs line carrying the posted constants ("Use these costs")."""
-        values = _form_values(await request.form())
+        values = form_values(await request.form())
         try:
             costs = CostModel.model_validate_json(values.get("costs", ""))
         except ValidationError as exc:
@@ -172,7 +172,7 @@ def router(*, web: Web) -> APIRouter:
         ``serve --costs`` read. The other form fields are the scenario the run used, as ``/api/simulate``'s body
         names them (``preset``, ``docs``, ``passes``, ...): a file without hit-token columns, and a table, are fitted
         by re-simulating it. A bad line or field is a 422 naming it."""
-        fields = {k: v for k, v in _form_values(await request.form()).items() if k != "file"}
+        fields = {k: v for k, v in form_values(await request.form()).items() if k != "file"}
         try:
             if "costs" in fields:
                 raise Problem("costs", "costs are what calibration fits; give the measurements as file")

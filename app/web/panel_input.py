@@ -1,0 +1,55 @@
+"""What a page panel's form posts: an uploaded text file, the sidebar's scenario, and the ``Problem`` a panel shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import UploadFile
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.web import scenario_form
+from app.web.inputs import InputErrors, check, errors_of
+from sim.scenario import Scenario
+
+MAX_UPLOAD_BYTES = 16 * 2**20  # a per-request file of ~100,000 requests
+
+
+class Problem(Exception):
+    """Bad input for a panel: ``field`` (a form field's name, or "" for the whole input) and why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def for_body(self) -> RequestValidationError:
+        return RequestValidationError([{"type": "value_error", "loc": ("body", self.field) if self.field else ("body",), "msg": str(self)}])
+
+
+async def upload_text(file: UploadFile | None, field: str) -> tuple[str, str] | None:
+    """(name, text) of an uploaded file, or None when none was chosen."""
+    if file is None or not file.filename:
+        return None
+    data = await file.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise Problem(field, f"{file.filename}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
+    try:
+        return file.filename, data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Problem(field, f"{file.filename}: not UTF-8 text") from None
+
+
+def form_values(form: Any) -> dict[str, str]:
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+def sidebar_scenario(values: dict[str, str]) -> Scenario:
+    """The sidebar form's scenario; its errors name the sidebar's fields."""
+    try:
+        return check(scenario_form.parse(values))
+    except ValidationError as exc:
+        errors = errors_of(exc)
+    except InputErrors as exc:
+        errors = exc.errors
+    detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in errors)
+    raise Problem("scenario", f"the scenario in the sidebar cannot be simulated ({detail})")
