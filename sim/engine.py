@@ -10,7 +10,7 @@ This loop is written once; tiers and their policies plug into it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sim.chunk_store import ChunkPolicy, ChunkStore, StoredChunk
@@ -34,6 +34,7 @@ from sim.events import (
 )
 from sim.gpu import Evictions, FreeOrder, GpuBlockPool
 from sim.policies import Future, GpuPolicy
+from sim.result import pass_summaries, run_totals
 from sim.workload import Request, Units
 
 
@@ -130,6 +131,7 @@ class Engine:
             self.future = plan(requests)
 
     def tier_infos(self) -> list[TierInfo]:
+        """The run's tiers in lookup order, as the ``run`` event and the JSON result list them."""
         infos = [TierInfo(GPU, self.units.block, self.gpu.capacity_blocks * self.units.block, self.gpu.policy)]
         for store in (self.cpu, self.disk):
             if store is not None:
@@ -137,8 +139,6 @@ class Engine:
         return infos
 
     def start_event(self, requests: int, docs: int, doc_tokens: int) -> RunStarted:
-        from dataclasses import asdict
-
         return RunStarted(self.run, [asdict(t) for t in self.tier_infos()], requests, docs, doc_tokens)
 
     # -- one request -------------------------------------------------------
@@ -362,8 +362,6 @@ class Engine:
 
     def events(self, requests: list[Request], docs: int = 0, doc_tokens: int = 0) -> Iterator[Event]:
         """Every event of the run, with a ``pass`` event after each pass and ``done`` at the end."""
-        from sim.result import pass_summaries, run_totals
-
         self.plan(requests)
         yield self.start_event(len(requests), docs, doc_tokens)
         start = len(self.records)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 from sim.costs import default_costs
-from sim.engine import Engine, TierSpec
+from sim.engine import Engine, RequestRecord, TierSpec
 from sim.events import Event
 from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
-from sim.workload import build_requests, units
+from sim.workload import Request, build_requests, units
 
 
 def tier_spec(scenario: Scenario, run: str) -> TierSpec:
@@ -42,7 +43,7 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
         runs.append(
             {
                 "name": engine.run,
-                "tiers": [t for t in engine.start_event(0, 0, 0).tiers],
+                "tiers": [asdict(t) for t in engine.tier_infos()],
                 "requests": [r.to_dict() for r in records],
                 "passes": pass_summaries(records),
                 "totals": run_totals(records),
@@ -86,7 +87,10 @@ def scenario_summary(scenario: Scenario) -> dict[str, Any]:
     return data
 
 
-def run_records(scenario: Scenario, run: str) -> list:
-    """The records of one run of the scenario, without events (for sweeps and fits)."""
+def run_records(scenario: Scenario, run: str, requests: list[Request] | None = None) -> list[RequestRecord]:
+    """The records of one run of the scenario, without events (for sweeps and fits).
+
+    ``requests`` may be given when many capacities share one workload, which tier sizes do not change.
+    """
     costs = scenario.costs or default_costs()
-    return Engine(run, tier_spec(scenario, run), costs).run_all(build_requests(scenario))
+    return Engine(run, tier_spec(scenario, run), costs).run_all(requests if requests is not None else build_requests(scenario))

@@ -15,6 +15,7 @@ from typing import Any
 from sim.kv import gib_for
 from sim.scenario import PassSpec, Scenario
 from sim.simulation import run_records
+from sim.workload import Request, build_requests
 
 SAME_ORDER = [PassSpec(order="forward"), PassSpec(order="forward")]
 
@@ -32,8 +33,8 @@ def smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     return lo
 
 
-def pass2_hits(scenario: Scenario, run: str, tier_field: str) -> int:
-    return sum(getattr(r, tier_field) for r in run_records(scenario, run) if r.pass_ == 2)
+def pass2_hits(scenario: Scenario, run: str, tier_field: str, requests: list[Request] | None = None) -> int:
+    return sum(getattr(r, tier_field) for r in run_records(scenario, run, requests) if r.pass_ == 2)
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,10 @@ def gpu_threshold(scenario: Scenario, granularity: str) -> int | None:
         lo = -(-(base.prompt_tokens + unit) // unit)
         hi = scenario.docs * -(-base.prompt_tokens // unit) + 2
 
+    requests = build_requests(base)
+
     def ok(units: int) -> bool:
-        return pass2_hits(base.model_copy(update={"gpu_tokens": units * unit}), "gpu", "gpu_hit_tokens") > 0
+        return pass2_hits(base.model_copy(update={"gpu_tokens": units * unit}), "gpu", "gpu_hit_tokens", requests) > 0
 
     found = smallest(lo, hi, ok)
     return None if found is None else found * unit
@@ -92,10 +95,12 @@ def cpu_thresholds(scenario: Scenario) -> tuple[int | None, int | None]:
     base = scenario.model_copy(update={"passes": SAME_ORDER, "cpu_gb": None, "disk_gb": None, "disk_tokens": None})
     chunk = scenario.chunk_size if scenario.granularity == "block" else scenario.shared_prefix_tokens + scenario.doc_tokens
     hi = scenario.docs * -(-base.prompt_tokens // chunk) + 1
-    best = pass2_hits(base.model_copy(update={"cpu_tokens": hi * chunk}), "gpu+cpu", "cpu_hit_tokens")
+    requests = build_requests(base)
 
     def hits(chunks: int) -> int:
-        return pass2_hits(base.model_copy(update={"cpu_tokens": chunks * chunk}), "gpu+cpu", "cpu_hit_tokens")
+        return pass2_hits(base.model_copy(update={"cpu_tokens": chunks * chunk}), "gpu+cpu", "cpu_hit_tokens", requests)
+
+    best = hits(hi)
 
     any_hit = smallest(1, hi, lambda c: hits(c) > 0)
     full = smallest(1, hi, lambda c: hits(c) >= best) if best > 0 else None

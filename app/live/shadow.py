@@ -41,9 +41,8 @@ def shadow_scenario(base: Scenario, target: Target, info: TargetInfo) -> Scenari
         changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
     else:
         changes.update(disk_gb=None, disk_tokens=None)
-    fields = {**base.model_dump(exclude=set(changes)), **changes}
     try:
-        return Scenario(**fields)
+        return base.replace(**changes)
     except ValidationError as exc:
         problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         raise ShadowError(f"target {target.name}: the scenario does not fit this server: {problems}") from None

@@ -10,6 +10,7 @@ from app.scenario_input import resolve
 from sim.calibrate import read_table
 from sim.costs import default_costs
 from sim.scenario import Scenario
+from sim.stats import speedup
 
 LANE_TITLES = {
     "gpu": "vLLM alone: the GPU prefix cache",
@@ -165,7 +166,7 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     mean_speedup=s["mean_speedup"] if s else None,
                     measured_p50_ms=mine[0] if mine else None,
                     measured_mean_ms=mine[1] if mine else None,
-                    measured_p50_speedup=base[0] / mine[0] if mine and base and run["name"] != baseline else None,
+                    measured_p50_speedup=speedup(base[0], mine[0]) if mine and base and run["name"] != baseline else None,
                 )
             )
     return rows
