@@ -26,4 +26,4 @@ vendor: $(STAMP)
 	$(BIN)/python scripts/vendor_assets.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

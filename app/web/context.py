@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
@@ -10,9 +11,21 @@ from fastapi.templating import Jinja2Templates
 from app.live.targets import Target, configured_targets
 from app.web.sse import StreamStats
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
+
+def _package_dir(name: str) -> Path:
+    """Where an installed data package lives: ``app/web/<x>`` in a wheel, the checkout's ``<x>/`` in an editable install.
+
+    ``find_spec`` asks the import system (which knows both layouts, see pyproject.toml) without running the
+    package, so nothing is written beside the files it serves.
+    """
+    spec = find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{name} is not installed: reinstall kvscope (pip install kvscope, or make .venv/.installed)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+TEMPLATES_DIR = _package_dir("app.web.templates")
+STATIC_DIR = _package_dir("app.web.static")
 
 
 def tokens(value: int | float | None) -> str:
