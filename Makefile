@@ -3,6 +3,8 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
+USER_ID  ?= $(shell id -u)
 
 .PHONY: serve test bench vendor clean
 
@@ -15,8 +17,19 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(BIN)/kvscope serve $(ARGS)
 
-test: $(STAMP)
+test: $(CHROMIUM) $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The browser tests drive Debian's Chromium (Playwright cannot download its own here): installed when missing if
+# we are root, otherwise one line says what to install.
+$(CHROMIUM):
+	@if [ "$(USER_ID)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+	    echo "make test needs Chromium at $(CHROMIUM): install Debian's chromium package (sudo apt-get install chromium), then re-run" >&2; \
+	    exit 1; \
+	fi
+	@test -x $@ || { echo "chromium was installed, but not at $@" >&2; exit 1; }
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
