@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from sim.costs import COEFFICIENTS, DISK_TO_CPU_LOAD_RATIO, CostModel
 from sim.engine import RequestRecord
 from sim.lstsq import nnls
-from sim import stats
+from sim import jsontext, stats
 from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError, parse_text
 from sim.scenario import Scenario
 from sim.simulation import engines
@@ -106,9 +106,9 @@ def load_profile(path: Path) -> CostModel:
 def parse_profile(text: str, name: str) -> tuple[CostModel, dict[str, Any]]:
     """A profile's constants and its ``fit`` (empty for a bare ``CostModel``); errors name ``name`` and the field."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{name}: not a cost profile (not JSON: {exc.msg}, line {exc.lineno})") from None
+        data = jsontext.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{name}: not a cost profile ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{name}: not a cost profile (expected a JSON object)")
     where, values = ("costs.", data["costs"]) if "costs" in data else ("", data)

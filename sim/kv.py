@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim import jsontext
+
 GIB = 1024**3
 
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1, "float8": 1, "int8": 1}
@@ -63,6 +65,12 @@ def model_shape(name: str) -> KvShape:
         raise UnknownModel(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None
 
 
+# Bounds of a config.json's shape, far above any published model's (Llama 3.1 405B: 126 layers, 8 KV heads, 128 dims).
+MAX_LAYERS = 1_000
+MAX_HEADS = 1_024
+MAX_HEAD_DIM = 65_536
+
+
 def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvShape:
     """The KV shape from a Hugging Face ``config.json`` (also reads ``text_config``)."""
     cfg = config.get("text_config", config)
@@ -71,8 +79,13 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
         heads = int(cfg["num_attention_heads"])
         kv_heads = int(cfg.get("num_key_value_heads") or heads)
         head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
         raise ValueError(f"{name}: not a transformer config (missing or bad {exc})") from None
+    for field, value, most in (
+        ("num_hidden_layers", layers, MAX_LAYERS), ("num_key_value_heads", kv_heads, MAX_HEADS), ("head_dim", head_dim, MAX_HEAD_DIM),
+    ):
+        if not 1 <= value <= most:
+            raise ValueError(f"{name}: {field} must be from 1 to {most:,}, got {value:,}")
     dtype = str(cfg.get("torch_dtype") or config.get("torch_dtype") or "bfloat16").removeprefix("torch.")
     return KvShape(name, layers, kv_heads, head_dim, _DTYPE_BYTES.get(dtype, 2))
 
@@ -80,8 +93,8 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
 def load_config(path: str | Path) -> KvShape:
     path = Path(path)
     try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        config = jsontext.loads(path.read_text())
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: cannot read a JSON config ({exc})") from None
     return shape_from_config(config, path.name)
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sim import stats
+from sim import jsontext, stats
 from sim.result import comparison, pass_summaries
 
 REQUIRED = ("config", "pass", "order", "seq", "doc", "prompt_tokens", "ttft_ms")
@@ -28,6 +28,8 @@ OPTIONAL = (
     "disk_hit_tokens", "stored_tokens",
 )
 COLUMNS = REQUIRED + OPTIONAL
+# A TTFT beyond an hour is no measurement of a prompt; the bound keeps means and speed-ups finite.
+MAX_TTFT_MS = 3_600_000
 CONFIG_ALIASES = {"vllm": "gpu", "vllm-only": "gpu", "lmcache": "gpu+cpu", "vllm+lmcache": "gpu+cpu"}
 _INT = {
     "pass", "seq", "doc", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "disk_hit_tokens",
@@ -86,8 +88,8 @@ class Measurement:
                     values[name] = int(value)
                 elif name == "ttft_ms":
                     values[name] = float(value)
-                    if not math.isfinite(values[name]) or values[name] < 0:
-                        raise ValueError("must be a finite number >= 0")
+                    if not 0 <= values[name] <= MAX_TTFT_MS:  # also false for NaN
+                        raise ValueError(f"must be from 0 to {MAX_TTFT_MS:,} ms")
                 else:
                     values[name] = str(value)
             except (TypeError, ValueError) as exc:
@@ -166,9 +168,9 @@ def parse_text(text: str, jsonl: bool = False) -> list[Measurement]:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise MeasurementError(f"line {line}: not JSON ({exc.msg})") from None
+                obj = jsontext.loads(raw)
+            except ValueError as exc:
+                raise MeasurementError(f"line {line}: {exc}") from None
             if not isinstance(obj, dict):
                 raise MeasurementError(f"line {line}: expected a JSON object")
             rows.append(Measurement.parse(obj, line))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from sim import jsontext
+
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_HASH_ID = 2**63 - 1
 
@@ -168,9 +170,9 @@ def _parse_lines(lines: Iterable[bytes], block_tokens: int, limits: TraceLimits)
 
 def _parse_line(raw: bytes, number: int, block_tokens: int, limits: TraceLimits) -> TraceRequest:
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(f"not JSON ({exc})", number) from None
+        obj = jsontext.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise TraceError(str(exc) if not isinstance(exc, UnicodeDecodeError) else f"not UTF-8 ({exc})", number) from None
     if not isinstance(obj, dict):
         raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
     missing = [k for k in ("timestamp", "input_length", "output_length", "hash_ids") if k not in obj]

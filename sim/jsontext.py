@@ -1,0 +1,54 @@
+"""JSON as kvscope reads it from files: plain finite numbers only (no NaN, Infinity or 1e400) and nesting at most ``MAX_DEPTH`` deep.
+
+Python's ``json`` accepts ``NaN`` and ``Infinity`` (which are not JSON), turns
+``1e400`` into infinity, and raises ``RecursionError`` on deeply nested input;
+``loads`` turns each into a ``ValueError`` whose message says what was wrong,
+so the reader can name the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_DEPTH = 64  # a measurement line, a trace line, a cost profile or a model config is 1-3 levels deep
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a number")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(text: str | bytes) -> Any:
+    """The parsed value; ``ValueError`` for malformed JSON, a non-finite number or nesting deeper than ``MAX_DEPTH``."""
+    try:
+        value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg}, line {exc.lineno} column {exc.colno}") from None
+    if _depth(value) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar is 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if level <= MAX_DEPTH:
+            stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
