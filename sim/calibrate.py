@@ -27,8 +27,8 @@ from pydantic import ValidationError
 from sim.costs import COEFFICIENTS, DISK_TO_CPU_LOAD_RATIO, CostModel
 from sim.engine import RequestRecord
 from sim.lstsq import nnls
-from sim import jsontext, stats
-from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError, parse_text
+from sim import jsontext, stats, textfile
+from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, Measurement, MeasurementError, parse_text
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.workload import build_requests, units
@@ -97,9 +97,9 @@ class Calibration:
 def load_profile(path: Path) -> CostModel:
     """The constants of a cost profile (``Calibration.profile()``'s JSON, or a bare ``CostModel`` object)."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+        text = textfile.read_text(path)
+    except textfile.FileProblem as exc:
+        raise ValueError(f"{path}: {exc}") from None
     return parse_profile(text, str(path))[0]
 
 
@@ -127,20 +127,24 @@ def read_table(path: Path | None = None) -> list[Cell]:
     """A table with columns ``config, pass, order, p50_ms, mean_ms`` (the seed table by default)."""
     if path is None:
         return parse_table(resources.files("sim").joinpath("data/seed_table.csv").read_text())
-    return parse_table(Path(path).read_text())
+    return parse_table(textfile.read_text(path))
 
 
 def parse_table(text: str) -> list[Cell]:
     """``read_table``'s work on the table's text."""
     cells = []
-    for line, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+    for line, row in enumerate(textfile.DictReader(text.splitlines(), error=ValueError), start=2):
         try:
             config = row["config"].strip().lower()
-            cells.append(
-                Cell(CONFIG_ALIASES.get(config, config), int(row["pass"]), row["order"], float(row["p50_ms"]), float(row["mean_ms"]))
-            )
+            cell = Cell(CONFIG_ALIASES.get(config, config), int(row["pass"]), row["order"], float(row["p50_ms"]), float(row["mean_ms"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"line {line}: expected config, pass, order, p50_ms, mean_ms ({exc})") from None
+        for name, value in (("p50_ms", cell.p50_ms), ("mean_ms", cell.mean_ms)):
+            if not 0 <= value <= MAX_TTFT_MS:  # the bound of a measured TTFT; also false for NaN
+                raise ValueError(f"line {line}: {name} must be from 0 to {MAX_TTFT_MS:,} ms, got {value:g}")
+        cells.append(cell)
+    if not cells:
+        raise ValueError("the table has no cells (a header, then one line per config and pass)")
     return cells
 
 
@@ -350,9 +354,9 @@ def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calib
 def calibrate_file(path: Path, scenario: Scenario) -> Calibration:
     """A per-request file (CSV or JSONL, with ``ttft_ms``) or a table (``p50_ms, mean_ms`` per cell)."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+        text = textfile.read_text(path)
+    except textfile.FileProblem as exc:
+        raise MeasurementError(str(exc)) from None
     return calibrate_text(text, scenario, jsonl=Path(path).suffix == ".jsonl")
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim import jsontext
+from sim import jsontext, textfile
 
 GIB = 1024**3
 
@@ -93,7 +93,7 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
 def load_config(path: str | Path) -> KvShape:
     path = Path(path)
     try:
-        config = jsontext.loads(path.read_text())
+        config = jsontext.loads(textfile.read_text(path))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: cannot read a JSON config ({exc})") from None
     return shape_from_config(config, path.name)

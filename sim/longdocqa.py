@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
+from sim import textfile
 from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError
 
 RepeatMode = Literal["tile", "interleave", "random"]
@@ -91,14 +92,14 @@ def find_pair(path: Path) -> tuple[Path, Path]:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text()
-    except OSError as exc:
-        raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+        return textfile.read_text(path)
+    except textfile.FileProblem as exc:
+        raise MeasurementError(f"{path}: {exc}") from None
 
 
 def _parse_round(name: str, text: str, expected: int | None) -> list[tuple[int, float]]:
     """``(prompt_id, ttft seconds)`` in prompt-id order; every id from 0 exactly once. ``name`` labels errors."""
-    reader = csv.DictReader(io.StringIO(text))
+    reader = textfile.DictReader(io.StringIO(text), error=MeasurementError)
     missing = [c for c in ("prompt_id", "ttft") if c not in (reader.fieldnames or [])]
     if missing:
         raise MeasurementError(f"{name} line 1: header lacks {', '.join(missing)} (long_doc_qa writes prompt_id, request_start, ttft, request_end)")

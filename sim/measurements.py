@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sim import jsontext, stats
+from sim import jsontext, stats, textfile
 from sim.result import comparison, pass_summaries
 
 REQUIRED = ("config", "pass", "order", "seq", "doc", "prompt_tokens", "ttft_ms")
@@ -28,8 +28,12 @@ OPTIONAL = (
     "disk_hit_tokens", "stored_tokens",
 )
 COLUMNS = REQUIRED + OPTIONAL
+CSV_HEADER = ",".join(COLUMNS)  # what a CSV file holding no measurements yet holds
 # A TTFT beyond an hour is no measurement of a prompt; the bound keeps means and speed-ups finite.
 MAX_TTFT_MS = 3_600_000
+# Any count in a file (tokens, sequence numbers, passes): far above a real prompt's, and low enough that a fit's
+# sums of squares over millions of rows stay finite.
+MAX_COUNT = 2**31 - 1
 CONFIG_ALIASES = {"vllm": "gpu", "vllm-only": "gpu", "lmcache": "gpu+cpu", "vllm+lmcache": "gpu+cpu"}
 _INT = {
     "pass", "seq", "doc", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "disk_hit_tokens",
@@ -96,6 +100,9 @@ class Measurement:
                 raise MeasurementError(f"line {line}: column {name}: {value!r} is not valid ({exc})") from None
         if values["pass"] < 1:
             raise MeasurementError(f"line {line}: column pass: passes are numbered from 1, got {values['pass']}")
+        for name in (c for c in COLUMNS if c in _INT and c in values):
+            if not 0 <= values[name] <= MAX_COUNT:
+                raise MeasurementError(f"line {line}: column {name}: must be from 0 to {MAX_COUNT:,}, got {values[name]:.6g}")
         values["config"] = CONFIG_ALIASES.get(values["config"].strip().lower(), values["config"].strip())
         values["pass_"] = values.pop("pass")
         return cls(**values)
@@ -143,6 +150,7 @@ class MeasurementWriter:
         self._csv = None if jsonl else csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
         if self._csv is not None and fh.tell() == 0:
             self._csv.writeheader()
+            self._fh.flush()  # a run stopped before its first record still leaves a valid (empty) file
 
     def append(self, row: Measurement) -> None:
         data = row.row()
@@ -154,10 +162,11 @@ class MeasurementWriter:
 
 
 def read(path: Path) -> list[Measurement]:
+    """A measurement file (at most ``textfile.MAX_FILE_BYTES``); errors do not repeat the file's name."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise MeasurementError(f"{path}: {exc.strerror or exc}") from None
+        text = textfile.read_text(path)
+    except textfile.FileProblem as exc:
+        raise MeasurementError(str(exc)) from None
     return parse_text(text, jsonl=Path(path).suffix == ".jsonl" or text.lstrip().startswith("{"))
 
 
@@ -175,7 +184,7 @@ def parse_text(text: str, jsonl: bool = False) -> list[Measurement]:
                 raise MeasurementError(f"line {line}: expected a JSON object")
             rows.append(Measurement.parse(obj, line))
     else:
-        reader = csv.DictReader(io.StringIO(text))
+        reader = textfile.DictReader(io.StringIO(text), error=MeasurementError)
         header = reader.fieldnames or []
         missing = [c for c in REQUIRED if c not in header]
         if missing:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from sim import jsontext
+from sim import jsontext, textfile
 
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_HASH_ID = 2**63 - 1
@@ -33,7 +33,7 @@ DEFAULT_TRACE = "mooncake-synthetic"
 class TraceLimits:
     """The most a trace may hold; a trace over any of them is refused before it is replayed."""
 
-    max_bytes: int = 256 * 2**20
+    max_bytes: int = textfile.MAX_FILE_BYTES
     max_requests: int = 1_000_000
     max_blocks: int = 20_000_000  # hash_ids over all requests, as ``Scenario``'s total-work bound
     max_input_tokens: int = 10_000_000  # one prompt
@@ -122,14 +122,13 @@ def read_trace(
     limits: TraceLimits = TraceLimits(),
     name: str | None = None,
 ) -> Trace:
-    """Read a trace file; its size is checked against ``limits.max_bytes`` before a line is read."""
+    """Read a trace file; bytes are counted against ``limits.max_bytes`` while reading, before a line is parsed."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    _check_bytes(size, limits)
-    return parse_trace(path.read_bytes(), block_tokens, limits, name or path.name)
+        data = textfile.read_bytes(path, limits.max_bytes)
+    except textfile.FileProblem as exc:
+        raise TraceError(str(exc)) from None
+    return parse_trace(data, block_tokens, limits, name or path.name)
 
 
 def parse_trace(
@@ -142,7 +141,11 @@ def parse_trace(
     if block_tokens < 1:
         raise TraceError(f"block size must be at least 1 token, got {block_tokens}")
     _check_bytes(len(data), limits)
-    requests = list(_parse_lines(data.splitlines(), block_tokens, limits))
+    try:
+        text = textfile.text_bytes(data)  # no BOM; UTF-16 and binary files refused whole
+    except textfile.FileProblem as exc:
+        raise TraceError(str(exc)) from None
+    requests = list(_parse_lines(text.splitlines(), block_tokens, limits))
     if not requests:
         raise TraceError("the trace holds no requests")
     return Trace(name, block_tokens, requests, hashlib.sha256(data).hexdigest())

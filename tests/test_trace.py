@@ -82,7 +82,7 @@ def test_cli_names_the_bad_line_and_exits_2(tmp_path: Path) -> None:
 def test_a_file_over_the_byte_limit_is_refused_before_any_line_is_read(tmp_path: Path) -> None:
     # Line 1 is malformed: had the reader started, it would have named line 1.
     path = write(tmp_path, ["{broken", line(4, [1])])
-    with pytest.raises(TraceError, match="bytes; the limit is 10") as info:
+    with pytest.raises(TraceError, match="larger than the limit of 10 bytes") as info:
         read_trace(path, limits=TraceLimits(max_bytes=10))
     assert info.value.line is None
 

@@ -46,10 +46,11 @@ def command(
     except TargetSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--target") from None
     scenario = build_scenario(**flags)
-    if out is not None and out.exists():
+    if out is not None and _holds_data(out):
         raise click.BadParameter(f"{out} exists; nothing is overwritten, choose another name", param_hint="--out")
     options = LiveOptions(concurrency=concurrency, max_tokens=max_tokens, timeout_s=timeout_s, side_by_side=side_by_side)
-    fh = open(out, "x", newline="") if out is not None else None
+    # "x" refuses a file that appeared since the check; one holding no records is reused.
+    fh = open(out, "w" if out.exists() else "x", newline="") if out is not None else None
     writer = measurements.MeasurementWriter(fh, jsonl=out.suffix == ".jsonl") if fh is not None and out is not None else None
     live = LiveRun(scenario, targets, options, sink=writer.append if writer is not None else None)
     predicted: dict[str, list[dict[str, Any]]] = {}
@@ -64,6 +65,17 @@ def command(
     _report(live, predicted, as_json, out)
     if live.failed:
         raise SystemExit(1)
+
+
+def _holds_data(path: Path) -> bool:
+    """Whether ``--out`` names something to keep. A run stopped before its first record leaves an empty file or a
+    CSV header alone: nothing measured, so a re-run may use the name."""
+    try:
+        if path.is_dir() or path.stat().st_size > 4096:
+            return True
+        return path.read_text(errors="replace").strip() not in ("", measurements.CSV_HEADER)
+    except FileNotFoundError:
+        return False
 
 
 async def _consume(live: LiveRun, targets: list[Target], predicted: dict[str, list[dict[str, Any]]], err: IO[str]) -> None:
