@@ -41,6 +41,20 @@ def test_a_bad_line_is_a_422_naming_it(live_server: str) -> None:
     assert "bad.csv: line 3: column ttft_ms" in error["msg"]
 
 
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ("config,pass\n".encode("utf-16"), "excel.csv: is UTF-16 text; save it as UTF-8"),
+        (b"config,pass\n\0\0", "excel.csv: line 2: a NUL byte, so not text; is it a binary file?"),
+    ],
+)
+def test_an_upload_that_is_not_utf8_text_is_named_as_the_cli_names_it(live_server: str, data: bytes, message: str) -> None:
+    response = httpx.post(f"{live_server}/api/analyze", files={"file": ("excel.csv", data)}, timeout=60)
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "file"] and error["msg"] == message
+
 def test_capacity_equals_the_cli(live_server: str) -> None:
     response = httpx.post(f"{live_server}/api/capacity", json={"tier": "cpu", "points": 6, "docs": 8}, timeout=60)
     assert response.status_code == 200, response.text

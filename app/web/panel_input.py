@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from app.web import scenario_form
 from app.web.inputs import InputErrors, check, errors_of
+from sim import textfile
 from sim.scenario import Scenario
 
 MAX_UPLOAD_BYTES = 16 * 2**20  # a per-request file of ~100,000 requests
@@ -34,9 +35,9 @@ async def upload_text(file: UploadFile | None, field: str) -> tuple[str, str] | 
     if len(data) > MAX_UPLOAD_BYTES:
         raise Problem(field, f"{file.filename}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
     try:
-        return file.filename, data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise Problem(field, f"{file.filename}: not UTF-8 text") from None
+        return file.filename, textfile.decode(data)  # as the CLI reads a file: BOM dropped, UTF-16 and binary named
+    except textfile.FileProblem as exc:
+        raise Problem(field, f"{file.filename}: {exc}") from None
 
 
 def form_values(form: Any) -> dict[str, str]:
