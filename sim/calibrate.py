@@ -136,13 +136,13 @@ def parse_table(text: str) -> list[Cell]:
     for line, row in enumerate(textfile.DictReader(text.splitlines(), error=ValueError), start=2):
         try:
             config = row["config"].strip().lower()
-            cell = Cell(CONFIG_ALIASES.get(config, config), int(row["pass"]), row["order"], float(row["p50_ms"]), float(row["mean_ms"]))
+            p50, mean = float(row["p50_ms"]), float(row["mean_ms"])
+            cells.append(Cell(CONFIG_ALIASES.get(config, config), int(row["pass"]), row["order"], p50, mean))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"line {line}: expected config, pass, order, p50_ms, mean_ms ({exc})") from None
-        for name, value in (("p50_ms", cell.p50_ms), ("mean_ms", cell.mean_ms)):
-            if not 0 <= value <= MAX_TTFT_MS:  # the bound of a measured TTFT; also false for NaN
-                raise ValueError(f"line {line}: {name} must be from 0 to {MAX_TTFT_MS:,} ms, got {value:g}")
-        cells.append(cell)
+        for name, value in (("p50_ms", p50), ("mean_ms", mean)):
+            if not 0 <= value <= MAX_TTFT_MS:  # also false for NaN
+                raise ValueError(f"line {line}: {name} must be from 0 to {MAX_TTFT_MS:,} ms, got {row[name]}")
     if not cells:
         raise ValueError("the table has no cells (a header, then one line per config and pass)")
     return cells

@@ -28,18 +28,18 @@ OPTIONAL = (
     "disk_hit_tokens", "stored_tokens",
 )
 COLUMNS = REQUIRED + OPTIONAL
-CSV_HEADER = ",".join(COLUMNS)  # what a CSV file holding no measurements yet holds
 # A TTFT beyond an hour is no measurement of a prompt; the bound keeps means and speed-ups finite.
 MAX_TTFT_MS = 3_600_000
-# Any count in a file (tokens, sequence numbers, passes): far above a real prompt's, and low enough that a fit's
-# sums of squares over millions of rows stay finite.
-MAX_COUNT = 2**31 - 1
 CONFIG_ALIASES = {"vllm": "gpu", "vllm-only": "gpu", "lmcache": "gpu+cpu", "vllm+lmcache": "gpu+cpu"}
 _INT = {
     "pass", "seq", "doc", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "disk_hit_tokens",
     "stored_tokens",
 }
 HIT_COLUMNS = ("gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+CSV_HEADER = ",".join(COLUMNS)  # what a CSV file holding no measurements yet holds
+# Any count in a file (tokens, sequence numbers, passes): far above a real prompt's, and low enough that a fit's
+# sums of squares over millions of rows stay finite.
+MAX_COUNT = 2**31 - 1
 
 
 class MeasurementError(ValueError):
