@@ -22,7 +22,6 @@ counted). Requests run one at a time here (``--max-inflight-requests 1``).
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import random

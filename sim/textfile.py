@@ -1,12 +1,11 @@
-"""Input files as kvscope reads them: bytes counted against a limit while reading, then UTF-8 text with any BOM dropped.
+"""Input files as kvscope reads them: at most so many bytes, then UTF-8 text with any BOM dropped.
 
-The limit is checked on the size a regular file reports and again on the
+The byte limit is checked on the size a regular file reports and again on the
 bytes actually read, so ``/dev/zero``, a pipe or a file that grows while read
-stops at the limit too. Every problem is a ``FileProblem`` whose message is one line a
-reader can prefix with the file's name: a folder, a missing file, too many
-bytes, text that is not UTF-8 (UTF-16 named as such, with the line of the
-first bad byte). A UTF-8 BOM (Excel writes one) is dropped, as the page drops
-it from uploads.
+stops at the limit too. Every problem is a ``FileProblem`` whose message is
+one line a reader prefixes with the file's name: a folder, a missing file, too
+many bytes, UTF-16, a NUL byte or a byte that is not UTF-8 (with its line). A
+UTF-8 BOM (Excel writes one) is dropped, as the page drops it from uploads.
 """
 
 from __future__ import annotations
