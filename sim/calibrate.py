@@ -15,7 +15,6 @@ against a small load cost) physically meaningful.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path

@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path

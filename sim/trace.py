@@ -12,7 +12,6 @@ flattened block stream for a hit-ratio curve is ``Trace.block_stream``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
