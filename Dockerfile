@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # kvscope's dashboard and API on 0.0.0.0:8000, as a non-root user, installed from its wheel.
 #   docker build -t kvscope . && docker run --rm -p 8000:8000 kvscope
-# The API has no authentication: publish the port to loopback (-p 127.0.0.1:8000:8000) unless you mean to share it.
+# Publish the port on loopback (-p 127.0.0.1:8000:8000) unless you mean to share the dashboard and its API.
 
 # Stage 1: wheels of kvscope and of every dependency, built from the source tree.
 FROM python:3.12-slim AS build
