@@ -187,7 +187,7 @@ def test_the_sdist_holds_the_tests_their_data_and_the_readmes_assets(dist: dict[
     readme = (ROOT / "README.md").read_text()
     links = {m for m in re.findall(r"\]\(([^)#\s]+)", readme) if "://" not in m and not m.startswith("mailto:")}
     wanted |= {link for link in links if (ROOT / link).is_file()}
-    wanted |= {"README.md", "pyproject.toml", "Makefile", "Dockerfile", ".dockerignore", "MANIFEST.in"}
+    wanted |= {"README.md", "pyproject.toml", "setup.py", "Makefile", "Dockerfile", ".dockerignore", "MANIFEST.in"}
     assert wanted - names == set()
 
 
