@@ -218,9 +218,9 @@ def test_live_stopped_before_its_first_record_does_not_block_a_rerun(tmp_path: P
         proc = subprocess.Popen([*KVSCOPE, "live", "--target", f"gpu={url}", "--out", str(out)], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
-        while not out.exists() and time.monotonic() < deadline:
+        while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.3)
+        time.sleep(0.3)  # live is now waiting for the silent server's first answer
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     # What a killed run leaves holds no measurement: the header alone.
