@@ -3,7 +3,7 @@
 ``ttft = overhead + prefill * computed + load_cpu * cpu_tokens + load_disk * disk_tokens
 + store * stored_tokens``. The default constants are not typed in: they are the
 least-squares fit (``sim.calibrate``) of this model to the seed table shipped
-in ``sim/data/seed_table.csv``, computed on first use.
+in ``sim/data/seed_table.csv``, computed on first use and cached in a file.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class CostModel(BaseModel):
 
 @cache
 def default_costs() -> CostModel:
-    """The fit of the cost model to the seed table (computed once per process)."""
-    from sim.calibrate import fit_seed_table
+    """The fit of the cost model to the seed table (computed once, then read from the cache: ``sim.fit_cache``)."""
+    from sim.fit_cache import seed_costs
 
-    return fit_seed_table().costs
+    return seed_costs()

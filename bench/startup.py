@@ -1,0 +1,25 @@
+"""CLI start-up: ``kvscope --help`` and ``kvscope simulate`` (the seed lab), wall time, beside ``python -c pass``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench._timing import command_runs, figure
+
+REPEATS = 9
+KVSCOPE = str(Path(sys.executable).with_name("kvscope"))
+
+
+def run() -> dict[str, Any]:
+    env = dict(os.environ)
+    anchor = command_runs([sys.executable, "-c", "pass"], REPEATS, env)
+    command_runs([KVSCOPE, "simulate"], 1, env)  # first use writes the seed fit's cache; not timed
+    help_s = command_runs([KVSCOPE, "--help"], REPEATS, env)
+    simulate_s = command_runs([KVSCOPE, "simulate"], REPEATS, env)
+    return {
+        "kvscope_help": figure(help_s, anchor, "python -c pass", target_s=0.150),
+        "kvscope_simulate_seed_lab": figure(simulate_s, anchor, "python -c pass", target_s=0.300),
+    }
