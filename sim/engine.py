@@ -103,6 +103,45 @@ def _part(start: int, end: int, full_end: int, first: int) -> str:
     return "whole" if head and tail else "head" if head else "tail" if tail else "middle"
 
 
+# doc -> [tokens evicted, first chunk position, last chunk position]
+ChunkEvictions = dict[int, list[int]]
+
+
+def evicted_entries(
+    units: Units, prompt_tokens: int, shared_blocks: int, shared_chunks: int, gpu: Evictions,
+    offload: list[tuple[str, ChunkEvictions]],
+) -> list[dict[str, Any]]:
+    """A record's ``evicted`` list: per tier and document, the tokens evicted and where they lay in their prompts."""
+    out: list[dict[str, Any]] = []
+    block = units.block
+    full_blocks = prompt_tokens // block
+    for doc, (count, lo, hi) in gpu.items():
+        out.append(
+            {
+                "tier": GPU,
+                "doc": doc,
+                "tokens": count * block,
+                "start": lo * block,
+                "end": (hi + 1) * block,
+                "part": _part(lo, hi + 1, full_blocks, 0 if doc < 0 else shared_blocks),
+            }
+        )
+    full_chunks = prompt_tokens // units.chunk
+    for tier, by_doc in offload:
+        for doc, (tokens, lo, hi) in by_doc.items():
+            out.append(
+                {
+                    "tier": tier,
+                    "doc": doc,
+                    "tokens": tokens,
+                    "start": lo * units.chunk,
+                    "end": (hi + 1) * units.chunk,
+                    "part": _part(lo, hi + 1, full_chunks, 0 if doc < 0 else shared_chunks),
+                }
+            )
+    return out
+
+
 class Engine:
     """One run: a GPU block pool, optional CPU and disk chunk stores, and a cost model."""
 
@@ -265,43 +304,18 @@ class Engine:
     def _evicted(
         self, req: Request, gpu: Evictions, cpu: list[StoredChunk], disk: list[StoredChunk]
     ) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
         if not (gpu or cpu or disk):
-            return out
-        first_block = req.shared_blocks
-        full_blocks = req.prompt_tokens // self.units.block
-        for doc, (count, lo, hi) in gpu.items():
-            owner_first = 0 if doc < 0 else first_block
-            out.append(
-                {
-                    "tier": GPU,
-                    "doc": doc,
-                    "tokens": count * self.units.block,
-                    "start": lo * self.units.block,
-                    "end": (hi + 1) * self.units.block,
-                    "part": _part(lo, hi + 1, full_blocks, owner_first),
-                }
-            )
+            return []
+        offload: list[tuple[str, ChunkEvictions]] = []
         for tier, chunks in ((CPU, cpu), (DISK, disk)):
-            by_doc: dict[int, list[int]] = {}
+            by_doc: ChunkEvictions = {}
             for c_doc, c_index, c_tokens in chunks:
                 seen = by_doc.setdefault(c_doc, [0, c_index, c_index])
                 seen[0] += c_tokens
                 seen[1] = min(seen[1], c_index)
                 seen[2] = max(seen[2], c_index)
-            full_chunks = req.prompt_tokens // self.units.chunk
-            for doc, (tokens, lo, hi) in by_doc.items():
-                out.append(
-                    {
-                        "tier": tier,
-                        "doc": doc,
-                        "tokens": tokens,
-                        "start": lo * self.units.chunk,
-                        "end": (hi + 1) * self.units.chunk,
-                        "part": _part(lo, hi + 1, full_chunks, 0 if doc < 0 else req.shared_chunks),
-                    }
-                )
-        return out
+            offload.append((tier, by_doc))
+        return evicted_entries(self.units, req.prompt_tokens, req.shared_blocks, req.shared_chunks, gpu, offload)
 
     def _events(
         self,

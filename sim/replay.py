@@ -18,13 +18,17 @@ last token).
 
 from __future__ import annotations
 
+import json
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
+from sim import compiled
 from sim.costs import CostModel, default_costs
-from sim.engine import Engine, RequestRecord, TierSpec
+from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
-from sim.result import run_totals
+from sim.result import totals_of
 from sim.trace import Trace
 from sim.workload import SHARED_DOC, Request, Units
 
@@ -66,10 +70,12 @@ class ReplayTiers:
 def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
     """The trace's requests as the engine takes them: one pass, no documents."""
     block = trace.block_tokens
+    ids, offsets, inputs = trace.hash_ids, trace.offsets, trace.input_tokens
     out: list[Request] = []
-    for seq, r in enumerate(trace.requests):
-        n = r.input_tokens
-        keys = r.hash_ids[: n // block]  # a partial last block is never cached
+    for seq in range(len(trace)):
+        n = inputs[seq]
+        lo = offsets[seq]
+        keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
         out.append(
             Request(
                 seq=seq,
@@ -78,7 +84,7 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
                 doc=SHARED_DOC,
                 prompt_tokens=n,
                 block_keys=keys,
-                alloc_blocks=len(r.hash_ids),
+                alloc_blocks=offsets[seq + 1] - lo,
                 max_hit_blocks=(n - 1) // block,
                 chunk_keys=keys[chunk_blocks - 1 :: chunk_blocks],
                 last_chunk_tokens=block * chunk_blocks,
@@ -93,7 +99,7 @@ def check_tiers(trace: Trace, tiers: ReplayTiers) -> None:
         raise ReplayError("chunk_blocks", f"must be from 1 to {MAX_CHUNK_BLOCKS:,} blocks, got {tiers.chunk_blocks}")
     if tiers.gpu_blocks > MAX_GPU_BLOCKS:
         raise ReplayError("gpu_blocks", f"must be at most {MAX_GPU_BLOCKS:,} blocks, got {tiers.gpu_blocks:,}")
-    longest = max(len(r.hash_ids) for r in trace.requests)
+    longest = max(trace.block_counts())
     if tiers.gpu_blocks < longest:
         raise ReplayError(
             "gpu_blocks",
@@ -112,75 +118,191 @@ def replay_engine(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = No
     return Engine(tiers.run, tiers.spec(trace.block_tokens), costs or default_costs())
 
 
+class ReplayOutcome:
+    """What the replay did to each request, as columns; ``records()`` makes the per-request records from them.
+
+    Made either by the Python engine (``from_records``) or by the compiled
+    loop (``from_kernel``); both give the same records. Evictions are kept as
+    (amount, first position, last position) per tier: a trace request has one
+    owner, so a record's ``evicted`` list has at most one entry per tier.
+    """
+
+    COLUMNS = ("gpu_hit", "cpu_hit", "computed", "stored", "gpu_ev_blocks", "gpu_ev_first", "gpu_ev_last",
+               "cpu_ev_tokens", "cpu_ev_first", "cpu_ev_last")
+
+    def __init__(self, trace: Trace, tiers: ReplayTiers, costs: CostModel, columns: dict[str, array], engine: str) -> None:
+        self.trace = trace
+        self.tiers = tiers
+        self.costs = costs
+        self.run = tiers.run
+        self.engine = engine  # "python" or "compiled": which code produced the columns
+        self.gpu_hit, self.cpu_hit = columns["gpu_hit"], columns["cpu_hit"]
+        self.computed, self.stored = columns["computed"], columns["stored"]
+        self.gpu_ev = (columns["gpu_ev_blocks"], columns["gpu_ev_first"], columns["gpu_ev_last"])
+        self.cpu_ev = (columns["cpu_ev_tokens"], columns["cpu_ev_first"], columns["cpu_ev_last"])
+        self.ttft_ms = array("d", map(self._ttft, self.computed, self.cpu_hit, self.stored))
+
+    def _ttft(self, computed: int, cpu: int, stored: int) -> float:
+        return round(self.costs.ttft_ms(computed, cpu, 0, stored), 3)  # as Engine.process rounds it
+
+    @classmethod
+    def from_records(cls, trace: Trace, tiers: ReplayTiers, costs: CostModel, records: list[RequestRecord]) -> ReplayOutcome:
+        units = tiers.spec(trace.block_tokens).units
+        cols = {name: array("q") for name in cls.COLUMNS}
+        for rec in records:
+            row = [rec.gpu_hit_tokens, rec.cpu_hit_tokens, rec.computed_tokens, rec.stored_tokens, 0, 0, 0, 0, 0, 0]
+            for e in rec.evicted:
+                if e["tier"] == GPU:
+                    row[4:7] = [e["tokens"] // units.block, e["start"] // units.block, e["end"] // units.block - 1]
+                else:
+                    row[7:10] = [e["tokens"], e["start"] // units.chunk, e["end"] // units.chunk - 1]
+            for name, value in zip(cls.COLUMNS, row):
+                cols[name].append(value)
+        return cls(trace, tiers, costs, cols, "python")
+
+    @classmethod
+    def from_kernel(cls, trace: Trace, tiers: ReplayTiers, costs: CostModel, table: Any) -> ReplayOutcome:
+        cols = {name: array("q", table[:, i].tobytes()) for i, name in enumerate(cls.COLUMNS)}
+        return cls(trace, tiers, costs, cols, "compiled")
+
+    def __len__(self) -> int:
+        return len(self.gpu_hit)
+
+    def record(self, i: int) -> RequestRecord:
+        """Request ``i``'s record, equal to the one the Python engine makes."""
+        n = self.trace.input_tokens[i]
+        gpu, cpu, computed, stored = self.gpu_hit[i], self.cpu_hit[i], self.computed[i], self.stored[i]
+        units = self.tiers.spec(self.trace.block_tokens).units
+        ev_blocks = self.gpu_ev[0][i]
+        cpu_tokens = self.cpu_ev[0][i]
+        evicted: list[dict[str, Any]] = []
+        if ev_blocks or cpu_tokens:
+            gpu_ev = {SHARED_DOC: [ev_blocks, self.gpu_ev[1][i], self.gpu_ev[2][i]]} if ev_blocks else {}
+            cpu_ev = {SHARED_DOC: [cpu_tokens, self.cpu_ev[1][i], self.cpu_ev[2][i]]} if cpu_tokens else {}
+            evicted = evicted_entries(units, n, 0, 0, gpu_ev, [(CPU, cpu_ev)])
+        return RequestRecord(
+            i, 1, "trace", SHARED_DOC, n, gpu, cpu, 0, computed, stored, self.ttft_ms[i], _source(gpu, cpu, 0, computed),
+            evicted,
+        )
+
+    def records(self) -> Iterator[RequestRecord]:
+        return (self.record(i) for i in range(len(self)))
+
+    def totals(self) -> dict[str, Any]:
+        return totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), 0, sum(self.computed))
+
+    def block_counts(self) -> Iterator[tuple[int, int, int, int]]:
+        """Per request, in blocks: (GPU lookups, GPU hits, CPU lookups, CPU hits)."""
+        block = self.trace.block_tokens
+        for n, gpu_tokens, cpu_tokens in zip(self.trace.input_tokens, self.gpu_hit, self.cpu_hit):
+            full, gpu = n // block, gpu_tokens // block
+            yield full, gpu, full - gpu, -(-cpu_tokens // block)
+
+    def tier_hits(self) -> list[dict[str, Any]]:
+        """Per tier: blocks looked up, blocks hit, and their ratio, over the whole replay."""
+        rows = _tier_rows(_sum4(self.block_counts()), self.tiers)
+        capacity = {GPU: self.tiers.gpu_blocks, CPU: self.tiers.cpu_blocks}
+        for row in rows:
+            row["capacity_blocks"] = capacity[row["name"]]
+        return rows
+
+    def timeline(self, buckets: int = 50) -> list[dict[str, Any]]:
+        """Per-tier hit ratio over time: the trace's time span cut into ``buckets`` equal windows.
+
+        A request belongs to the window its timestamp falls in (the last window
+        includes its end); empty windows are left out.
+        """
+        buckets = max(1, min(buckets, MAX_TIMELINE_BUCKETS))
+        stamps = self.trace.timestamps_ms
+        t0, t1 = min(stamps), max(stamps)
+        width = (t1 - t0) / buckets or 1.0
+        sums = [[0, 0, 0, 0, 0] for _ in range(buckets)]  # requests, then the four block counts
+        for ts, counts in zip(stamps, self.block_counts()):
+            acc = sums[min(int((ts - t0) / width), buckets - 1)]
+            acc[0] += 1
+            for j in range(4):
+                acc[j + 1] += counts[j]
+        return [
+            {
+                "start_ms": t0 + b * width,
+                "end_ms": t0 + (b + 1) * width,
+                "requests": acc[0],
+                "tiers": _tier_rows(acc[1:], self.tiers),
+            }
+            for b, acc in enumerate(sums)
+            if acc[0]
+        ]
+
+    def head(self) -> dict[str, Any]:
+        """The result's fields before ``requests``."""
+        return {"trace": self.trace.summary(), "run": self.run, "tiers": self.tier_hits()}
+
+    def request_rows(self) -> Iterator[dict[str, Any]]:
+        stamps = self.trace.timestamps_ms
+        for i, rec in enumerate(self.records()):
+            row = rec.to_dict()
+            row["timestamp_ms"] = stamps[i]
+            yield row
+
+
+def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None) -> ReplayOutcome:
+    """Replay the trace: compiled when the tiers are ones the kernel reproduces and the trace is large enough."""
+    check_tiers(trace, tiers)
+    costs = costs or default_costs()
+    spec = tiers.spec(trace.block_tokens)
+    if compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
+        table = compiled.replay_columns(
+            trace.hash_ids, trace.offsets, trace.input_tokens, trace.block_tokens, tiers.gpu_blocks + 1,
+            tiers.chunk_blocks, spec.cpu_tokens or 0,
+        )
+        return ReplayOutcome.from_kernel(trace, tiers, costs, table)
+    records = Engine(tiers.run, spec, costs).run_all(trace_requests(trace, tiers.chunk_blocks))
+    return ReplayOutcome.from_records(trace, tiers, costs, records)
+
+
 def replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, timeline_buckets: int = 50) -> dict[str, Any]:
     """The whole replay as ``kvscope replay --json`` prints it: per-request records, per-tier totals, a timeline."""
-    engine = replay_engine(trace, tiers, costs)
-    records = engine.run_all(trace_requests(trace, tiers.chunk_blocks))
-    requests = []
-    for rec, src in zip(records, trace.requests):
-        row = rec.to_dict()
-        row["timestamp_ms"] = src.timestamp_ms
-        requests.append(row)
+    outcome = run_replay(trace, tiers, costs)
     return {
-        "trace": trace.summary(),
-        "run": engine.run,
-        "tiers": tier_hits(trace, records, tiers),
-        "requests": requests,
-        "totals": run_totals(records),
-        "timeline": timeline(trace, records, tiers, timeline_buckets),
+        **outcome.head(),
+        "requests": list(outcome.request_rows()),
+        "totals": outcome.totals(),
+        "timeline": outcome.timeline(timeline_buckets),
     }
 
 
-def block_counts(trace: Trace, records: list[RequestRecord]) -> list[tuple[int, int, int, int]]:
-    """Per request, in blocks: (GPU lookups, GPU hits, CPU lookups, CPU hits)."""
-    block = trace.block_tokens
-    out = []
-    for rec, src in zip(records, trace.requests):
-        full = src.input_tokens // block
-        gpu = rec.gpu_hit_tokens // block
-        out.append((full, gpu, full - gpu, -(-rec.cpu_hit_tokens // block)))
-    return out
+def write_replay_json(outcome: ReplayOutcome, out: IO[str], timeline_buckets: int = 50) -> None:
+    """``replay``'s JSON written as it is made, one request at a time: memory does not grow with the requests."""
+    head = outcome.head()
+    out.write("{\n")
+    for key, value in head.items():
+        out.write(f" {json.dumps(key)}: {json.dumps(value)},\n")
+    out.write(' "requests": [')
+    sep = "\n  "
+    for row in outcome.request_rows():
+        out.write(sep)
+        out.write(json.dumps(row))
+        sep = ",\n  "
+    out.write("\n ],\n")
+    out.write(f' "totals": {json.dumps(outcome.totals())},\n')
+    out.write(f' "timeline": {json.dumps(outcome.timeline(timeline_buckets))}\n')
+    out.write("}\n")
 
 
-def _tier_rows(counts: list[tuple[int, int, int, int]], tiers: ReplayTiers) -> list[dict[str, Any]]:
-    totals = [sum(c[i] for c in counts) for i in range(4)]
+def _sum4(counts: Iterator[tuple[int, int, int, int]]) -> list[int]:
+    totals = [0, 0, 0, 0]
+    for c in counts:
+        totals[0] += c[0]
+        totals[1] += c[1]
+        totals[2] += c[2]
+        totals[3] += c[3]
+    return totals
+
+
+def _tier_rows(totals: list[int], tiers: ReplayTiers) -> list[dict[str, Any]]:
     names = [GPU, CPU] if tiers.cpu_blocks else [GPU]
     rows = []
     for i, name in enumerate(names):
         lookup, hit = totals[2 * i], totals[2 * i + 1]
         rows.append({"name": name, "lookup_blocks": lookup, "hit_blocks": hit, "hit_ratio": hit / lookup if lookup else 0.0})
     return rows
-
-
-def tier_hits(trace: Trace, records: list[RequestRecord], tiers: ReplayTiers) -> list[dict[str, Any]]:
-    """Per tier: blocks looked up, blocks hit, and their ratio, over the whole replay."""
-    rows = _tier_rows(block_counts(trace, records), tiers)
-    capacity = {GPU: tiers.gpu_blocks, CPU: tiers.cpu_blocks}
-    for row in rows:
-        row["capacity_blocks"] = capacity[row["name"]]
-    return rows
-
-
-def timeline(trace: Trace, records: list[RequestRecord], tiers: ReplayTiers, buckets: int = 50) -> list[dict[str, Any]]:
-    """Per-tier hit ratio over time: the trace's time span cut into ``buckets`` equal windows.
-
-    A request belongs to the window its timestamp falls in (the last window
-    includes its end); empty windows are left out.
-    """
-    buckets = max(1, min(buckets, MAX_TIMELINE_BUCKETS))
-    stamps = [r.timestamp_ms for r in trace.requests]
-    t0, t1 = min(stamps), max(stamps)
-    width = (t1 - t0) / buckets or 1.0
-    grouped: list[list[tuple[int, int, int, int]]] = [[] for _ in range(buckets)]
-    for ts, counts in zip(stamps, block_counts(trace, records)):
-        grouped[min(int((ts - t0) / width), buckets - 1)].append(counts)
-    return [
-        {
-            "start_ms": t0 + b * width,
-            "end_ms": t0 + (b + 1) * width,
-            "requests": len(group),
-            "tiers": _tier_rows(group, tiers),
-        }
-        for b, group in enumerate(grouped)
-        if group
-    ]

@@ -44,15 +44,25 @@ def pass_summaries(records: Iterable[RecordLike]) -> list[dict[str, Any]]:
 
 
 def run_totals(records: Sequence[RecordLike]) -> dict[str, Any]:
-    ttfts = [r.ttft_ms for r in records]
+    return totals_of(
+        [r.ttft_ms for r in records],
+        sum(r.gpu_hit_tokens or 0 for r in records),
+        sum(r.cpu_hit_tokens or 0 for r in records),
+        sum(r.disk_hit_tokens or 0 for r in records),
+        sum(r.computed_tokens or 0 for r in records),
+    )
+
+
+def totals_of(ttfts: Sequence[float], gpu: int, cpu: int, disk: int, computed: int) -> dict[str, Any]:
+    """A run's totals from its TTFTs and token sums (``run_totals`` for records; a replay's columns directly)."""
     return {
-        "requests": len(records),
+        "requests": len(ttfts),
         **stats.summary(ttfts),
         "total_ms": round(sum(ttfts), 3),
-        "gpu_hit_tokens": sum(r.gpu_hit_tokens or 0 for r in records),
-        "cpu_hit_tokens": sum(r.cpu_hit_tokens or 0 for r in records),
-        "disk_hit_tokens": sum(r.disk_hit_tokens or 0 for r in records),
-        "computed_tokens": sum(r.computed_tokens or 0 for r in records),
+        "gpu_hit_tokens": gpu,
+        "cpu_hit_tokens": cpu,
+        "disk_hit_tokens": disk,
+        "computed_tokens": computed,
     }
 
 

@@ -15,6 +15,7 @@ first references cost one dict store).
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,22 @@ class StackProfile:
 
 
 def stack_profile(stream: Sequence[Hashable]) -> StackProfile:
-    """One pass over ``stream``: the LRU hit count at every capacity."""
+    """One pass over ``stream``: the LRU hit count at every capacity.
+
+    A long stream of 64-bit ids (a trace's ``array('q')``) runs the same loop
+    compiled (``sim.kernels.stack_depths``), when ``sim.compiled`` says it pays.
+    """
+    if isinstance(stream, array) and stream.typecode == "q":
+        from sim import compiled
+
+        if compiled.worth_it(len(stream)):
+            cumulative, distinct = compiled.stack_histogram(stream)
+            return StackProfile(len(stream), distinct, cumulative)
+    return python_stack_profile(stream)
+
+
+def python_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
+    """The reference loop: Fenwick-tree depths in pure Python."""
     n = len(stream)
     tree = [0] * (n + 1)  # tree[j] covers dead positions; index j is position j - 1
     depth_count = [0] * (n + 1)

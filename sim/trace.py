@@ -1,27 +1,56 @@
-"""Trace reader: Mooncake JSONL request traces, checked line by line and against size limits before any replay.
+"""Trace reader: Mooncake and Qwen-Bailian JSONL request traces, read line by line into compact arrays.
 
 A Mooncake trace has one JSON object per request: ``timestamp`` (ms),
 ``input_length`` and ``output_length`` (tokens) and ``hash_ids``, one id per
 ``block_tokens``-token block of the prompt (512 in Mooncake's traces), the
 last block possibly partial. Equal ids mean equal prefixes up to and including
-that block, so the ids are already prefix-chained keys. The reader only reads:
-turning a trace into requests for the tiers is ``sim.replay``'s job, and the
-flattened block stream for a hit-ratio curve is ``Trace.block_stream``.
+that block, so the ids are already prefix-chained keys.
+
+A Qwen-Bailian trace (alibaba-edu/qwen-bailian-usagetraces-anon, README.md,
+"Data Specification of the Traces") has the same four fields, but
+``timestamp`` in seconds and ``hash_ids`` of 16-token blocks, plus
+``chat_id``, ``parent_chat_id`` (-1 for a root request), ``type`` (text,
+search, image, file) and ``turn``. Its ids are salted SipHash-2-4 of each
+block's own 16 tokens, mapped to sequential integers (the README's
+"Anonymization Process"): not chained, so the same block content under two
+different prefixes has one id. A prefix cache only ever reuses a whole prefix,
+so the reader chains them: a block's key is a fresh integer per distinct
+(previous block's key, id) pair, and equal keys mean equal prefixes, as in
+Mooncake's ids.
+
+The reader only reads: a file is read one line at a time (a line longer than
+``max_line_bytes`` is refused by its number without being held), every line is
+checked against the limits, and the requests are kept as columns of machine
+integers (``array``), not Python objects, so that ten million block ids take
+80 MB rather than half a GB. Turning a trace into requests for the tiers is
+``sim.replay``'s job; the flattened block stream for a hit-ratio curve is
+``Trace.block_stream``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-
-from sim import jsontext, textfile
+from typing import BinaryIO, Literal, overload
 
 MOONCAKE_BLOCK_TOKENS = 512
+BAILIAN_BLOCK_TOKENS = 16
 MAX_HASH_ID = 2**63 - 1
+
+TraceFormat = Literal["mooncake", "bailian"]
+TRACE_FORMATS: tuple[TraceFormat, ...] = ("mooncake", "bailian")
+# Tokens per hash id in each format's published traces: the block size a replay uses unless told otherwise.
+FORMAT_BLOCK_TOKENS: dict[TraceFormat, int] = {"mooncake": MOONCAKE_BLOCK_TOKENS, "bailian": BAILIAN_BLOCK_TOKENS}
+# The fields only a Bailian line has; a file whose first request has all of them is Bailian, none of them Mooncake.
+BAILIAN_ONLY_FIELDS = ("chat_id", "parent_chat_id", "turn", "type")
+BAILIAN_TYPES = ("text", "search", "image", "file")
 
 # Bundled traces, by the name the CLI, API and page use; files live in sim/data/traces/.
 BUNDLED_TRACES: dict[str, str] = {"mooncake-synthetic": "mooncake_synthetic_trace.jsonl"}
@@ -32,10 +61,11 @@ DEFAULT_TRACE = "mooncake-synthetic"
 class TraceLimits:
     """The most a trace may hold; a trace over any of them is refused before it is replayed."""
 
-    max_bytes: int = textfile.MAX_FILE_BYTES
+    max_bytes: int = 256 * 2**20
     max_requests: int = 1_000_000
     max_blocks: int = 20_000_000  # hash_ids over all requests, as ``Scenario``'s total-work bound
     max_input_tokens: int = 10_000_000  # one prompt
+    max_line_bytes: int = 32 * 2**20  # one line, read at most this far before it is refused
 
 
 class TraceError(ValueError):
@@ -48,7 +78,10 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TraceRequest:
-    """One request of a trace, as read: ``hash_ids`` has one id per block, the last maybe partial."""
+    """One request of a trace, as read: ``hash_ids`` has one id per block, the last maybe partial.
+
+    For a Bailian trace the ids are the chained keys (see the module's docstring).
+    """
 
     line: int
     timestamp_ms: float
@@ -57,43 +90,102 @@ class TraceRequest:
     hash_ids: list[int]
 
 
-@dataclass(frozen=True, slots=True)
+class TraceRequests(Sequence[TraceRequest]):
+    """A trace's requests as objects, made on access from its columns (for code that wants one at a time)."""
+
+    __slots__ = ("_trace",)
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    def __len__(self) -> int:
+        return len(self._trace.input_tokens)
+
+    @overload
+    def __getitem__(self, i: int) -> TraceRequest: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[TraceRequest]: ...
+    def __getitem__(self, i: int | slice) -> TraceRequest | list[TraceRequest]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        t = self._trace
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        ids = t.hash_ids[t.offsets[i] : t.offsets[i + 1]].tolist()
+        return TraceRequest(t.lines[i], t.timestamps_ms[i], t.input_tokens[i], t.output_tokens[i], ids)
+
+    def __iter__(self) -> Iterator[TraceRequest]:
+        return (self[i] for i in range(len(self)))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Trace:
-    """A whole trace, in file order (which is the order it is replayed in)."""
+    """A whole trace as columns, in file order (which is the order it is replayed in).
+
+    Request ``i`` has ids ``hash_ids[offsets[i]:offsets[i + 1]]``; ``offsets``
+    has one more entry than there are requests.
+    """
 
     name: str
     block_tokens: int
-    requests: list[TraceRequest]
     sha256: str
+    lines: array  # 'q': the request's line number in the file
+    timestamps_ms: array  # 'd'
+    input_tokens: array  # 'q'
+    output_tokens: array  # 'q'
+    offsets: array  # 'q'
+    hash_ids: array  # 'q'
+    format: TraceFormat = "mooncake"
+
+    @property
+    def requests(self) -> TraceRequests:
+        return TraceRequests(self)
+
+    def __len__(self) -> int:
+        return len(self.input_tokens)
 
     @property
     def total_blocks(self) -> int:
-        return sum(len(r.hash_ids) for r in self.requests)
+        return len(self.hash_ids)
 
-    def block_stream(self) -> list[int]:
+    def block_counts(self) -> Iterator[int]:
+        """``len(hash_ids)`` of each request, in order."""
+        offsets = self.offsets
+        return (offsets[i + 1] - offsets[i] for i in range(len(self)))
+
+    def block_stream(self) -> array:
         """Every block reference in order, each request's ``hash_ids`` as listed (partial tail blocks too).
 
         This is the flattened trace a plain cache simulator (libCacheSim) is
-        fed: one object per block, all of equal size.
+        fed: one object per block, all of equal size. The array itself, not a copy.
         """
-        stream: list[int] = []
-        extend = stream.extend
-        for r in self.requests:
-            extend(r.hash_ids)
-        return stream
+        return self.hash_ids
 
     def summary(self) -> dict[str, object]:
-        stream = self.block_stream()
+        stamps = self.timestamps_ms
         return {
             "name": self.name,
+            "format": self.format,
             "sha256": self.sha256,
             "block_tokens": self.block_tokens,
-            "requests": len(self.requests),
-            "block_references": len(stream),
-            "distinct_blocks": len(set(stream)),
-            "input_tokens": sum(r.input_tokens for r in self.requests),
-            "duration_ms": self.requests[-1].timestamp_ms - self.requests[0].timestamp_ms if self.requests else 0,
+            "requests": len(self),
+            "block_references": len(self.hash_ids),
+            "distinct_blocks": distinct_count(self.hash_ids),
+            "input_tokens": sum(self.input_tokens),
+            "duration_ms": stamps[-1] - stamps[0] if len(stamps) else 0,
         }
+
+
+def distinct_count(ids: array) -> int:
+    """How many distinct ids; by sorting a copy (numpy, when a trace is large) rather than a set of Python ints."""
+    if len(ids) < 200_000:
+        return len(set(ids))
+    import numpy as np
+
+    ordered = np.sort(np.frombuffer(ids, dtype=np.int64))
+    return int(np.count_nonzero(ordered[1:] != ordered[:-1])) + 1 if len(ordered) else 0
 
 
 def bundled_trace_path(name: str) -> Path:
@@ -105,49 +197,51 @@ def bundled_trace_path(name: str) -> Path:
 
 
 def open_trace(
-    source: str, block_tokens: int = MOONCAKE_BLOCK_TOKENS, limits: TraceLimits = TraceLimits()
+    source: str,
+    block_tokens: int | None = None,
+    limits: TraceLimits = TraceLimits(),
+    fmt: TraceFormat | None = None,
 ) -> Trace:
     """A trace file's path, or a bundled trace's name (``mooncake-synthetic``) when no such file exists."""
     if not Path(source).exists() and source in BUNDLED_TRACES:
-        return read_trace(bundled_trace_path(source), block_tokens, limits, name=source)
+        return read_trace(bundled_trace_path(source), block_tokens, limits, name=source, fmt=fmt)
     if not Path(source).exists():
         raise TraceError(f"no trace file {source!r}, and no bundled trace of that name (bundled: {', '.join(BUNDLED_TRACES)})")
-    return read_trace(source, block_tokens, limits)
+    return read_trace(source, block_tokens, limits, fmt=fmt)
 
 
 def read_trace(
     path: str | os.PathLike[str],
-    block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+    block_tokens: int | None = None,
     limits: TraceLimits = TraceLimits(),
     name: str | None = None,
+    fmt: TraceFormat | None = None,
 ) -> Trace:
-    """Read a trace file; bytes are counted against ``limits.max_bytes`` while reading, before a line is parsed."""
+    """Read a trace file; its size is checked against ``limits.max_bytes`` before a line is read.
+
+    ``fmt`` None detects the format from the first request; ``block_tokens``
+    None takes the format's own block size.
+    """
     path = Path(path)
     try:
-        data = textfile.read_bytes(path, limits.max_bytes)
-    except textfile.FileProblem as exc:
-        raise TraceError(str(exc)) from None
-    return parse_trace(data, block_tokens, limits, name or path.name)
+        size = path.stat().st_size
+        _check_bytes(size, limits)
+        with path.open("rb") as f:
+            return _read(f, block_tokens, limits, name or path.name, fmt)
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def parse_trace(
     data: bytes,
-    block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+    block_tokens: int | None = None,
     limits: TraceLimits = TraceLimits(),
     name: str = "upload",
+    fmt: TraceFormat | None = None,
 ) -> Trace:
     """Parse a whole trace held in memory (an upload); the first bad line raises ``TraceError``."""
-    if block_tokens < 1:
-        raise TraceError(f"block size must be at least 1 token, got {block_tokens}")
     _check_bytes(len(data), limits)
-    try:
-        text = textfile.text_bytes(data)  # no BOM; UTF-16 and binary files refused whole
-    except textfile.FileProblem as exc:
-        raise TraceError(str(exc)) from None
-    requests = list(_parse_lines(text.splitlines(), block_tokens, limits))
-    if not requests:
-        raise TraceError("the trace holds no requests")
-    return Trace(name, block_tokens, requests, hashlib.sha256(data).hexdigest())
+    return _read(io.BytesIO(data), block_tokens, limits, name, fmt)
 
 
 def _check_bytes(size: int, limits: TraceLimits) -> None:
@@ -155,47 +249,159 @@ def _check_bytes(size: int, limits: TraceLimits) -> None:
         raise TraceError(f"the trace is {size:,} bytes; the limit is {limits.max_bytes:,}")
 
 
-def _parse_lines(lines: Iterable[bytes], block_tokens: int, limits: TraceLimits) -> Iterable[TraceRequest]:
-    count = blocks = 0
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        request = _parse_line(raw, number, block_tokens, limits)
-        count += 1
-        blocks += len(request.hash_ids)
-        if count > limits.max_requests:
+def _lines(f: BinaryIO, limits: TraceLimits, digest: hashlib._Hash) -> Iterator[tuple[int, bytes]]:
+    """Numbered non-blank lines; each read at most ``max_line_bytes`` (+1) far, so memory stays bounded."""
+    cap = limits.max_line_bytes
+    for number in range(1, 2**63):
+        raw = f.readline(cap + 1)
+        if not raw:
+            return
+        digest.update(raw)
+        if len(raw) > cap and not (len(raw) == cap + 1 and raw.endswith(b"\n")):
+            raise TraceError(f"the line is longer than {cap:,} bytes (the limit)", number)
+        if raw.strip():
+            yield number, raw
+
+
+def _read(f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name: str, fmt: TraceFormat | None) -> Trace:
+    if block_tokens is not None and block_tokens < 1:
+        raise TraceError(f"block size must be at least 1 token, got {block_tokens}")
+    digest = hashlib.sha256()
+    lines = _lines(f, limits, digest)
+    first = next(lines, None)
+    if first is None:
+        raise TraceError("the trace holds no requests")
+    number, raw = first
+    obj = _object(raw, number)
+    if fmt is None:
+        fmt = detect_format(obj, number)
+    block = block_tokens or FORMAT_BLOCK_TOKENS[fmt]
+    columns = _Columns()
+    parse = _BailianParser(block, limits) if fmt == "bailian" else _MooncakeParser(block, limits)
+    parse(obj, number, columns)
+    for number, raw in lines:
+        parse(_object(raw, number), number, columns)
+        if len(columns.input_tokens) > limits.max_requests:
             raise TraceError(f"the trace has more than {limits.max_requests:,} requests (the limit)", number)
-        if blocks > limits.max_blocks:
-            raise TraceError(f"the trace has more than {limits.max_blocks:,} blocks in all (the limit)", number)
-        yield request
+    return Trace(
+        name, block, digest.hexdigest(), columns.lines, columns.timestamps_ms, columns.input_tokens,
+        columns.output_tokens, columns.offsets, columns.hash_ids, fmt,
+    )
 
 
-def _parse_line(raw: bytes, number: int, block_tokens: int, limits: TraceLimits) -> TraceRequest:
+def detect_format(obj: dict[str, object], number: int = 1) -> TraceFormat:
+    """Bailian when the first request has every Bailian-only field, Mooncake when it has none; else ambiguous."""
+    present = [k for k in BAILIAN_ONLY_FIELDS if k in obj]
+    if len(present) == len(BAILIAN_ONLY_FIELDS):
+        return "bailian"
+    if not present:
+        return "mooncake"
+    missing = [k for k in BAILIAN_ONLY_FIELDS if k not in obj]
+    raise TraceError(
+        f"cannot tell the format: the request has {', '.join(present)} but not {', '.join(missing)}; "
+        f"name it ({' or '.join(TRACE_FORMATS)})",
+        number,
+    )
+
+
+class _Columns:
+    __slots__ = ("lines", "timestamps_ms", "input_tokens", "output_tokens", "offsets", "hash_ids")
+
+    def __init__(self) -> None:
+        self.lines, self.timestamps_ms = array("q"), array("d")
+        self.input_tokens, self.output_tokens = array("q"), array("q")
+        self.offsets, self.hash_ids = array("q", [0]), array("q")
+
+
+def _object(raw: bytes, number: int) -> dict[str, object]:
     try:
-        obj = jsontext.loads(raw)
-    except ValueError as exc:  # UnicodeDecodeError is one
-        raise TraceError(str(exc) if not isinstance(exc, UnicodeDecodeError) else f"not UTF-8 ({exc})", number) from None
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"not JSON ({exc})", number) from None
     if not isinstance(obj, dict):
         raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
-    missing = [k for k in ("timestamp", "input_length", "output_length", "hash_ids") if k not in obj]
-    if missing:
-        raise TraceError(f"missing {', '.join(missing)}", number)
-    timestamp = obj["timestamp"]
-    if type(timestamp) not in (int, float) or not 0 <= timestamp < float("inf"):
-        raise TraceError(f"timestamp must be a number of ms >= 0, got {timestamp!r}", number)
-    input_tokens = _count(obj, "input_length", number, 1, limits.max_input_tokens)
-    output_tokens = _count(obj, "output_length", number, 0, limits.max_input_tokens)
-    hash_ids = obj["hash_ids"]
-    if not isinstance(hash_ids, list) or not all(type(h) is int and 0 <= h <= MAX_HASH_ID for h in hash_ids):
-        raise TraceError(f"hash_ids must be a list of integers from 0 to {MAX_HASH_ID}", number)
-    expected = -(-input_tokens // block_tokens)
-    if len(hash_ids) != expected:
-        raise TraceError(
-            f"hash_ids has {len(hash_ids)} ids, but input_length {input_tokens} at {block_tokens} tokens per block "
-            f"needs {expected} (is the block size right?)",
-            number,
-        )
-    return TraceRequest(number, timestamp, input_tokens, output_tokens, hash_ids)
+    return obj
+
+
+class _MooncakeParser:
+    """Checks one request and appends it to the columns; ``timestamp`` is in ms."""
+
+    FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+    TIMESTAMP_UNIT = "ms"
+    MS_PER_UNIT = 1.0
+
+    def __init__(self, block_tokens: int, limits: TraceLimits) -> None:
+        self.block_tokens = block_tokens
+        self.limits = limits
+
+    def __call__(self, obj: dict[str, object], number: int, out: _Columns) -> None:
+        missing = [k for k in self.FIELDS if k not in obj]
+        if missing:
+            raise TraceError(f"missing {', '.join(missing)}", number)
+        timestamp = obj["timestamp"]
+        if type(timestamp) not in (int, float) or not 0 <= timestamp < float("inf"):  # type: ignore[operator]
+            raise TraceError(f"timestamp must be a number of {self.TIMESTAMP_UNIT} >= 0, got {timestamp!r}", number)
+        limits = self.limits
+        input_tokens = _count(obj, "input_length", number, 1, limits.max_input_tokens)
+        output_tokens = _count(obj, "output_length", number, 0, limits.max_input_tokens)
+        hash_ids = obj["hash_ids"]
+        if not isinstance(hash_ids, list) or not all(type(h) is int and 0 <= h <= MAX_HASH_ID for h in hash_ids):
+            raise TraceError(f"hash_ids must be a list of integers from 0 to {MAX_HASH_ID}", number)
+        expected = -(-input_tokens // self.block_tokens)
+        if len(hash_ids) != expected:
+            raise TraceError(
+                f"hash_ids has {len(hash_ids)} ids, but input_length {input_tokens} at {self.block_tokens} tokens per block "
+                f"needs {expected} (is the block size right?)",
+                number,
+            )
+        if len(out.hash_ids) + len(hash_ids) > limits.max_blocks:
+            raise TraceError(f"the trace has more than {limits.max_blocks:,} blocks in all (the limit)", number)
+        self.check_more(obj, number)
+        out.lines.append(number)
+        out.timestamps_ms.append(timestamp * self.MS_PER_UNIT)  # type: ignore[operator]
+        out.input_tokens.append(input_tokens)
+        out.output_tokens.append(output_tokens)
+        out.hash_ids.extend(self.keys(hash_ids))
+        out.offsets.append(len(out.hash_ids))
+
+    def check_more(self, obj: dict[str, object], number: int) -> None:
+        """A format's own fields, checked before the request is kept."""
+
+    def keys(self, hash_ids: list[int]) -> list[int]:
+        return hash_ids
+
+
+class _BailianParser(_MooncakeParser):
+    """Bailian: ``timestamp`` in seconds, its own fields checked, per-block ids chained into prefix keys."""
+
+    FIELDS = ("chat_id", "parent_chat_id", "timestamp", "input_length", "output_length", "type", "turn", "hash_ids")
+    TIMESTAMP_UNIT = "seconds"
+    MS_PER_UNIT = 1000.0
+
+    def __init__(self, block_tokens: int, limits: TraceLimits) -> None:
+        super().__init__(block_tokens, limits)
+        self._chain: dict[tuple[int, int], int] = {}  # (previous key, block id) -> key
+
+    def check_more(self, obj: dict[str, object], number: int) -> None:
+        for key, low in (("chat_id", 0), ("parent_chat_id", -1), ("turn", 1)):
+            value = obj[key]
+            if type(value) is not int or not low <= value <= MAX_HASH_ID:
+                raise TraceError(f"{key} must be an integer from {low} to {MAX_HASH_ID}, got {value!r}", number)
+        if obj["type"] not in BAILIAN_TYPES:
+            raise TraceError(f"type must be one of {', '.join(BAILIAN_TYPES)}, got {obj['type']!r}", number)
+
+    def keys(self, hash_ids: list[int]) -> list[int]:
+        """Key ``i`` stands for the whole prefix ``hash_ids[: i + 1]``: equal keys, equal prefixes."""
+        chain = self._chain
+        out = []
+        prev = -1
+        for block_id in hash_ids:
+            key = chain.get((prev, block_id))
+            if key is None:
+                key = chain[(prev, block_id)] = len(chain)
+            out.append(key)
+            prev = key
+        return out
 
 
 def _count(obj: dict[str, object], key: str, number: int, low: int, high: int) -> int:

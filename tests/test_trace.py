@@ -47,7 +47,7 @@ def test_open_trace_takes_a_path_or_a_bundled_name(tmp_path: Path) -> None:
 def test_block_stream_lists_every_hash_id_in_order() -> None:
     # Two requests at 4 tokens per block: 6 tokens -> 2 ids (the second partial), 4 tokens -> 1 id.
     trace = parse_trace((line(6, [1, 2]) + "\n" + line(4, [1])).encode(), block_tokens=4)
-    assert trace.block_stream() == [1, 2, 1]
+    assert trace.block_stream().tolist() == [1, 2, 1]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ from app.cli.replay import load
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
-from sim.trace import MOONCAKE_BLOCK_TOKENS
 
 
 @click.command("curve")
@@ -22,12 +21,11 @@ from sim.trace import MOONCAKE_BLOCK_TOKENS
 @click.option("--json", "as_json", is_flag=True, help='print [{"capacity_blocks": C, "hit_ratio": H}, ...]')
 def command(trace: str | None, points: int, as_json: bool, **flags: Any) -> None:
     """Hit ratio of a plain LRU of C blocks, for every C, fed TRACE's blocks in order (each request's hash_ids
-    as listed; --block-size is the trace's, default 512) or, without TRACE, the blocks of a scenario's requests
+    as listed; --block-size is the trace's, default its format's) or, without TRACE, the blocks of a scenario's requests
     (--preset and the scenario flags). A model of reuse, not of the vLLM pool: see the README."""
     if trace is not None:
-        block_size = flags["block_size"] or MOONCAKE_BLOCK_TOKENS
-        source = load(trace, block_size)
-        stream, label = trace_stream(source), f"{source.name} ({block_size}-token blocks)"
+        source = load(trace, flags["block_size"])
+        stream, label = trace_stream(source), f"{source.name} ({source.block_tokens}-token blocks)"
     else:
         scenario = build_scenario(**flags)
         stream, label = scenario_stream(scenario), f"scenario ({scenario.block_size}-token blocks)"

@@ -1,8 +1,8 @@
-"""``kvscope replay TRACE``: replay a Mooncake trace through the GPU tier (and a CPU tier) and report hit ratios and TTFT."""
+"""``kvscope replay TRACE``: replay a Mooncake or Bailian trace through the GPU tier (and a CPU tier); hit ratios and TTFT."""
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
 import click
@@ -10,30 +10,39 @@ import click
 from app.cli.scenario_flags import load_costs
 from app.cli.table import format_table
 from sim import stats
-from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, replay
-from sim.trace import MOONCAKE_BLOCK_TOKENS, Trace, TraceError, open_trace
+from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, run_replay, write_replay_json
+from sim.trace import FORMAT_BLOCK_TOKENS, TRACE_FORMATS, Trace, TraceError, TraceFormat, open_trace
 
 REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks"}
 
 
-def load(trace: str, block_size: int) -> Trace:
+def load(trace: str, block_size: int | None, fmt: TraceFormat | None = None) -> Trace:
     """The trace named on the command line; a bad file exits 2 naming its line."""
     try:
-        return open_trace(trace, block_size)
+        return open_trace(trace, block_size, fmt=fmt)
     except TraceError as exc:
         raise click.UsageError(f"{trace}: {exc}") from None
 
 
 def block_size_option() -> click.Option:
+    defaults = ", ".join(f"{block} for {fmt}" for fmt, block in FORMAT_BLOCK_TOKENS.items())
     return click.option(
-        "--block-size", type=click.IntRange(1, 65_536), default=MOONCAKE_BLOCK_TOKENS, show_default=True,
-        help="tokens per hash id in the trace (one GPU block each)",
+        "--block-size", type=click.IntRange(1, 65_536), default=None,
+        help=f"tokens per hash id in the trace (one GPU block each); default: the format's ({defaults})",
+    )
+
+
+def format_option() -> click.Option:
+    return click.option(
+        "--format", "fmt", type=click.Choice(TRACE_FORMATS), default=None,
+        help="the trace's format; default: told from its first request (Bailian's chat_id, parent_chat_id, turn, type)",
     )
 
 
 @click.command("replay")
 @click.argument("trace")
 @block_size_option()
+@format_option()
 @click.option("--gpu-blocks", type=click.IntRange(1, MAX_GPU_BLOCKS), required=True,
               help="usable GPU blocks (vLLM's null block comes on top)")
 @click.option("--cpu-blocks", type=click.IntRange(1, MAX_CPU_BLOCKS), default=None, help="add a CPU tier of this many blocks")
@@ -43,25 +52,27 @@ def block_size_option() -> click.Option:
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
 def command(
-    trace: str, block_size: int, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
+    trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
     costs_file: Path | None, as_json: bool,
 ) -> None:
-    """Replay TRACE (a Mooncake JSONL file, or a bundled trace's name: mooncake-synthetic) through the tiers.
+    """Replay TRACE (a Mooncake or Qwen-Bailian JSONL file, or a bundled trace's name: mooncake-synthetic)
+    through the tiers.
 
     Prints per-tier block hit ratios and TTFT statistics (from the cost model).
     """
     costs = load_costs(costs_file) if costs_file is not None else None
-    loaded = load(trace, block_size)
+    loaded = load(trace, block_size, fmt)
     try:
-        result = replay(loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks), costs)
+        outcome = run_replay(loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks), costs)
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        write_replay_json(outcome, sys.stdout)
         return
+    result = {**outcome.head(), "ttft_ms": outcome.ttft_ms}
     info = result["trace"]
     click.echo(
-        f"{info['name']}: {info['requests']:,} requests, {info['block_references']:,} block references "
+        f"{info['name']} ({info['format']}): {info['requests']:,} requests, {info['block_references']:,} block references "
         f"({info['distinct_blocks']:,} distinct) of {info['block_tokens']} tokens; run {result['run']}"
     )
     click.echo(
@@ -71,6 +82,5 @@ def command(
             [False, True, True, True, True],
         )
     )
-    ttfts = [r["ttft_ms"] for r in result["requests"]]
-    summary = stats.summary(ttfts)
+    summary = stats.summary(result["ttft_ms"])
     click.echo(f"\nTTFT ms: p50 {summary['p50_ms']:,.1f}  mean {summary['mean_ms']:,.1f}  p90 {summary['p90_ms']:,.1f}")

@@ -1,0 +1,331 @@
+"""Compiled loops (numba): dense ids, LRU stack depths, and the trace replay through vLLM's block pool and a CPU tier.
+
+Imported only through ``sim.compiled``, which decides when they are worth
+numba's import and start-up cost. The pure-Python code (``sim.stack_distance``,
+``sim.gpu``, ``sim.free_queue``, ``sim.chunk_store``, ``sim.engine``) is the
+reference: the tests check that these loops give identical results on random
+workloads and on the bundled Mooncake sample. Each loop below names the
+Python code it follows, line for line in meaning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: consecutive ids spread over the table
+
+
+@njit(cache=True)
+def _grow(keys: np.ndarray, vals: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    new_keys = np.empty(keys.size * 2, np.int64)
+    new_vals = np.full(keys.size * 2, -1, np.int64)
+    mask = new_keys.size - 1
+    shift = np.uint64(64 - bits)
+    for s in range(keys.size):
+        v = vals[s]
+        if v < 0:
+            continue
+        k = keys[s]
+        slot = np.int64((np.uint64(k) * _GOLDEN) >> shift)
+        while new_vals[slot] >= 0:
+            slot = (slot + 1) & mask
+        new_keys[slot] = k
+        new_vals[slot] = v
+    return new_keys, new_vals
+
+
+@njit(cache=True)
+def dense_ids(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each id replaced by 0, 1, 2, ... in order of first appearance (an open-addressing table that doubles)."""
+    bits = 16
+    keys = np.empty(1 << bits, np.int64)
+    vals = np.full(1 << bits, -1, np.int64)
+    out = np.empty(ids.size, np.int64)
+    count = 0
+    for t in range(ids.size):
+        k = ids[t]
+        mask = keys.size - 1
+        slot = np.int64((np.uint64(k) * _GOLDEN) >> np.uint64(64 - bits))
+        while True:
+            v = vals[slot]
+            if v < 0:
+                vals[slot] = count
+                keys[slot] = k
+                out[t] = count
+                count += 1
+                if count * 2 > keys.size:
+                    bits += 1
+                    keys, vals = _grow(keys, vals, bits)
+                break
+            if keys[slot] == k:
+                out[t] = v
+                break
+            slot = (slot + 1) & mask
+    return out, count
+
+
+@njit(cache=True)
+def stack_depths(dense: np.ndarray, distinct_ids: int) -> tuple[np.ndarray, int]:
+    """``sim.stack_distance.stack_profile``'s loop: the histogram of LRU stack depths (index = depth)."""
+    n = dense.size
+    tree = np.zeros(n + 1, np.int32)  # dead positions; index j is position j - 1
+    depth_count = np.zeros(n + 1, np.int64)
+    last = np.full(distinct_ids, -1, np.int64)
+    distinct = 0
+    for t in range(n):
+        key = dense[t]
+        p = last[key]
+        last[key] = t
+        if p < 0:
+            distinct += 1
+            continue
+        dead = 0
+        i = p
+        while i:
+            dead += tree[i]
+            i &= i - 1
+        depth_count[distinct - p + dead] += 1
+        i = p + 1
+        while i <= n:
+            tree[i] += 1
+            i += i & -i
+    return depth_count, distinct
+
+
+# Doubly linked lists threaded through index arrays (vLLM's free queue, LMCache's LRU order): O(1) anywhere.
+
+
+@njit(cache=True, inline="always")
+def _unlink(nxt: np.ndarray, prv: np.ndarray, node: int) -> None:
+    p, q = prv[node], nxt[node]
+    nxt[p] = q
+    prv[q] = p
+
+
+@njit(cache=True, inline="always")
+def _push_back(nxt: np.ndarray, prv: np.ndarray, sentinel: int, node: int) -> None:
+    last = prv[sentinel]
+    nxt[last] = node
+    prv[node] = last
+    nxt[node] = sentinel
+    prv[sentinel] = node
+
+
+@njit(cache=True, inline="always")
+def _push_front(nxt: np.ndarray, prv: np.ndarray, sentinel: int, node: int) -> None:
+    _push_back(prv, nxt, sentinel, node)  # the front is the back of the list read backwards
+
+
+@njit(cache=True, inline="always")
+def _pop_front(nxt: np.ndarray, prv: np.ndarray, sentinel: int) -> int:
+    node = nxt[sentinel]
+    _unlink(nxt, prv, node)
+    return node
+
+
+# Columns of ``replay_blocks``'s result, one row per request.
+GPU_HIT, CPU_HIT, COMPUTED, STORED, GPU_EV_BLOCKS, GPU_EV_FIRST, GPU_EV_LAST, CPU_EV_TOKENS, CPU_EV_FIRST, CPU_EV_LAST = range(10)
+COLUMNS = 10
+
+
+@njit(cache=True)
+def replay_blocks(
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    input_tokens: np.ndarray,
+    block: int,
+    num_blocks: int,
+    distinct_keys: int,
+    chunk_blocks: int,
+    cpu_capacity_tokens: int,
+) -> np.ndarray:
+    """A trace's requests, one after another, through vLLM's block pool and (``cpu_capacity_tokens`` > 0) a CPU tier.
+
+    Follows ``sim.engine.Engine.process`` for a trace request (one document,
+    no shared prefix, whole chunks only) under today's rules, with:
+    - the pool of ``sim.gpu.GpuBlockPool`` (free order ``vllm``, policy
+      ``lru``, block 0 the null block): the free queue is the doubly linked
+      list of ``sim.free_queue.FreeBlockQueue`` (sentinel ``num_blocks``);
+      a hash held by two blocks keeps its extra blocks on a per-hash stack
+      (``GpuBlockPool._copies``), and reusing one of them is no eviction;
+    - the CPU tier of ``sim.chunk_store.ChunkStore`` with policy ``lru``:
+      a lookup moves the hit chunks to the back, a store evicts from the front.
+    ``keys`` are dense (0 .. distinct_keys - 1); request ``r`` has
+    ``keys[offsets[r]:offsets[r + 1]]``, its last block maybe partial.
+    """
+    n_req = offsets.size - 1
+    sentinel = num_blocks
+    nxt = np.empty(num_blocks + 1, np.int64)
+    prv = np.empty(num_blocks + 1, np.int64)
+    nxt[sentinel] = sentinel
+    prv[sentinel] = sentinel
+    for b in range(1, num_blocks):  # block 0 is the null block: never free, never cached
+        _push_back(nxt, prv, sentinel, b)
+    block_hash = np.full(num_blocks, -1, np.int64)
+    block_pos = np.zeros(num_blocks, np.int64)
+    cached = np.full(distinct_keys, -1, np.int64)
+    copy_top = np.full(distinct_keys, -1, np.int64)
+    copy_prev = np.full(num_blocks, -1, np.int64)
+    copy_next = np.full(num_blocks, -1, np.int64)
+
+    has_cpu = cpu_capacity_tokens > 0
+    chunk = block * chunk_blocks
+    cpu_size = distinct_keys + 1 if has_cpu else 1
+    c_sentinel = cpu_size - 1
+    c_in = np.zeros(cpu_size, np.bool_)
+    c_nxt = np.empty(cpu_size, np.int64)
+    c_prv = np.empty(cpu_size, np.int64)
+    c_index = np.zeros(cpu_size, np.int64)
+    c_nxt[c_sentinel] = c_sentinel
+    c_prv[c_sentinel] = c_sentinel
+    c_used = 0
+    cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
+
+    longest = 0
+    for r in range(n_req):
+        longest = max(longest, offsets[r + 1] - offsets[r])
+    blocks = np.empty(max(longest, 1), np.int64)
+    out = np.zeros((n_req, COLUMNS), np.int64)
+
+    for r in range(n_req):
+        lo = offsets[r]
+        alloc = offsets[r + 1] - lo
+        n = input_tokens[r]
+        nfull = n // block
+        limit = min((n - 1) // block, nfull)  # vLLM recomputes the last token
+        # GpuBlockPool.find_prefix, then touch: hit blocks leave the free queue.
+        h = 0
+        while h < limit:
+            b = cached[keys[lo + h]]
+            if b < 0:
+                break
+            blocks[h] = b
+            h += 1
+        for j in range(h):
+            _unlink(nxt, prv, blocks[j])
+        gpu_hit = h * block
+
+        # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
+        aligned = 0
+        cpu_tokens = 0
+        nck = nfull // chunk_blocks
+        if has_cpu and nck * chunk > gpu_hit:
+            found = 0
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            aligned = nck * chunk if found == nck else found * chunk
+            aligned = min(aligned, n - 1)
+            if aligned > gpu_hit:
+                cpu_tokens = aligned - gpu_hit
+                for i in range(gpu_hit // chunk, -(-aligned // chunk)):
+                    k = keys[lo + (i + 1) * chunk_blocks - 1]
+                    _unlink(c_nxt, c_prv, k)  # ChunkStore.touch: to the back
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
+        hit_end = max(gpu_hit, aligned)
+
+        # GpuBlockPool.allocate: pop from the front; a cached block popped is evicted (a copy is only dropped).
+        ev_blocks = 0
+        ev_first = 0
+        ev_last = 0
+        for j in range(h, alloc):
+            b = _pop_front(nxt, prv, sentinel)
+            blocks[j] = b
+            key = block_hash[b]
+            if key < 0:
+                continue
+            block_hash[b] = -1
+            if copy_top[key] >= 0:  # GpuBlockPool._drop_copy
+                if cached[key] == b:
+                    t = copy_top[key]
+                    cached[key] = t
+                    copy_top[key] = copy_prev[t]
+                    if copy_prev[t] >= 0:
+                        copy_next[copy_prev[t]] = -1
+                    copy_prev[t] = -1
+                else:
+                    p, q = copy_prev[b], copy_next[b]
+                    if q >= 0:
+                        copy_prev[q] = p
+                    else:
+                        copy_top[key] = p
+                    if p >= 0:
+                        copy_next[p] = q
+                    copy_prev[b] = -1
+                    copy_next[b] = -1
+                continue
+            cached[key] = -1
+            pos = block_pos[b]
+            if ev_blocks == 0:
+                ev_first = pos
+                ev_last = pos
+            elif pos < ev_first:
+                ev_first = pos
+            elif pos > ev_last:
+                ev_last = pos
+            ev_blocks += 1
+
+        # GpuBlockPool.cache_blocks: the full blocks past the hit get their hashes.
+        for i in range(h, nfull):
+            b = blocks[i]
+            key = keys[lo + i]
+            block_hash[b] = key
+            block_pos[b] = i
+            if cached[key] >= 0:
+                t = copy_top[key]
+                copy_prev[b] = t
+                copy_next[b] = -1
+                if t >= 0:
+                    copy_next[t] = b
+                copy_top[key] = b
+            else:
+                cached[key] = b
+
+        # GpuBlockPool.free (vllm order): unhashed blocks to the front in prompt order, hashed ones to the back tail first.
+        for j in range(alloc - 1, nfull - 1, -1):
+            _push_front(nxt, prv, sentinel, blocks[j])
+        for j in range(nfull - 1, -1, -1):
+            _push_back(nxt, prv, sentinel, blocks[j])
+
+        # Engine._write_through and ChunkStore.put_many: chunks holding computed tokens, evicting from the front.
+        written = 0
+        cev_tokens = 0
+        cev_first = 0
+        cev_last = 0
+        if has_cpu:
+            for i in range(hit_end // chunk, nck):
+                if i * chunk + chunk <= hit_end:
+                    continue
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                if c_in[k]:
+                    continue
+                while c_used + 1 > cap_chunks:
+                    old = _pop_front(c_nxt, c_prv, c_sentinel)
+                    c_in[old] = False
+                    c_used -= 1
+                    idx = c_index[old]
+                    if cev_tokens == 0:
+                        cev_first = idx
+                        cev_last = idx
+                    else:
+                        cev_first = min(cev_first, idx)
+                        cev_last = max(cev_last, idx)
+                    cev_tokens += chunk
+                c_in[k] = True
+                c_index[k] = i
+                _push_back(c_nxt, c_prv, c_sentinel, k)
+                c_used += 1
+                written += chunk
+
+        row = out[r]
+        row[GPU_HIT] = gpu_hit
+        row[CPU_HIT] = cpu_tokens
+        row[COMPUTED] = n - hit_end
+        row[STORED] = written
+        row[GPU_EV_BLOCKS] = ev_blocks
+        row[GPU_EV_FIRST] = ev_first
+        row[GPU_EV_LAST] = ev_last
+        row[CPU_EV_TOKENS] = cev_tokens
+        row[CPU_EV_FIRST] = cev_first
+        row[CPU_EV_LAST] = cev_last
+    return out

@@ -1,0 +1,173 @@
+"""The compiled loops (numba) give exactly what the pure-Python reference gives: curves, and replay records request by request."""
+
+from __future__ import annotations
+
+import json
+from array import array
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim import compiled
+from sim.costs import default_costs
+from sim.engine import TierSpec
+from sim.replay import ReplayOutcome, ReplayTiers, run_replay, trace_requests
+from sim.engine import Engine
+from sim.stack_distance import python_stack_profile, stack_profile
+from sim.trace import Trace, open_trace, parse_trace
+from sim.workload import Units
+
+pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
+
+
+@pytest.fixture
+def force(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    def set_engine(choice: str) -> None:
+        monkeypatch.setenv(compiled.ENGINE_ENV, choice)
+
+    return set_engine
+
+
+def python_records(trace: Trace, tiers: ReplayTiers) -> list[dict[str, object]]:
+    """The reference: the Python engine, request by request, as ``to_dict`` gives them."""
+    engine = Engine(tiers.run, tiers.spec(trace.block_tokens), default_costs())
+    return [r.to_dict() for r in engine.run_all(trace_requests(trace, tiers.chunk_blocks))]
+
+
+def compiled_records(trace: Trace, tiers: ReplayTiers, force) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    force("compiled")
+    outcome = run_replay(trace, tiers)
+    assert outcome.engine == "compiled"
+    return [r.to_dict() for r in outcome.records()]
+
+
+# -- random workloads ---------------------------------------------------------------------------------
+#
+# A request continues an earlier request's prefix (some of its blocks, so that prefixes are shared and
+# diverge) with fresh blocks; ids are never reused across different prefixes, as in Mooncake's traces.
+# Prompt lengths are random, so some end exactly on a block boundary: vLLM then recomputes the last
+# block, which the pool holds twice (the copies case).
+
+BLOCK = 4
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> Trace:
+    count = draw(st.integers(1, 40))
+    prompts: list[list[int]] = []
+    lines = []
+    fresh = 0
+    for _ in range(count):
+        prefix: list[int] = []
+        if prompts and draw(st.booleans()):
+            parent = prompts[draw(st.integers(0, len(prompts) - 1))]
+            prefix = parent[: draw(st.integers(0, len(parent)))]
+        extra = draw(st.integers(0 if prefix else 1, 8))
+        ids = prefix + list(range(fresh, fresh + extra))
+        fresh += extra
+        prompts.append(ids)
+        # Any length whose blocks are exactly these ids: from 4 * (len - 1) + 1 to 4 * len tokens.
+        tokens = draw(st.integers(BLOCK * (len(ids) - 1) + 1, BLOCK * len(ids)))
+        lines.append(json.dumps({"timestamp": len(lines), "input_length": tokens, "output_length": 1, "hash_ids": ids}))
+    return parse_trace("\n".join(lines).encode(), BLOCK)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=traces(), gpu_extra=st.integers(0, 30), cpu=st.one_of(st.none(), st.integers(1, 40)), chunk_blocks=st.integers(1, 3))
+def test_replay_records_equal_the_python_engines_on_random_traces(
+    trace: Trace, gpu_extra: int, cpu: int | None, chunk_blocks: int, force  # type: ignore[no-untyped-def]
+) -> None:
+    longest = max(trace.block_counts())
+    cpu_blocks = None if cpu is None else max(cpu, chunk_blocks)
+    tiers = ReplayTiers(longest + gpu_extra, cpu_blocks, chunk_blocks)
+    assert compiled_records(trace, tiers, force) == python_records(trace, tiers)
+
+
+@pytest.mark.parametrize(("gpu_blocks", "cpu_blocks", "chunk_blocks"), [(400, None, 1), (2000, None, 1), (400, 4000, 1), (2000, 20000, 1), (1000, 6000, 4)])
+def test_replay_records_equal_the_python_engines_on_the_mooncake_sample(
+    gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int, force  # type: ignore[no-untyped-def]
+) -> None:
+    trace = open_trace("mooncake-synthetic")
+    tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks)
+    expected = python_records(trace, tiers)
+    assert compiled_records(trace, tiers, force) == expected
+    # The comparison means something: the tiers are small enough to evict.
+    assert any(e["tier"] == "gpu" for r in expected for e in r["evicted"])  # type: ignore[union-attr]
+    if cpu_blocks:
+        assert any(e["tier"] == "cpu" for r in expected for e in r["evicted"])  # type: ignore[union-attr]
+
+
+def test_outcome_from_python_records_round_trips_them(force) -> None:  # type: ignore[no-untyped-def]
+    # The columns the JSON is written from hold everything a record says.
+    force("python")
+    trace = open_trace("mooncake-synthetic")
+    tiers = ReplayTiers(400, 4000)
+    outcome = run_replay(trace, tiers)
+    assert outcome.engine == "python"
+    assert [r.to_dict() for r in outcome.records()] == python_records(trace, tiers)
+
+
+# -- the one-pass curve ------------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=st.lists(st.integers(0, 2**63 - 1) | st.integers(0, 30), max_size=300))
+def test_stack_profile_compiled_equals_python(stream: list[int], force) -> None:  # type: ignore[no-untyped-def]
+    force("compiled")
+    assert stack_profile(array("q", stream)) == python_stack_profile(stream)
+
+
+def test_stack_profile_of_the_sample_compiled_equals_python(force) -> None:  # type: ignore[no-untyped-def]
+    force("compiled")
+    stream = open_trace("mooncake-synthetic").block_stream()
+    assert stack_profile(stream) == python_stack_profile(stream.tolist())
+
+
+# -- when the compiled path runs ---------------------------------------------------------------------------
+
+
+def test_auto_compiles_only_large_work(force) -> None:  # type: ignore[no-untyped-def]
+    force("auto")
+    assert not compiled.worth_it(compiled.MIN_COMPILED_REFS - 1)
+    assert compiled.worth_it(compiled.MIN_COMPILED_REFS)
+    force("python")
+    assert not compiled.worth_it(10**9)
+
+
+def test_a_bad_engine_setting_is_named(force) -> None:  # type: ignore[no-untyped-def]
+    force("fast")
+    with pytest.raises(ValueError, match="KVSCOPE_ENGINE must be one of python, compiled, auto"):
+        compiled.worth_it(1)
+
+
+UNITS = Units(16, 256)
+
+
+@pytest.mark.parametrize(
+    ("spec", "reproduced"),
+    [
+        (ReplayTiers(100).spec(16), True),
+        (ReplayTiers(100, 1000, 4).spec(16), True),
+        (TierSpec(UNITS, 1600, free_order="vllm-legacy"), False),
+        (TierSpec(UNITS, 1600, gpu_policy="fifo"), False),
+        (TierSpec(UNITS, 1600, reserve_null_block=False), False),
+        (TierSpec(UNITS, 1600, cpu_tokens=16_000, cpu_policy="mru"), False),
+        (TierSpec(UNITS, 1600, cpu_tokens=16_000, disk_tokens=160_000), False),
+        (TierSpec(Units(16, 24), 1600, cpu_tokens=16_000), False),
+    ],
+)
+def test_the_kernel_runs_only_configurations_it_reproduces(spec: TierSpec, reproduced: bool) -> None:
+    assert compiled.kernel_reproduces(spec) is reproduced
+
+
+def test_a_tier_spec_with_fields_the_kernel_does_not_know_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tiers that gain a field (a backend, a tier list) are not what the kernel was written for.
+    monkeypatch.setattr(compiled, "KNOWN_SPEC_FIELDS", compiled.KNOWN_SPEC_FIELDS - {"disk_policy"})
+    assert not compiled.kernel_reproduces(ReplayTiers(100).spec(16))
+
+
+def test_outcome_columns_come_from_the_kernel_when_forced(force) -> None:  # type: ignore[no-untyped-def]
+    force("compiled")
+    outcome = run_replay(open_trace("mooncake-synthetic"), ReplayTiers(2000))
+    assert isinstance(outcome, ReplayOutcome) and outcome.engine == "compiled"
