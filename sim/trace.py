@@ -35,7 +35,7 @@ import json
 import os
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import BinaryIO, Literal, overload
@@ -138,6 +138,7 @@ class Trace:
     offsets: array  # 'q'
     hash_ids: array  # 'q'
     format: TraceFormat = "mooncake"
+    _summary: dict[str, object] = field(default_factory=dict, repr=False)  # computed once, on first ask
 
     @property
     def requests(self) -> TraceRequests:
@@ -164,6 +165,12 @@ class Trace:
         return self.hash_ids
 
     def summary(self) -> dict[str, object]:
+        """Name, size and reuse of the trace (the distinct count costs a pass over the ids: done once)."""
+        if not self._summary:
+            self._summary.update(self._summarise())
+        return dict(self._summary)
+
+    def _summarise(self) -> dict[str, object]:
         stamps = self.timestamps_ms
         return {
             "name": self.name,

@@ -100,3 +100,44 @@ def test_request_and_block_limits_name_the_limit(tmp_path: Path) -> None:
 def test_an_empty_trace_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no requests"):
         read_trace(write(tmp_path, ["", "  "]))
+
+
+def test_a_billion_byte_line_is_refused_by_number_within_bounded_memory(tmp_path: Path) -> None:
+    # A sparse file: one good line, then a line of a billion NUL bytes that never ends. The byte limit is
+    # raised past it so that only the line limit can refuse it; reading it whole would take 1 GB.
+    import tracemalloc
+
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as f:
+        f.write((line(4, [1]) + "\n").encode())
+        f.truncate(f.tell() + 10**9)
+    limits = TraceLimits(max_bytes=2 * 10**9, max_line_bytes=2**20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceError, match=r"the line is longer than 1,048,576 bytes \(the limit\)") as info:
+            read_trace(path, block_tokens=4, limits=limits)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.value.line == 2
+    assert peak < 8 * 2**20  # the line limit's worth of buffers, not the line
+
+
+def test_a_line_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
+    text = line(4, [1])
+    path = write(tmp_path, [text])  # the line and its newline
+    assert len(read_trace(path, 4, TraceLimits(max_line_bytes=len(text) + 1))) == 1
+    with pytest.raises(TraceError, match="longer than") as info:
+        read_trace(path, 4, TraceLimits(max_line_bytes=len(text) - 1))
+    assert info.value.line == 1
+
+
+def test_the_columns_hold_each_request(tmp_path: Path) -> None:
+    path = write(tmp_path, [line(6, [1, 2], timestamp=5, output_length=3), "", line(4, [9], timestamp=7)])
+    trace = read_trace(path, block_tokens=4)
+    assert trace.offsets.tolist() == [0, 2, 3]
+    assert trace.hash_ids.tolist() == [1, 2, 9]
+    assert trace.lines.tolist() == [1, 3]  # the blank line 2 holds no request
+    second = trace.requests[1]
+    assert (second.line, second.timestamp_ms, second.input_tokens, second.output_tokens, second.hash_ids) == (3, 7.0, 4, 1, [9])
+    assert [r.hash_ids for r in trace.requests] == [[1, 2], [9]]
