@@ -13,23 +13,27 @@ pool's own figures at one size.
 
 from __future__ import annotations
 
-from typing import Any
+from array import array
+from typing import TYPE_CHECKING, Any
 
-from sim.scenario import Scenario
 from sim.stack_distance import StackProfile, curve_capacities, stack_profile
 from sim.trace import Trace
-from sim.workload import build_requests
+
+if TYPE_CHECKING:
+    from sim.scenario import Scenario
 
 MAX_CURVE_POINTS = 10_000
 
 
-def trace_stream(trace: Trace) -> list[int]:
+def trace_stream(trace: Trace) -> array:
     """Each request's ``hash_ids`` as listed, request after request (partial tail blocks included)."""
     return trace.block_stream()
 
 
 def scenario_stream(scenario: Scenario) -> list[int]:
     """The full GPU blocks of every request of a scenario, in request order."""
+    from sim.workload import build_requests
+
     stream: list[int] = []
     for req in build_requests(scenario):
         stream.extend(req.block_keys)
@@ -47,7 +51,7 @@ def curve_points(profile: StackProfile, points: int = 100, capacities: list[int]
     ]
 
 
-def lru_curve(stream: list[int], points: int = 100, capacities: list[int] | None = None) -> dict[str, Any]:
+def lru_curve(stream: list[int] | array, points: int = 100, capacities: list[int] | None = None) -> dict[str, Any]:
     """The stream's plain-LRU curve with the figures that frame it."""
     profile = stack_profile(stream)
     return {

@@ -7,26 +7,30 @@ from typing import Any
 
 import click
 
-from app.cli.replay import load
+from app.cli.trace_options import format_option, load
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
+from sim.trace import TraceFormat
 
 
 @click.command("curve")
 @click.argument("trace", required=False)
 @click.option("--points", type=click.IntRange(1, MAX_CURVE_POINTS), default=100, show_default=True,
               help="capacities, spread evenly up to the number of distinct blocks")
+@format_option()
 @scenario_options
 @click.option("--json", "as_json", is_flag=True, help='print [{"capacity_blocks": C, "hit_ratio": H}, ...]')
-def command(trace: str | None, points: int, as_json: bool, **flags: Any) -> None:
+def command(trace: str | None, points: int, fmt: TraceFormat | None, as_json: bool, **flags: Any) -> None:
     """Hit ratio of a plain LRU of C blocks, for every C, fed TRACE's blocks in order (each request's hash_ids
     as listed; --block-size is the trace's, default its format's) or, without TRACE, the blocks of a scenario's requests
     (--preset and the scenario flags). A model of reuse, not of the vLLM pool: see the README."""
     if trace is not None:
-        source = load(trace, flags["block_size"])
+        source = load(trace, flags["block_size"], fmt)
         stream, label = trace_stream(source), f"{source.name} ({source.block_tokens}-token blocks)"
     else:
+        if fmt is not None:
+            raise click.UsageError("--format: names a trace's format; give a TRACE")
         scenario = build_scenario(**flags)
         stream, label = scenario_stream(scenario), f"scenario ({scenario.block_size}-token blocks)"
     curve = lru_curve(stream, points)

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
 
-from app.scenario_input import resolve
-from sim.calibrate import load_profile
-from sim.costs import CostModel
 from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
-from sim.scenario import Scenario
+
+# The scenario models (pydantic) are imported when a command builds a scenario, not when it is defined:
+# ``kvscope curve TRACE`` and ``kvscope replay`` take these flags' definitions but never a scenario.
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from sim.costs import CostModel
+    from sim.scenario import Scenario
 
 # (flag, field, click type, help)
 FLAGS: list[tuple[str, str, Any, str]] = [
@@ -97,6 +100,10 @@ def _long_doc_qa(flags: dict[str, Any]) -> None:
 
 def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = None, **flags: Any) -> Scenario:
     """Preset fields, overridden by every flag given; exits 2 naming the flag on bad input."""
+    from pydantic import ValidationError
+
+    from app.scenario_input import resolve
+
     _long_doc_qa(flags)
     costs = load_costs(costs_file) if costs_file is not None else None
     try:
@@ -108,6 +115,8 @@ def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = 
 
 
 def load_costs(path: Path) -> CostModel:
+    from sim.calibrate import load_profile
+
     try:
         return load_profile(path)
     except ValueError as exc:
