@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
@@ -22,6 +23,18 @@ def runs(fn: Callable[[], Any], repeats: int) -> list[float]:
 def command_runs(argv: Sequence[str], repeats: int, env: dict[str, str] | None = None) -> list[float]:
     """Wall seconds of ``repeats`` runs of a command, output discarded; a failing command fails the benchmark."""
     return runs(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env), repeats)
+
+
+def command_with_rss(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall seconds and peak resident memory (MiB, the kernel's ``ru_maxrss``) of one run of a command."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return seconds, usage.ru_maxrss / 1024
 
 
 def spread(seconds: Sequence[float], digits: int = 4) -> dict[str, float]:

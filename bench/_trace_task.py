@@ -10,6 +10,7 @@ as Python's, and not the reading of the trace.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -20,13 +21,16 @@ from typing import Any
 from bench import _libcachesim
 from sim.costs import default_costs
 from sim.curve import curve_points
-from sim.replay import ReplayTiers, replay, replay_engine, tier_hits, trace_requests
+from bench._timing import runs
+from sim import compiled
+from sim.replay import ReplayTiers, replay, replay_engine, run_replay, trace_requests
 from sim.stack_distance import curve_capacities, lru_hits, stack_profile
 from sim.trace import DEFAULT_TRACE, bundled_trace_path, read_trace
 
 GPU_BLOCKS = 2_000  # 1.0M tokens of 512-token blocks
 CPU_BLOCKS = 20_000  # 10x the GPU
 CURVE_POINTS = 100
+REPEATS = 7
 
 
 def _status_kib(field: str) -> int:
@@ -58,7 +62,9 @@ def _replay(trace: Any, tiers: ReplayTiers) -> dict[str, Any]:
         return replay_engine(trace, tiers).run_all(requests)
 
     seconds, records = _timed(run, 5)
-    rows = tier_hits(trace, records, tiers)
+    from sim.replay import ReplayOutcome
+
+    rows = ReplayOutcome.from_records(trace, tiers, default_costs(), records).tier_hits()
     lookups = rows[0]["lookup_blocks"]
     return {
         "seconds": seconds,
@@ -66,6 +72,26 @@ def _replay(trace: Any, tiers: ReplayTiers) -> dict[str, Any]:
         "block_lookups_per_s": lookups / seconds,
         "hit_ratios": {r["name"]: r["hit_ratio"] for r in rows},
     }
+
+
+def _replay_compiled(trace: Any, tiers: ReplayTiers) -> dict[str, Any]:
+    """From the read trace to every request's outcome and TTFT, through the compiled loop (its code loaded first)."""
+    os.environ[compiled.ENGINE_ENV] = "compiled"
+    run_replay(trace, tiers)  # loads numba and the cached machine code: not part of a replay
+    seconds = runs(lambda: run_replay(trace, tiers), REPEATS)
+    outcome = run_replay(trace, tiers)
+    return {"seconds_runs": seconds, "block_references": trace.total_blocks, "engine": outcome.engine,
+            "hit_ratios": {r["name"]: r["hit_ratio"] for r in outcome.tier_hits()}}
+
+
+def _libcachesim_lru(stream: Any) -> dict[str, Any]:
+    """libCacheSim's LRU of ``GPU_BLOCKS`` blocks over the same flattened block sequence (its C loop alone)."""
+    distinct = len(set(stream))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "flat.oracleGeneral"
+        _libcachesim.write_oracle_general(stream, path)
+        seconds = _libcachesim.lru_seconds(path, GPU_BLOCKS, distinct, REPEATS)
+    return {"seconds_runs": seconds, "block_references": len(stream), "version": _libcachesim.available()}
 
 
 def _end_to_end(path: Path) -> dict[str, Any]:
@@ -79,6 +105,12 @@ def _end_to_end(path: Path) -> dict[str, Any]:
 def _curve(stream: list[int]) -> dict[str, Any]:
     seconds, points = _timed(lambda: curve_points(stack_profile(stream), CURVE_POINTS), 3)
     return {"seconds": seconds, "points": points}
+
+
+def _curve_compiled(stream: Any) -> dict[str, Any]:
+    os.environ[compiled.ENGINE_ENV] = "compiled"
+    curve_points(stack_profile(stream), CURVE_POINTS)  # loads numba and the cached machine code
+    return {"seconds_runs": runs(lambda: curve_points(stack_profile(stream), CURVE_POINTS), REPEATS)}
 
 
 def _direct(stream: list[int]) -> dict[str, Any]:
@@ -117,6 +149,10 @@ def main(task: str) -> dict[str, Any]:
         "curve_kvscope": lambda: _curve(stream),
         "curve_direct_100": lambda: _direct(stream),
         "curve_libcachesim_100": lambda: _libcachesim_curve(stream),
+        "replay_compiled_gpu": lambda: _replay_compiled(trace, ReplayTiers(GPU_BLOCKS)),
+        "replay_compiled_gpu_cpu": lambda: _replay_compiled(trace, ReplayTiers(GPU_BLOCKS, CPU_BLOCKS)),
+        "lru_libcachesim": lambda: _libcachesim_lru(stream),
+        "curve_compiled": lambda: _curve_compiled(stream),
     }
     before_kib = _status_kib("VmRSS")
     _reset_high_water()

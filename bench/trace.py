@@ -7,13 +7,30 @@ memory is the task's own. Times are the best of a few repeats, on one core.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from bench import _libcachesim
+from bench._timing import command_runs, spread
 from bench._trace_task import CPU_BLOCKS, CURVE_POINTS, GPU_BLOCKS
-from sim.trace import DEFAULT_TRACE, open_trace
+from bench.startup import KVSCOPE
+from sim.trace import DEFAULT_TRACE, bundled_trace_path, open_trace
+
+CLI_REPEATS = 5
+
+# libCacheSim's side of the whole-CLI comparison: a script that reads the flattened trace (converted beforehand,
+# not timed) and runs its LRU at each of the curve's capacities.
+LIBCACHESIM_SCRIPT = """
+import sys
+from pathlib import Path
+from bench._libcachesim import lru_hit_ratios
+capacities = [int(c) for c in sys.argv[3].split(",")]
+print(lru_hit_ratios(Path(sys.argv[1]), capacities, int(sys.argv[2])))
+"""
 
 
 def _task(name: str) -> dict[str, Any]:
@@ -53,9 +70,13 @@ def run() -> dict[str, Any]:
         },
     }
     section = figures["lru_curve_100_capacities"]
+    compiled_curve = _task("curve_compiled")
+    section["kvscope_one_pass_compiled"] = spread(compiled_curve["seconds_runs"])
     if _libcachesim.available() is None:
         section["libcachesim"] = "not installed (pip install 'kvscope[bench]')"
         return figures
+    figures["replay_compiled_vs_libcachesim_lru"] = _versus_libcachesim()
+    figures["curve_whole_cli_vs_libcachesim_script"] = _curve_cli_versus_script(trace["distinct_blocks"])
     theirs = _task("curve_libcachesim_100")
     section.update(
         libcachesim_version=theirs["version"],
@@ -69,3 +90,51 @@ def run() -> dict[str, Any]:
         points=CURVE_POINTS,
     )
     return figures
+
+
+def _rate(figures: dict[str, Any]) -> dict[str, Any]:
+    seconds = figures["seconds_runs"]
+    refs = figures["block_references"]
+    return {**spread(seconds, 5), "runs": len(seconds), "block_refs_per_s_median": round(refs / statistics.median(seconds))}
+
+
+def _versus_libcachesim() -> dict[str, Any]:
+    """kvscope's compiled replay against libCacheSim's LRU, on the same flattened block sequence, in block refs/s.
+
+    Ours counts from the read trace to every request's outcome and TTFT (ids made dense, the loop, the columns);
+    theirs is its C loop over the converted trace. Each side's median, several runs in one process each.
+    """
+    theirs = _rate(_task("lru_libcachesim"))
+    out: dict[str, Any] = {"anchor_libcachesim_lru_gpu_blocks": {**theirs, "capacity_blocks": GPU_BLOCKS}}
+    for name, task, target in (("gpu", "replay_compiled_gpu", 0.5), ("gpu_cpu", "replay_compiled_gpu_cpu", 0.3)):
+        ours = _task(task)
+        rate = _rate(ours)
+        out[f"kvscope_{name}"] = {
+            **rate,
+            "engine": ours["engine"],
+            "ratio_to_libcachesim_median": round(rate["block_refs_per_s_median"] / theirs["block_refs_per_s_median"], 3),
+            "ratio_to_libcachesim_min_time": round(theirs["min_s"] / rate["min_s"], 3),
+            "target_ratio": target,
+        }
+    return out
+
+
+def _curve_cli_versus_script(distinct: int) -> dict[str, Any]:
+    """``kvscope curve TRACE --json`` as a user runs it (a fresh process: start-up, reading, the curve, printing)
+    against a fresh Python process running libCacheSim's LRU at the same 100 capacities (trace converted beforehand)."""
+    from sim.stack_distance import curve_capacities
+
+    capacities = ",".join(map(str, curve_capacities(distinct, CURVE_POINTS)))
+    ours = command_runs([KVSCOPE, "curve", DEFAULT_TRACE, "--json"], CLI_REPEATS)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "flat.oracleGeneral"
+        _libcachesim.write_oracle_general(open_trace(DEFAULT_TRACE).block_stream(), path)
+        theirs = command_runs([sys.executable, "-c", LIBCACHESIM_SCRIPT, str(path), str(distinct), capacities], 3)
+    return {
+        "trace": str(bundled_trace_path(DEFAULT_TRACE).name),
+        "kvscope_curve_cli": spread(ours),
+        "anchor_libcachesim_script_100_runs": spread(theirs),
+        "speedup_median": round(statistics.median(theirs) / statistics.median(ours), 2),
+        "speedup_min": round(min(theirs) / min(ours), 2),
+        "target_speedup": 10,
+    }

@@ -11,6 +11,7 @@ overrides the choice: ``python`` never compiles, ``compiled`` always does
 from __future__ import annotations
 
 import os
+from array import array
 from dataclasses import fields
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -83,7 +84,7 @@ def _np() -> Any:
     return np
 
 
-def stack_histogram(stream: Any) -> tuple[list[int], int]:
+def stack_histogram(stream: Any) -> tuple[array, int]:
     """``(cumulative hits per capacity 0..distinct, distinct)`` of an int64 block stream (``array('q')`` or list)."""
     np = _np()
     from sim import kernels
@@ -91,7 +92,7 @@ def stack_histogram(stream: Any) -> tuple[list[int], int]:
     ids = np.frombuffer(stream, dtype=np.int64) if isinstance(stream, (bytes, memoryview)) or hasattr(stream, "typecode") else np.asarray(stream, dtype=np.int64)
     dense, distinct_ids = kernels.dense_ids(ids)
     depth_count, distinct = kernels.stack_depths(dense, distinct_ids)
-    return np.cumsum(depth_count[: distinct + 1]).tolist(), distinct
+    return array("q", np.cumsum(depth_count[: distinct + 1], dtype=np.int64).tobytes()), distinct
 
 
 def replay_columns(

@@ -19,7 +19,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: consecutive ids sp
 @njit(cache=True)
 def _grow(keys: np.ndarray, vals: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     new_keys = np.empty(keys.size * 2, np.int64)
-    new_vals = np.full(keys.size * 2, -1, np.int64)
+    new_vals = np.full(keys.size * 2, -1, np.int32)
     mask = new_keys.size - 1
     shift = np.uint64(64 - bits)
     for s in range(keys.size):
@@ -36,12 +36,28 @@ def _grow(keys: np.ndarray, vals: np.ndarray, bits: int) -> tuple[np.ndarray, np
 
 
 @njit(cache=True)
-def dense_ids(ids: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each id replaced by 0, 1, 2, ... in order of first appearance (an open-addressing table that doubles)."""
+def _dense_by_table(ids: np.ndarray, top: int) -> tuple[np.ndarray, int]:
+    """Ids from 0 to ``top``: a direct table of ``top + 1`` entries (Mooncake's ids are small consecutive integers)."""
+    table = np.full(top + 1, -1, np.int32)
+    out = np.empty(ids.size, np.int32)
+    count = 0
+    for t in range(ids.size):
+        k = ids[t]
+        v = table[k]
+        if v < 0:
+            v = table[k] = count
+            count += 1
+        out[t] = v
+    return out, count
+
+
+@njit(cache=True)
+def _dense_by_hash(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Any 64-bit ids: an open-addressing table that doubles when half full."""
     bits = 16
     keys = np.empty(1 << bits, np.int64)
-    vals = np.full(1 << bits, -1, np.int64)
-    out = np.empty(ids.size, np.int64)
+    vals = np.full(1 << bits, -1, np.int32)
+    out = np.empty(ids.size, np.int32)
     count = 0
     for t in range(ids.size):
         k = ids[t]
@@ -66,12 +82,23 @@ def dense_ids(ids: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @njit(cache=True)
+def dense_ids(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each id replaced by 0, 1, 2, ... (int32) in order of first appearance, and how many there are."""
+    top = 0
+    for t in range(ids.size):
+        top = max(top, ids[t])  # ids are >= 0 (the trace reader checks)
+    if top < 4 * ids.size + 1024:
+        return _dense_by_table(ids, top)
+    return _dense_by_hash(ids)
+
+
+@njit(cache=True)
 def stack_depths(dense: np.ndarray, distinct_ids: int) -> tuple[np.ndarray, int]:
     """``sim.stack_distance.stack_profile``'s loop: the histogram of LRU stack depths (index = depth)."""
     n = dense.size
     tree = np.zeros(n + 1, np.int32)  # dead positions; index j is position j - 1
-    depth_count = np.zeros(n + 1, np.int64)
-    last = np.full(distinct_ids, -1, np.int64)
+    depth_count = np.zeros(n + 1, np.int32)  # n < 2**31: the trace reader's limits
+    last = np.full(distinct_ids, -1, np.int32)
     distinct = 0
     for t in range(n):
         key = dense[t]
@@ -164,8 +191,8 @@ def replay_blocks(
         _push_back(nxt, prv, sentinel, b)
     block_hash = np.full(num_blocks, -1, np.int64)
     block_pos = np.zeros(num_blocks, np.int64)
-    cached = np.full(distinct_keys, -1, np.int64)
-    copy_top = np.full(distinct_keys, -1, np.int64)
+    cached = np.full(distinct_keys, -1, np.int32)
+    copy_top = np.full(distinct_keys, -1, np.int32)
     copy_prev = np.full(num_blocks, -1, np.int64)
     copy_next = np.full(num_blocks, -1, np.int64)
 
@@ -174,9 +201,9 @@ def replay_blocks(
     cpu_size = distinct_keys + 1 if has_cpu else 1
     c_sentinel = cpu_size - 1
     c_in = np.zeros(cpu_size, np.bool_)
-    c_nxt = np.empty(cpu_size, np.int64)
-    c_prv = np.empty(cpu_size, np.int64)
-    c_index = np.zeros(cpu_size, np.int64)
+    c_nxt = np.empty(cpu_size, np.int32)
+    c_prv = np.empty(cpu_size, np.int32)
+    c_index = np.zeros(cpu_size, np.int32)
     c_nxt[c_sentinel] = c_sentinel
     c_prv[c_sentinel] = c_sentinel
     c_used = 0

@@ -33,7 +33,7 @@ class StackProfile:
 
     references: int
     distinct: int
-    cumulative_hits: list[int]
+    cumulative_hits: array  # 'q': 8 bytes a capacity, as a trace may have millions of distinct blocks
 
     def hits(self, capacity: int) -> int:
         if capacity < 0:
@@ -82,7 +82,7 @@ def python_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
         while i <= n:
             tree[i] += 1
             i += i & -i
-    return StackProfile(n, distinct, list(accumulate(depth_count[: distinct + 1])))
+    return StackProfile(n, distinct, array("q", accumulate(depth_count[: distinct + 1])))
 
 
 def lru_hits(stream: Sequence[Hashable], capacity: int) -> int:
