@@ -110,3 +110,15 @@ def test_curve_of_a_scenario(base_url: str) -> None:
 def test_bundled_traces_are_listed(base_url: str) -> None:
     traces = httpx.get(f"{base_url}/api/traces").json()
     assert [(t["name"], t["requests"]) for t in traces] == [("mooncake-synthetic", 3993)]
+
+
+def test_an_uploaded_bailian_trace_is_told_apart_and_replayed_in_16_token_blocks(base_url: str) -> None:
+    from test_trace_bailian import SAMPLE
+
+    text = "".join(json.dumps(r) + "\n" for r in SAMPLE)
+    response = httpx.post(f"{base_url}/api/replay", data={"gpu_blocks": "16"}, files=upload(text), timeout=60)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert (data["trace"]["format"], data["trace"]["block_tokens"]) == ("bailian", 16)
+    # As the CLI replays the same file (tests/test_trace_bailian.py derives these hits).
+    assert [r["gpu_hit_tokens"] for r in data["requests"]] == [0, 0, 16, 32]

@@ -20,7 +20,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "Summarise a per-request measurement file (CSV or JSONL).",
     "size": "Size a CPU tier from a model's KV bytes per token.",
     "sweep": "Find the smallest capacities that serve pass 2 from cache.",
-    "replay": "Replay a Mooncake trace through the GPU tier and a CPU tier.",
+    "replay": "Replay a Mooncake or Bailian trace through the GPU and a CPU tier.",
     "curve": "Hit ratio of a plain LRU at every capacity, in one pass.",
     "policies": "What if the GPU evicted by FIFO, MRU or Belady's offline optimum?",
     "emulate": "Serve a vLLM-like emulator of the tiers (live mode without a GPU).",

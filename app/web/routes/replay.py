@@ -52,8 +52,13 @@ class TraceForm(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trace: str = Field(default=DEFAULT_TRACE, description=f"a bundled trace ({', '.join(BUNDLED_TRACES)}); ignored when a file is uploaded")
-    block_size: int = Field(default=MOONCAKE_BLOCK_TOKENS, ge=1, le=65_536, description="tokens per hash id (one GPU block each)")
-    file: UploadFile | None = Field(default=None, description="a Mooncake JSONL trace, instead of a bundled one")
+    block_size: int | None = Field(
+        default=None, ge=1, le=65_536,
+        description="tokens per hash id (one GPU block each); default: the trace format's (512 Mooncake, 16 Bailian)",
+    )
+    file: UploadFile | None = Field(
+        default=None, description="a Mooncake or Qwen-Bailian JSONL trace (told apart by its first request), instead of a bundled one"
+    )
 
 
 class ReplayForm(TraceForm):
@@ -85,7 +90,7 @@ def _invalid(field: str, message: str, value: Any = None) -> RequestValidationEr
 
 
 @lru_cache(maxsize=8)
-def _bundled(name: str, block_size: int) -> Trace:
+def _bundled(name: str, block_size: int | None) -> Trace:
     return read_trace(bundled_trace_path(name), block_size, WEB_LIMITS, name=name)
 
 
