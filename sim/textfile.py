@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import csv
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_FILE_BYTES = 256 * 2**20  # any one input file: a trace of ~1 M requests, a measurement file of ~2 M rows
 
@@ -22,31 +22,55 @@ class FileProblem(ValueError):
     """A file that cannot be read as input; the message does not repeat the file's name."""
 
 
-def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The file's bytes; ``FileProblem`` past ``max_bytes`` or when it cannot be read."""
-    too_large = FileProblem(f"larger than the limit of {max_bytes:,} bytes ({max_bytes / 2**20:g} MiB)")
+def too_large(max_bytes: int) -> FileProblem:
+    return FileProblem(f"larger than the limit of {max_bytes:,} bytes ({max_bytes / 2**20:g} MiB)")
+
+
+def open_binary(path: str | os.PathLike[str], max_bytes: int = MAX_FILE_BYTES) -> BinaryIO:
+    """The file open for reading, refused first if it says it is larger than ``max_bytes``.
+
+    A regular file says its size; a pipe or /dev/zero does not, so whoever
+    reads it counts the bytes (``too_large`` past the limit).
+    """
     try:
-        with open(path, "rb") as fh:
-            # A regular file says its size: refused before reading. A pipe or /dev/zero does not: one read of at
-            # most one byte past the limit stops there.
-            if os.fstat(fh.fileno()).st_size > max_bytes:
-                raise too_large
-            data = fh.read(max_bytes + 1)
+        fh = open(path, "rb")  # noqa: SIM115 - the caller closes it
     except IsADirectoryError:
         raise FileProblem("is a folder; give a file") from None
     except OSError as exc:
         raise FileProblem(exc.strerror or str(exc)) from None
+    try:
+        if os.fstat(fh.fileno()).st_size > max_bytes:
+            raise too_large(max_bytes)
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
+def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The file's bytes; ``FileProblem`` past ``max_bytes`` or when it cannot be read."""
+    with open_binary(path, max_bytes) as fh:
+        try:
+            data = fh.read(max_bytes + 1)  # one read of at most one byte past the limit stops there
+        except IsADirectoryError:
+            raise FileProblem("is a folder; give a file") from None
+        except OSError as exc:
+            raise FileProblem(exc.strerror or str(exc)) from None
     if len(data) > max_bytes:
-        raise too_large
+        raise too_large(max_bytes)
     return data
+
+
+NUL_BYTE = "a NUL byte, so not text; is it a binary file?"
+UTF16 = "is UTF-16 text; save it as UTF-8"
 
 
 def text_bytes(data: bytes) -> bytes:
     """``data`` without a UTF-8 BOM; ``FileProblem`` for UTF-16 and for a NUL byte (a binary or sparse file)."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise FileProblem("is UTF-16 text; save it as UTF-8")
+        raise FileProblem(UTF16)
     if (nul := data.find(b"\0")) >= 0:
-        raise FileProblem(f"line {_line_of(data, nul)}: a NUL byte, so not text; is it a binary file?")
+        raise FileProblem(f"line {_line_of(data, nul)}: {NUL_BYTE}")
     return data.removeprefix(codecs.BOM_UTF8)
 
 

@@ -29,9 +29,9 @@ integers (``array``), not Python objects, so that ten million block ids take
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
-import json
 import os
 from array import array
 from collections.abc import Iterator, Sequence
@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import BinaryIO, Literal, overload
+
+from sim import jsontext, textfile
 
 MOONCAKE_BLOCK_TOKENS = 512
 BAILIAN_BLOCK_TOKENS = 16
@@ -61,7 +63,7 @@ DEFAULT_TRACE = "mooncake-synthetic"
 class TraceLimits:
     """The most a trace may hold; a trace over any of them is refused before it is replayed."""
 
-    max_bytes: int = 256 * 2**20
+    max_bytes: int = textfile.MAX_FILE_BYTES
     max_requests: int = 1_000_000
     max_blocks: int = 20_000_000  # hash_ids over all requests, as ``Scenario``'s total-work bound
     max_input_tokens: int = 10_000_000  # one prompt
@@ -224,19 +226,19 @@ def read_trace(
     name: str | None = None,
     fmt: TraceFormat | None = None,
 ) -> Trace:
-    """Read a trace file; its size is checked against ``limits.max_bytes`` before a line is read.
+    """Read a trace file; a file that says it is over ``limits.max_bytes`` is refused before a line is read.
 
     ``fmt`` None detects the format from the first request; ``block_tokens``
     None takes the format's own block size.
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
-        _check_bytes(size, limits)
-        with path.open("rb") as f:
-            return _read(f, block_tokens, limits, name or path.name, fmt)
+        with textfile.open_binary(path, limits.max_bytes) as f:
+            return _read(f, block_tokens, limits, name or path.name, fmt, sized=path.is_file())
+    except textfile.FileProblem as exc:
+        raise TraceError(str(exc)) from None
     except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise TraceError(exc.strerror or str(exc)) from None
 
 
 def parse_trace(
@@ -247,34 +249,52 @@ def parse_trace(
     fmt: TraceFormat | None = None,
 ) -> Trace:
     """Parse a whole trace held in memory (an upload); the first bad line raises ``TraceError``."""
-    _check_bytes(len(data), limits)
-    return _read(io.BytesIO(data), block_tokens, limits, name, fmt)
+    if len(data) > limits.max_bytes:
+        raise TraceError(str(textfile.too_large(limits.max_bytes)))
+    return _read(io.BytesIO(data), block_tokens, limits, name, fmt, sized=True)
 
 
-def _check_bytes(size: int, limits: TraceLimits) -> None:
-    if size > limits.max_bytes:
-        raise TraceError(f"the trace is {size:,} bytes; the limit is {limits.max_bytes:,}")
+def _lines(f: BinaryIO, limits: TraceLimits, digest: hashlib._Hash, sized: bool) -> Iterator[tuple[int, bytes]]:
+    """Numbered non-blank lines, each read at most ``max_line_bytes`` (+1) far, so memory stays bounded.
 
-
-def _lines(f: BinaryIO, limits: TraceLimits, digest: hashlib._Hash) -> Iterator[tuple[int, bytes]]:
-    """Numbered non-blank lines; each read at most ``max_line_bytes`` (+1) far, so memory stays bounded."""
-    cap = limits.max_line_bytes
+    Bytes are counted against ``max_bytes`` as they are read (a pipe or
+    /dev/zero does not say its size). A line over the line limit in a file of
+    known size is refused at once; in a stream, the rest of it is read (and
+    dropped) to tell an over-long line from an over-long stream.
+    """
+    cap, total = limits.max_line_bytes, 0
     for number in range(1, 2**63):
         raw = f.readline(cap + 1)
         if not raw:
             return
-        digest.update(raw)
+        total += len(raw)
+        if total > limits.max_bytes:
+            raise TraceError(str(textfile.too_large(limits.max_bytes)))
+        digest.update(raw)  # the file's own bytes, BOM and all: its sha256 as sha256sum prints it
         if len(raw) > cap and not (len(raw) == cap + 1 and raw.endswith(b"\n")):
+            while not sized and not raw.endswith(b"\n") and raw:
+                raw = f.read(2**20) if b"\n" not in raw else b"\n"
+                total += len(raw)
+                if total > limits.max_bytes:
+                    raise TraceError(str(textfile.too_large(limits.max_bytes)))
             raise TraceError(f"the line is longer than {cap:,} bytes (the limit)", number)
+        if number == 1:
+            if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                raise TraceError(textfile.UTF16)
+            raw = raw.removeprefix(codecs.BOM_UTF8)  # as the page drops it from uploads
+        if b"\0" in raw:
+            raise TraceError(textfile.NUL_BYTE, number)
         if raw.strip():
             yield number, raw
 
 
-def _read(f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name: str, fmt: TraceFormat | None) -> Trace:
+def _read(
+    f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name: str, fmt: TraceFormat | None, sized: bool
+) -> Trace:
     if block_tokens is not None and block_tokens < 1:
         raise TraceError(f"block size must be at least 1 token, got {block_tokens}")
     digest = hashlib.sha256()
-    lines = _lines(f, limits, digest)
+    lines = _lines(f, limits, digest, sized)
     first = next(lines, None)
     if first is None:
         raise TraceError("the trace holds no requests")
@@ -322,9 +342,9 @@ class _Columns:
 
 def _object(raw: bytes, number: int) -> dict[str, object]:
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(f"not JSON ({exc})", number) from None
+        obj = jsontext.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise TraceError(str(exc) if not isinstance(exc, UnicodeDecodeError) else f"not UTF-8 ({exc})", number) from None
     if not isinstance(obj, dict):
         raise TraceError(f"expected a JSON object, got {type(obj).__name__}", number)
     return obj
