@@ -118,3 +118,16 @@ def test_a_mooncake_block_size_given_for_a_bailian_file_is_named(tmp_path: Path)
     result = CliRunner().invoke(main, ["replay", str(write(tmp_path, SAMPLE)), "--block-size", "512", "--gpu-blocks", "4"])
     assert result.exit_code == 2
     assert "line 1: hash_ids has 2 ids, but input_length 32 at 512 tokens per block needs 1 (is the block size right?)" in result.output
+
+
+def test_curve_reads_a_bailian_trace_and_format_needs_a_trace(tmp_path: Path) -> None:
+    path = write(tmp_path, SAMPLE)
+    result = CliRunner().invoke(main, ["curve", str(path), "--json", "--points", "6"])
+    assert result.exit_code == 0, result.output
+    points = json.loads(result.output)
+    # The stream of chained keys: 0 1 | 2 | 2 3 4 | 0 1 5, 9 references, 6 distinct. Re-references: the second 2
+    # follows the first at once (depth 1); 0 comes back after 1 2 3 4 (depth 5: four others and itself), and so
+    # does 1 after 2 3 4 0 (depth 5). An LRU of 1 to 4 blocks hits once, of 5 or 6 blocks three times.
+    assert [(p["capacity_blocks"], p["hit_blocks"]) for p in points] == [(1, 1), (2, 1), (3, 1), (4, 1), (5, 3), (6, 3)]
+    refused = CliRunner().invoke(main, ["curve", "--format", "bailian"])
+    assert refused.exit_code == 2 and "--format: names a trace's format; give a TRACE" in refused.output
