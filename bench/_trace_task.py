@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import _libcachesim
-from sim.costs import default_costs
-from sim.curve import curve_points
 from bench._timing import runs
 from sim import compiled
-from sim.replay import ReplayTiers, replay, replay_engine, run_replay, trace_requests
+from sim.costs import default_costs
+from sim.curve import curve_points
+from sim.replay import ReplayOutcome, ReplayTiers, replay, replay_engine, run_replay, trace_requests
 from sim.stack_distance import curve_capacities, lru_hits, stack_profile
 from sim.trace import DEFAULT_TRACE, bundled_trace_path, read_trace
 
@@ -62,8 +62,6 @@ def _replay(trace: Any, tiers: ReplayTiers) -> dict[str, Any]:
         return replay_engine(trace, tiers).run_all(requests)
 
     seconds, records = _timed(run, 5)
-    from sim.replay import ReplayOutcome
-
     rows = ReplayOutcome.from_records(trace, tiers, default_costs(), records).tier_hits()
     lookups = rows[0]["lookup_blocks"]
     return {

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 
 from sim import compiled
 from sim.costs import default_costs
-from sim.engine import TierSpec
+from sim.engine import Engine, TierSpec
 from sim.replay import ReplayOutcome, ReplayTiers, run_replay, trace_requests
-from sim.engine import Engine
 from sim.stack_distance import python_stack_profile, stack_profile
 from sim.trace import Trace, open_trace, parse_trace
 from sim.workload import Units
