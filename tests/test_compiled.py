@@ -170,3 +170,21 @@ def test_outcome_columns_come_from_the_kernel_when_forced(force) -> None:  # typ
     force("compiled")
     outcome = run_replay(open_trace("mooncake-synthetic"), ReplayTiers(2000))
     assert isinstance(outcome, ReplayOutcome) and outcome.engine == "compiled"
+
+
+def test_auto_replays_a_large_trace_compiled_with_the_python_engines_figures(force) -> None:  # type: ignore[no-untyped-def]
+    # The sample four times over: 487,508 block references, past MIN_COMPILED_REFS, so "auto" compiles.
+    from sim.trace import bundled_trace_path
+
+    trace = parse_trace(bundled_trace_path("mooncake-synthetic").read_bytes() * 4)
+    assert trace.total_blocks >= compiled.MIN_COMPILED_REFS
+    tiers = ReplayTiers(2000, 20000)
+    force("auto")
+    fast = run_replay(trace, tiers)
+    force("python")
+    slow = run_replay(trace, tiers)
+    assert (fast.engine, slow.engine) == ("compiled", "python")
+    assert fast.tier_hits() == slow.tier_hits()
+    assert fast.totals() == slow.totals()
+    assert fast.ttft_ms == slow.ttft_ms
+    assert fast.gpu_ev == slow.gpu_ev and fast.cpu_ev == slow.cpu_ev
