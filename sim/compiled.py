@@ -97,13 +97,15 @@ def stack_histogram(stream: Any) -> tuple[array, int]:
 
 def replay_columns(
     hash_ids: Any, offsets: Any, input_tokens: Any, block: int, num_blocks: int, chunk_blocks: int, cpu_capacity_tokens: int
-) -> Any:
-    """``sim.kernels.replay_blocks`` on a trace's columns (``array('q')``); an int64 array, one row per request."""
+) -> tuple[Any, int]:
+    """``sim.kernels.replay_blocks`` on a trace's columns (``array('q')``): an int64 array, one row per request,
+    and the number of distinct ids (which making them dense counts for free)."""
     np = _np()
     from sim import kernels
 
     dense, distinct = kernels.dense_ids(np.frombuffer(hash_ids, dtype=np.int64))
-    return kernels.replay_blocks(
+    table = kernels.replay_blocks(
         dense, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(input_tokens, dtype=np.int64),
         block, num_blocks, distinct, chunk_blocks, cpu_capacity_tokens,
     )
+    return table, distinct

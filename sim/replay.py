@@ -251,10 +251,11 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None)
     costs = costs or default_costs()
     spec = tiers.spec(trace.block_tokens)
     if compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
-        table = compiled.replay_columns(
+        table, distinct = compiled.replay_columns(
             trace.hash_ids, trace.offsets, trace.input_tokens, trace.block_tokens, tiers.gpu_blocks + 1,
             tiers.chunk_blocks, spec.cpu_tokens or 0,
         )
+        trace.counted_distinct(distinct)
         return ReplayOutcome.from_kernel(trace, tiers, costs, table)
     records = Engine(tiers.run, spec, costs).run_all(trace_requests(trace, tiers.chunk_blocks))
     return ReplayOutcome.from_records(trace, tiers, costs, records)

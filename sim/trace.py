@@ -141,6 +141,7 @@ class Trace:
     hash_ids: array  # 'q'
     format: TraceFormat = "mooncake"
     _summary: dict[str, object] = field(default_factory=dict, repr=False)  # computed once, on first ask
+    _distinct: list[int] = field(default_factory=list, repr=False)  # the distinct ids, once someone has counted them
 
     @property
     def requests(self) -> TraceRequests:
@@ -152,6 +153,10 @@ class Trace:
     @property
     def total_blocks(self) -> int:
         return len(self.hash_ids)
+
+    def counted_distinct(self, distinct: int) -> None:
+        """Record how many distinct ids the trace has, counted by whoever made its ids dense (a replay)."""
+        self._distinct[:] = [distinct]
 
     def block_counts(self) -> Iterator[int]:
         """``len(hash_ids)`` of each request, in order."""
@@ -181,7 +186,7 @@ class Trace:
             "block_tokens": self.block_tokens,
             "requests": len(self),
             "block_references": len(self.hash_ids),
-            "distinct_blocks": distinct_count(self.hash_ids),
+            "distinct_blocks": self._distinct[0] if self._distinct else distinct_count(self.hash_ids),
             "input_tokens": sum(self.input_tokens),
             "duration_ms": stamps[-1] - stamps[0] if len(stamps) else 0,
         }
