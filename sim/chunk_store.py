@@ -38,6 +38,8 @@ class ChunkStore:
         self.used_tokens = 0
         self.chunks: OrderedDict[int, StoredChunk] = OrderedDict()
         self.doc_tokens: dict[int, int] = {}
+        # When a list, (stored?, key) for every chunk stored or evicted, in order (a KV event publisher reads it).
+        self.journal: list[tuple[bool, int]] | None = None
 
     def __contains__(self, key: int) -> bool:
         return key in self.chunks
@@ -59,17 +61,22 @@ class ChunkStore:
         chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
         from_back = self.policy == "mru"
         used = self.used_tokens
+        journal = self.journal
         added: dict[int, int] = {}
         for key, chunk in items:
             tokens = chunk[TOKENS]
             if key in chunks or tokens > capacity:
                 continue
             while used + tokens > capacity:
-                _, old = chunks.popitem(last=from_back)
+                old_key, old = chunks.popitem(last=from_back)
+                if journal is not None:
+                    journal.append((False, old_key))
                 used -= old[TOKENS]
                 doc_tokens[old[DOC]] -= old[TOKENS]
                 evicted.append(old)
             chunks[key] = chunk
+            if journal is not None:
+                journal.append((True, key))
             used += tokens
             doc = chunk[DOC]
             doc_tokens[doc] = doc_tokens.get(doc, 0) + tokens

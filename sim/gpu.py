@@ -47,6 +47,8 @@ class GpuBlockPool:
         self._copies: dict[int, list[int]] = {}
         self.doc_blocks: dict[int, int] = {}
         self.policy = policy
+        # When a list, every hash a reused block dropped is appended, copies too (a KV event publisher reads it).
+        self.dropped_keys: list[int] | None = None
         # LRU is vLLM's FreeBlockQueue itself; other policies are what-ifs (sim.policies).
         self.free_queue: FreeQueue = free_queue(policy, range(first, num_blocks), self)
 
@@ -78,12 +80,15 @@ class GpuBlockPool:
         block_ids = self.free_queue.popleft_n(n)
         block_hash, block_doc, block_pos = self.block_hash, self.block_doc, self.block_pos
         cached, copies, doc_blocks = self.cached, self._copies, self.doc_blocks
+        dropped = self.dropped_keys
         # The hot loop of a cache that is too small: kept inline, one pass per block.
         for block_id in block_ids:
             key = block_hash[block_id]
             if key is None:
                 continue
             block_hash[block_id] = None
+            if dropped is not None:
+                dropped.append(key)
             if key in copies or cached[key] != block_id:
                 self._drop_copy(key, block_id)
                 continue

@@ -9,6 +9,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from app.cli.scenario_flags import load_costs
+from app.cli.emulate_kv_events import kv_events_options, publish_kv_events
 from app.emulator.config import EmulatorConfig
 from app.emulator.server import make_emulator_app
 from sim.kv import MODELS
@@ -38,10 +39,11 @@ _FLAGS = {
     "--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help="cost profile JSON (from kvscope calibrate); default: the fit to the seed table",
 )
+@kv_events_options
 def command(
     host: str, port: int, gpu_tokens: int, cpu_gb: float, no_cpu_tier: bool, model: str, speed: float,
     block_size: int, chunk_size: int, max_model_len: int | None, enable_prompt_tokens_details: bool,
-    costs_file: Path | None,
+    costs_file: Path | None, kv_events: str | None, kv_events_replay: str | None, kv_events_topic: str,
 ) -> None:
     """Serve /v1/models, /v1/completions, /tokenize, /health and /metrics like vLLM (with LMCache unless
     --no-cpu-tier), with TTFTs from the cost model. Prefills are served one at a time (no batching);
@@ -61,7 +63,9 @@ def command(
         f"{config.block_size}), {cpu}, speed x{config.speed:g}, on http://{host}:{port}",
         err=True,
     )
-    uvicorn.run(make_emulator_app(config), host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    app = make_emulator_app(config)
+    publish_kv_events(app.state.backend, kv_events, kv_events_replay, kv_events_topic)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
 
 
 def _describe(exc: ValidationError) -> str:

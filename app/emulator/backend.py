@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.emulator.config import EmulatorConfig
+from app.emulator.kv_events import KvEventsBridge
 from sim.costs import default_costs
 from sim.engine import Engine, TierSpec
 from sim.prompt_keys import request_for_tokens
@@ -101,6 +102,8 @@ class Backend:
         self.running = 0
         self._lock = asyncio.Lock()
         self._seq = 0
+        # Set by ``kvscope emulate --kv-events``: publishes what each prefill did to the tiers.
+        self.kv_events: KvEventsBridge | None = None
 
     @property
     def has_cpu_tier(self) -> bool:
@@ -122,6 +125,8 @@ class Backend:
             request = request_for_tokens(tokens, self.units, seq=self._seq)
             self._seq += 1
             record, _ = self.engine.process(request, emit=False)
+            if self.kv_events is not None:
+                self.kv_events.publish(request, tokens, record.gpu_hit_tokens)
             # The engine keeps every record for whole-run summaries; a server does not need them.
             self.engine.records.clear()
             prefill = Prefill(
