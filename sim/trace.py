@@ -24,7 +24,8 @@ checked against the limits, and the requests are kept as columns of machine
 integers (``array``), not Python objects, so that ten million block ids take
 80 MB rather than half a GB. Turning a trace into requests for the tiers is
 ``sim.replay``'s job; the flattened block stream for a hit-ratio curve is
-``Trace.block_stream``.
+``Trace.block_stream``. A ``kvscope watch --record`` file is a Mooncake
+trace too: its lines that only carry a KV event are skipped.
 """
 
 from __future__ import annotations
@@ -299,20 +300,19 @@ def _read(
     if block_tokens is not None and block_tokens < 1:
         raise TraceError(f"block size must be at least 1 token, got {block_tokens}")
     digest = hashlib.sha256()
-    lines = _lines(f, limits, digest, sized)
-    first = next(lines, None)
+    objects = _requests(_lines(f, limits, digest, sized))
+    first = next(objects, None)
     if first is None:
         raise TraceError("the trace holds no requests")
-    number, raw = first
-    obj = _object(raw, number)
+    number, obj = first
     if fmt is None:
         fmt = detect_format(obj, number)
     block = block_tokens or FORMAT_BLOCK_TOKENS[fmt]
     columns = _Columns()
     parse = _BailianParser(block, limits) if fmt == "bailian" else _MooncakeParser(block, limits)
     parse(obj, number, columns)
-    for number, raw in lines:
-        parse(_object(raw, number), number, columns)
+    for number, obj in objects:
+        parse(obj, number, columns)
         if len(columns.input_tokens) > limits.max_requests:
             raise TraceError(f"the trace has more than {limits.max_requests:,} requests (the limit)", number)
     return Trace(
@@ -343,6 +343,16 @@ class _Columns:
         self.lines, self.timestamps_ms = array("q"), array("d")
         self.input_tokens, self.output_tokens = array("q"), array("q")
         self.offsets, self.hash_ids = array("q", [0]), array("q")
+
+
+def _requests(lines: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, dict[str, object]]]:
+    """Each line's object; a ``kvscope watch --record`` line that carries an event but caches no prompt (no
+    ``hash_ids``, sim.kvevents.recording) is not a request and is skipped."""
+    for number, raw in lines:
+        obj = _object(raw, number)
+        if "event" in obj and "hash_ids" not in obj:
+            continue
+        yield number, obj
 
 
 def _object(raw: bytes, number: int) -> dict[str, object]:

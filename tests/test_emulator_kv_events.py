@@ -51,7 +51,7 @@ class Rig:
         asyncio.run(run())
         self.bridge.publisher.flush()
         deadline = time.monotonic() + 20
-        while self.sub.feed.last_seq is None or self.sub.feed.last_seq < self.bridge.publisher.sent - 1:
+        while self.sub.feed.last_seq is None or self.sub.feed.last_seq < self.bridge.publisher.next_seq - 1:
             assert time.monotonic() < deadline
             self.sub.poll(50)
 

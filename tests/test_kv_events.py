@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import msgspec
 import pytest
+import zmq
 
 from live_servers import free_port
 from sim.kvevents import wire
@@ -161,11 +162,12 @@ def connect(pub: Publisher, sub: Subscriber) -> None:
         assert time.monotonic() < deadline, "the subscriber never joined"
         pub.publish([])
         sub.poll(50)
+    pub.flush()
+    drain(pub, sub, pub.next_seq - 1)  # every probe sent so far, so that the tests' seq numbers start at next_seq
     sub.feed.state = KvState()
 
 
 def drain(pub: Publisher, sub: Subscriber, until_seq: int) -> None:
-    pub.flush()
     deadline = time.monotonic() + 10
     while sub.feed.last_seq is None or sub.feed.last_seq < until_seq:
         assert time.monotonic() < deadline, f"stuck at seq {sub.feed.last_seq}"
@@ -174,7 +176,7 @@ def drain(pub: Publisher, sub: Subscriber, until_seq: int) -> None:
 
 def test_dropped_batches_are_filled_from_the_replay_endpoint(pubsub: tuple[Publisher, Subscriber]) -> None:
     pub, sub = pubsub
-    start = pub.sent  # the probes took seq 0 .. start - 1
+    start = pub.next_seq  # the probes took seq 0 .. start - 1
     pub.drop = {start + 1, start + 2}  # lost on the live stream, still in the replay buffer
     for i in range(5):
         pub.publish([stored([100 + i])])
@@ -190,7 +192,7 @@ def test_a_gap_the_publisher_no_longer_holds_is_counted_lost() -> None:
     sub = Subscriber(live, replay, topic="kv-events")
     try:
         connect(pub, sub)
-        start = pub.sent
+        start = pub.next_seq
         pub.drop = {start, start + 1, start + 2}
         for i in range(4):
             pub.publish([stored([200 + i])])
@@ -210,7 +212,7 @@ def test_a_replay_endpoint_that_never_answers_is_named() -> None:
     sub = Subscriber(live, silent, topic="kv-events", replay_timeout_s=0.3)
     try:
         connect(pub, sub)
-        start = pub.sent
+        start = pub.next_seq
         pub.drop = {start}
         pub.publish([stored([1])])
         pub.publish([stored([2])])
@@ -224,18 +226,30 @@ def test_a_replay_endpoint_that_never_answers_is_named() -> None:
 
 def test_a_publisher_restart_forgets_what_the_old_process_held() -> None:
     live, replay = endpoints()
-    pub = Publisher(live, replay, topic="kv-events")
+    # A server that has been running a while (its counter at 1,000): a restart counts from 0, below what was seen.
+    # (A restarted publisher that has sent more than the old one by the time the subscriber reconnects looks like
+    # a gap instead: the sequence number is all vLLM's protocol offers.)
+    pub = Publisher(live, replay, topic="kv-events", first_seq=1000)
     sub = Subscriber(live, replay, topic="kv-events")
     try:
         connect(pub, sub)
+        start = pub.next_seq
         for i in range(3):
             pub.publish([stored([300 + i])])
-        drain(pub, sub, pub.sent + 2)
+        drain(pub, sub, start + 2)
         assert len(sub.feed.state.media["GPU"].blocks) == 3
     finally:
         pub.close()
-    # A new server process on the same endpoints counts from 0 again and holds nothing yet.
-    pub = Publisher(live, replay, topic="kv-events")
+    # A new server process on the same endpoints counts from 0 again and holds nothing yet. ZMQ releases a closed
+    # socket's port in its I/O thread, a moment after close() returns: bind again until the port is free.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            pub = Publisher(live, replay, topic="kv-events")
+            break
+        except zmq.ZMQError:
+            assert time.monotonic() < deadline, "the old publisher's port was never released"
+            time.sleep(0.05)
     try:
         deadline = time.monotonic() + 10
         while sub.feed.restarts == 0:
@@ -251,7 +265,7 @@ def test_a_publisher_restart_forgets_what_the_old_process_held() -> None:
 
 def test_malformed_payloads_on_the_wire_are_skipped_and_the_rest_applied(pubsub: tuple[Publisher, Subscriber]) -> None:
     pub, sub = pubsub
-    start = pub.sent
+    start = pub.next_seq
     pub.publish([stored([1])])
     pub.publish_payload(b"\x93\xa3abc")  # msgpack, but an array of one string: no batch
     pub.publish_payload(msgspec.msgpack.encode([1.0, [{"type": "Nope"}, {"type": "BlockStored"}]]))

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "serve": "Serve the dashboard and the API.",
     "calibrate": "Fit the cost model's constants to a measurement file.",
     "capacity": "Simulate the scenario at many capacities of one tier.",
+    "watch": "Follow a vLLM server's KV events: what each tier holds, live.",
 }
 
 

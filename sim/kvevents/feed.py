@@ -5,7 +5,9 @@ big-endian counter from 0 (kv_events.py:507-511). A ``seq`` above the next
 expected one means batches were lost: they are asked for from the replay
 endpoint and applied in order before the batch that revealed the gap; those
 the publisher no longer holds (it keeps ``buffer_steps`` batches) are counted
-as ``lost``. A ``seq`` at or below the last one on the live stream means the
+as ``lost``. A subscriber that joins a running publisher asks the same way
+for the batches before its first one, so it learns what was already cached
+(as far as the publisher still holds it). A ``seq`` at or below the last one on the live stream means the
 publisher started again (a new server process, with nothing cached), so the
 state is reset. Bad messages are reported and skipped; nothing applied
 before them is undone.
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from sim.kvevents import wire
 from sim.kvevents.state import KvState
 
+# Prefixes listed in a summary, largest first (their total count is given too).
+MAX_LISTED_PREFIXES = 1000
 # Problems kept for display; older ones are dropped (their count is in ``problem_count``).
 KEPT_PROBLEMS = 100
 
@@ -31,6 +35,7 @@ class Gap:
     first: int
     until: int
     payload: bytes
+    joining: bool = False  # the subscriber's first message: what came before it is history, not a loss
 
     @property
     def missing(self) -> int:
@@ -49,6 +54,8 @@ class Feed:
         self.filled = 0
         self.lost = 0
         self.restarts = 0
+        self.joined_at = 0
+        self.history_missed = 0
         self.malformed = 0
         self.skipped_events = 0
         self.problems: deque[str] = deque(maxlen=KEPT_PROBLEMS)
@@ -75,6 +82,9 @@ class Feed:
             return None
         seq = int.from_bytes(seq_bytes, "big")
         last = self.last_seq
+        if last is None and seq > 0:
+            self.joined_at = seq
+            return Gap(0, seq, payload, joining=True)
         if last is not None and seq <= last:
             self.restarts += 1
             self.report(f"the publisher started again (seq {seq} after {last}): what it held before is forgotten")
@@ -92,9 +102,15 @@ class Feed:
             if gap.first <= seq < gap.until and seq > (self.last_seq if self.last_seq is not None else -1):
                 self._apply(seq, payload)
                 got += 1
-        self.filled += got
+        if not gap.joining:
+            self.filled += got
         lost = gap.missing - got
-        if lost:
+        if lost and gap.joining:
+            self.history_missed = lost
+            reason = f" ({why_not})" if why_not else ""
+            self.report(f"joined at seq {gap.until}: {lost} earlier batches not replayed{reason}, so blocks cached "
+                        "before them are unknown until they are stored again")
+        elif lost:
             self.lost += lost
             reason = f": {why_not}" if why_not else ""
             self.report(f"{lost} of {gap.missing} batches from seq {gap.first} were lost{reason}")
@@ -118,6 +134,7 @@ class Feed:
 
     def summary(self) -> dict[str, object]:
         """The ``kvscope watch --json`` shape: counts, then per medium what is resident, then the prefixes."""
+        prefixes = self.state.prefixes()
         return {
             "batches": self.batches,
             "events": self.state.events,
@@ -125,9 +142,12 @@ class Feed:
             "filled": self.filled,
             "lost": self.lost,
             "restarts": self.restarts,
+            "joined_at": self.joined_at,
+            "history_missed": self.history_missed,
             "malformed": self.malformed,
             "skipped_events": self.skipped_events,
             "problems": list(self.problems),
-            "media": {name: m.summary() for name, m in sorted(self.state.media.items())},
-            "prefixes": self.state.prefixes(),
+            "media": {m.name: m.summary() for m in self.state.ordered()},
+            "prefix_count": len(prefixes),
+            "prefixes": prefixes[:MAX_LISTED_PREFIXES],
         }

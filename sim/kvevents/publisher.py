@@ -40,7 +40,12 @@ class Publisher:
             self._replay = self._ctx.socket(zmq.ROUTER)
             self._replay.setsockopt(zmq.LINGER, 0)
             self._replay.setsockopt(zmq.SNDHWM, 2 * (buffer_steps + 1))
-            self._replay.bind(replay_endpoint)
+            try:
+                self._replay.bind(replay_endpoint)
+            except zmq.ZMQError:
+                self._replay.close(linger=0)
+                self._pub.close(linger=0)
+                raise
         self._topic = topic.encode("utf-8")
         self._buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer_steps)
         self._queue: queue.Queue[bytes | None] = queue.Queue()
@@ -50,6 +55,11 @@ class Publisher:
         self.drop: set[int] = set()
         self._thread = threading.Thread(target=self._run, name="kv-events-publisher", daemon=True)
         self._thread.start()
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next batch sent will carry."""
+        return self._seq
 
     def publish(self, events: list[wire.KvEvent], ts: float | None = None) -> None:
         self._queue.put(wire.encode(events, time.time() if ts is None else ts))

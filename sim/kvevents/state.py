@@ -21,7 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.kvevents.wire import AllBlocksCleared, BlockHash, BlockRemoved, BlockStored, KvEvent, MEDIUM_GPU, hash_label, medium_of
+from sim.kvevents.wire import (
+    MEDIUM_CPU, MEDIUM_GPU, MEDIUM_STORAGE, AllBlocksCleared, BlockHash, BlockRemoved, BlockStored, KvEvent, hash_label,
+    medium_of,
+)
 
 
 @dataclass(slots=True)
@@ -127,7 +130,8 @@ class KvState:
     """Every medium's resident blocks, built by applying decoded events in sequence order."""
 
     def __init__(self) -> None:
-        self.media: dict[str, MediumState] = {}
+        # The GPU is always there (every vLLM has one); other media appear with their first event.
+        self.media: dict[str, MediumState] = {MEDIUM_GPU: MediumState(MEDIUM_GPU)}
         self.events = 0
         self.clears = 0
 
@@ -148,6 +152,11 @@ class KvState:
                 # Emitted by the GPU block pool's reset (block_pool.py:907); offload tiers keep their blocks.
                 self.clears += 1
                 self.medium(MEDIUM_GPU).clear()
+
+    def ordered(self) -> list[MediumState]:
+        """The media in lookup order: GPU, CPU, STORAGE, then any other by name."""
+        rank = {MEDIUM_GPU: 0, MEDIUM_CPU: 1, MEDIUM_STORAGE: 2}
+        return sorted(self.media.values(), key=lambda m: (rank.get(m.name, 3), m.name))
 
     def reset(self) -> None:
         """The publisher restarted: a new server process starts with nothing cached."""
