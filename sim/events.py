@@ -204,6 +204,27 @@ class RunWarning(Event):
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Divergence(Event):
+    """Watch mode: the blocks a server's KV events say a tier holds against those its shadow twin holds.
+
+    ``run`` is the upstream's name, ``seq`` the proxied request after which it
+    was measured. ``differ`` counts blocks held by one and not the other when
+    both name blocks alike (``exact``: an emulator hashes as the twin does),
+    else the difference of the counts. ``first_parted`` is the first request
+    after which they differed (None while they agree).
+    """
+
+    kind: ClassVar[str] = "divergence"
+    seq: int
+    tier: str
+    server_blocks: int
+    twin_blocks: int
+    differ: int
+    exact: bool
+    first_parted: int | None
+
+
 EVENT_KINDS = tuple(
     cls.kind for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Ttft, PassDone, RunDone)
 )

@@ -9,6 +9,7 @@ import click
 import uvicorn
 
 from app import costs_profile
+from app.cli.serve_upstreams import configure_upstreams, upstream_options
 from app.live.targets import ENV_VAR, TargetSpecError, env_value, parse_targets, targets_from_env
 
 # Open step streams must not hold a shutdown for long: they are cancelled after this many seconds.
@@ -27,9 +28,14 @@ GRACEFUL_SHUTDOWN_S = 2
     "--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help=f"cost profile JSON (from kvscope calibrate) for every simulation of the page and API (replaces ${costs_profile.ENV_VAR})",
 )
-def command(host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None) -> None:
+@upstream_options
+def command(
+    host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None,
+    upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...],
+) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
     _configure_live_targets(targets)
+    configure_upstreams(upstreams, kv_events, kv_replay)
     try:
         costs_profile.configure(costs_file)
     except ValueError as exc:

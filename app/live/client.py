@@ -175,6 +175,14 @@ class VllmClient:
             raise self._fail("POST", "/tokenize", "the answer has no token count")
         return count
 
+    async def token_ids(self, body: dict[str, Any]) -> list[int]:
+        """The token ids of a prompt (``{"model", "prompt"}``) or a chat (``{"model", "messages"}``) by ``/tokenize``."""
+        data = await self._json("POST", "/tokenize", body)
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
+            raise self._fail("POST", "/tokenize", "the answer has no token ids")
+        return tokens
+
     async def counters(self) -> prom.CacheCounters:
         response = await self._request("GET", "/metrics")
         if response.status_code != 200:

@@ -40,6 +40,10 @@ class Subscriber:
         self.received = 0
         self.last_message_at: float | None = None
 
+    def wait(self, timeout_ms: int) -> bool:
+        """Whether a message is waiting, after waiting up to ``timeout_ms`` for one (nothing is applied)."""
+        return bool(self._sub.poll(timeout_ms))
+
     def poll(self, timeout_ms: int = 100, max_messages: int = 10_000) -> int:
         """Wait up to ``timeout_ms`` for a message, then apply every one that is waiting; returns how many."""
         n = 0

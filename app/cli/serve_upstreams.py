@@ -1,0 +1,38 @@
+"""``kvscope serve --upstream``: the servers the OpenAI proxy forwards to, and their KV event publishers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from app.live.targets import TargetSpecError
+from app.proxy.upstreams import ENV_VAR, configured_upstreams, env_values, parse_upstreams
+
+
+def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--kv-events-replay", "kv_replay", multiple=True, metavar="NAME=tcp://HOST:PORT",
+                     help="an upstream's replay endpoint, to fill gaps in its KV events")(f)
+    f = click.option("--kv-events", "kv_events", multiple=True, metavar="NAME=tcp://HOST:PORT",
+                     help="an upstream's KV event publisher (vLLM's --kv-events-config endpoint)")(f)
+    return click.option(
+        "--upstream", "upstreams", multiple=True, metavar="NAME=URL",
+        help=f"proxy /v1/completions, /v1/chat/completions and /v1/models to this server and watch it (replaces ${ENV_VAR})",
+    )(f)
+
+
+def configure_upstreams(urls: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...]) -> None:
+    """Check the upstreams before serving and hand them to the app through the environment."""
+    try:
+        if urls:
+            os.environ.update(env_values(parse_upstreams(urls, kv_events, kv_replay)))
+        elif kv_events or kv_replay:
+            raise click.BadParameter("name the upstream with --upstream NAME=URL too", param_hint="--kv-events")
+        else:
+            configured_upstreams()
+    except TargetSpecError as exc:
+        if urls:
+            raise click.BadParameter(str(exc), param_hint="--upstream") from None
+        raise click.UsageError(f"{ENV_VAR}: {exc}") from None

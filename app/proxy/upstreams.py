@@ -1,0 +1,80 @@
+"""Upstreams: the servers ``kvscope serve`` forwards OpenAI requests to, named at start-up only.
+
+``--upstream NAME=URL`` (or ``KVSCOPE_UPSTREAM``, comma-separated) takes URLs
+as live targets do (``app.live.targets.parse_target``: http or https, a host,
+no query); ``--kv-events NAME=tcp://HOST:PORT`` (``KVSCOPE_UPSTREAM_KV_EVENTS``)
+and ``--kv-events-replay NAME=tcp://HOST:PORT`` (``KVSCOPE_UPSTREAM_KV_REPLAY``)
+attach a server's KV event publisher. Requests name upstreams, never
+addresses: nothing a client sends can make kvscope contact another one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from app.live.targets import NAME_RE, TargetSpecError, parse_targets
+from sim.kvevents.endpoints import EndpointError, check_endpoint
+
+ENV_VAR = "KVSCOPE_UPSTREAM"
+KV_ENV_VAR = "KVSCOPE_UPSTREAM_KV_EVENTS"
+REPLAY_ENV_VAR = "KVSCOPE_UPSTREAM_KV_REPLAY"
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """A server to forward to: its name, base URL, and its KV event endpoints if any."""
+
+    name: str
+    url: str
+    kv_events: str | None = None
+    kv_replay: str | None = None
+
+
+def parse_upstreams(urls: Iterable[str], kv_events: Iterable[str] = (), kv_replay: Iterable[str] = ()) -> list[Upstream]:
+    """``NAME=URL`` items, and ``NAME=tcp://...`` items naming those upstreams; ``TargetSpecError`` says what is wrong."""
+    targets = parse_targets(urls)
+    names = {t.name for t in targets}
+    events = _endpoints(kv_events, names, "--kv-events")
+    replay = _endpoints(kv_replay, names, "--kv-events-replay")
+    for name in replay:
+        if name not in events:
+            raise TargetSpecError(f"upstream {name}: a replay endpoint needs --kv-events {name}=tcp://... too")
+    return [Upstream(t.name, t.url, events.get(t.name), replay.get(t.name)) for t in targets]
+
+
+def _endpoints(items: Iterable[str], names: set[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in (i.strip() for i in items if i.strip()):
+        name, sep, endpoint = item.partition("=")
+        if not sep or not NAME_RE.match(name):
+            raise TargetSpecError(f"{flag} {item!r}: expected NAME=tcp://HOST:PORT")
+        if name not in names:
+            raise TargetSpecError(f"{flag} {item!r}: no upstream is named {name!r}")
+        if name in out:
+            raise TargetSpecError(f"{flag}: upstream {name!r} is given twice")
+        try:
+            out[name] = check_endpoint(endpoint)
+        except EndpointError as exc:
+            raise TargetSpecError(f"{flag} {name}: {exc}") from None
+    return out
+
+
+def env_values(upstreams: Iterable[Upstream]) -> dict[str, str]:
+    """The environment variables that name ``upstreams`` (how ``kvscope serve`` hands them to the app)."""
+    ups = list(upstreams)
+    return {
+        ENV_VAR: ",".join(f"{u.name}={u.url}" for u in ups),
+        KV_ENV_VAR: ",".join(f"{u.name}={u.kv_events}" for u in ups if u.kv_events),
+        REPLAY_ENV_VAR: ",".join(f"{u.name}={u.kv_replay}" for u in ups if u.kv_replay),
+    }
+
+
+def configured_upstreams() -> tuple[Upstream, ...]:
+    """This process's upstreams, from the environment; raises ``TargetSpecError`` on a bad one."""
+    urls = os.environ.get(ENV_VAR, "")
+    if not urls.strip():
+        return ()
+    split = lambda var: os.environ.get(var, "").split(",")  # noqa: E731
+    return tuple(parse_upstreams(urls.split(","), split(KV_ENV_VAR), split(REPLAY_ENV_VAR)))

@@ -1,0 +1,279 @@
+"""One upstream watched: its proxied requests measured, its shadow twin fed the same prompts, its KV events, and
+where the twin and the server part ways.
+
+Per proxied request, once its answer has been passed on (never delaying it):
+the prompt's token ids from the upstream's ``/tokenize``; GPU and CPU hit
+tokens from ``/metrics`` deltas when they can be attributed (no other proxied
+request overlapped it, and the counters were read since the last one); the
+twin (the simulator's engine, sized from the upstream's ``/metrics`` and,
+for ``kvscope emulate``, its ``/kvscope/emulator``) serves the same token ids
+and predicts its TTFT. Then the server's blocks (from its KV events) are set
+against the twin's. Everything kept is bounded: the last ``MAX_EVENTS`` events
+and ``MAX_RECORDS`` requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from app.live.client import TargetError, TargetInfo, VllmClient
+from app.live.prom import CacheCounters
+from app.live.targets import Target
+from app.proxy.forward import Exchange
+from app.proxy.kv_thread import KvThread
+from app.proxy.upstreams import Upstream
+from sim.costs import CostModel, default_costs
+from sim.engine import Engine, TierSpec
+from sim.events import Divergence, Event, Measured, Ttft
+from sim.kvevents.wire import MEDIUM_CPU, MEDIUM_GPU
+from sim.prompt_keys import request_for_tokens
+from sim.workload import Units
+
+MAX_EVENTS = 5_000
+MAX_RECORDS = 1_000
+PROBE_TIMEOUT_S = 5.0
+TWIN = "twin"
+
+
+@dataclass(slots=True)
+class _Twin:
+    engine: Engine
+    exact_keys: bool  # the upstream hashes blocks as the twin does (kvscope emulate)
+
+
+class UpstreamWatch:
+    """The watch of one upstream; ``on_exchange`` is the proxy's ``done`` callback."""
+
+    def __init__(self, upstream: Upstream, timeout_s: float = 60.0) -> None:
+        self.upstream = upstream
+        self.client = VllmClient(Target(upstream.name, upstream.url), timeout_s=timeout_s)
+        self.events: deque[tuple[int, Event]] = deque(maxlen=MAX_EVENTS)
+        self.records: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDS)
+        self._events_lock = threading.Lock()
+        self._next_id = 0
+        self.info: TargetInfo | None = None
+        self.problem: str | None = None
+        self.twin: _Twin | None = None
+        self._seq = 0
+        self._in_flight = 0
+        self._overlapped: set[int] = set()
+        self._baseline: CacheCounters | None = None
+        self._baseline_fresh = False
+        self._queue: asyncio.Lock | None = None
+        self.first_parted: int | None = None
+        self.divergence: dict[str, Any] | None = None
+        self.kv: KvThread | None = None
+        if upstream.kv_events:
+            self.kv = KvThread(upstream.name, upstream.kv_events, upstream.kv_replay, self.emit, self._capacity)
+
+    # -- the event log --------------------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        with self._events_lock:
+            self.events.append((self._next_id, event))
+            self._next_id += 1
+
+    def events_after(self, last_id: int) -> list[tuple[int, Event]]:
+        with self._events_lock:
+            return [(i, e) for i, e in self.events if i > last_id]
+
+    # -- requests --------------------------------------------------------------------------------------------
+
+    async def begin(self) -> int:
+        """A request is about to be forwarded: its number, and whether it overlaps another is noted.
+
+        The first request waits for the upstream to be probed and its counters read (once).
+        """
+        if self.info is None and self.problem is None and self._in_flight == 0 and self._seq == 0:
+            await self._ensure_probed()
+            await self._read_baseline()
+        self._seq += 1
+        seq = self._seq
+        if self._in_flight:
+            self._overlapped.add(seq)
+            self._overlapped.update(range(seq - self._in_flight, seq))
+        self._in_flight += 1
+        if not self._baseline_fresh:
+            self._overlapped.add(seq)  # the counters were not read since the last request: no attribution
+        self._baseline_fresh = False
+        return seq
+
+    def on_exchange(self, seq: int, exchange: Exchange) -> None:
+        self._in_flight -= 1
+        asyncio.get_running_loop().create_task(self._account(seq, exchange))
+
+    async def _account(self, seq: int, exchange: Exchange) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Lock()
+        async with self._queue:  # one at a time, in arrival order: the twin serves them as the server did
+            await self._ensure_probed()
+            record = await self._measure(seq, exchange)
+            self.records.append(record)
+            if self._in_flight == 0:
+                await self._read_baseline()
+
+    async def _ensure_probed(self) -> None:
+        if self.info is not None:
+            return
+        try:
+            self.info = await asyncio.wait_for(self.client.probe(), PROBE_TIMEOUT_S)
+        except (TargetError, TimeoutError) as exc:
+            self.problem = str(exc) or f"upstream {self.upstream.name}: no answer to the probe in {PROBE_TIMEOUT_S:g} s"
+            return
+        self.problem = None
+        self.twin = _make_twin(self.info)
+
+    async def _read_baseline(self) -> None:
+        try:
+            self._baseline = await self.client.counters()
+            self._baseline_fresh = self._in_flight == 0
+        except TargetError:
+            self._baseline, self._baseline_fresh = None, False
+
+    async def _measure(self, seq: int, ex: Exchange) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "seq": seq, "path": ex.path, "status": ex.status, "streamed": ex.streamed, "ttft_ms": ex.ttft_ms,
+            "latency_ms": ex.latency_ms, "error": ex.error, "prompt_tokens": None, "gpu_hit_tokens": None,
+            "cpu_hit_tokens": None, "predicted_ttft_ms": None, "predicted_gpu_hit_tokens": None,
+            "predicted_cpu_hit_tokens": None, "started_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        }
+        if ex.status != 200 or ex.error or not ex.path.endswith("completions"):
+            return record
+        body = _json_body(ex.body)
+        tokens = await self._token_ids(body)
+        if tokens is None:
+            return record
+        record["prompt_tokens"] = len(tokens)
+        before = self._baseline if seq not in self._overlapped else None
+        if before is not None and self.info is not None and self.info.has_counters:
+            try:
+                after = await self.client.counters_after(before, len(tokens))
+                delta = after.delta(before)
+                record["gpu_hit_tokens"] = _int(delta.gpu_hits)
+                record["cpu_hit_tokens"] = _int(delta.external_hits) if self.info.has_external_counters else None
+            except TargetError:
+                pass
+        self._overlapped.discard(seq)
+        if self.twin is not None and tokens:
+            predicted = self.twin.engine.process(request_for_tokens(tokens, self.twin.engine.units, seq=seq), emit=False)[0]
+            self.twin.engine.records.clear()
+            record.update(predicted_ttft_ms=predicted.ttft_ms, predicted_gpu_hit_tokens=predicted.gpu_hit_tokens,
+                          predicted_cpu_hit_tokens=predicted.cpu_hit_tokens)
+            self.emit(Ttft(f"{self.upstream.name} {TWIN}", seq, 1, -1, predicted.ttft_ms, predicted.source,
+                           predicted.gpu_hit_tokens, predicted.cpu_hit_tokens, 0, predicted.computed_tokens))
+        if ex.ttft_ms is not None:
+            computed = None if record["gpu_hit_tokens"] is None else len(tokens) - record["gpu_hit_tokens"] - (record["cpu_hit_tokens"] or 0)
+            self.emit(Measured(self.upstream.name, seq, 1, "proxy", -1, len(tokens), ex.ttft_ms, record["gpu_hit_tokens"],
+                               record["cpu_hit_tokens"], computed, str(body.get("model") or ""), record["started_at"]))
+        self._compare(seq)
+        return record
+
+    async def _token_ids(self, body: dict[str, Any]) -> list[int] | None:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
+            return prompt
+        query: dict[str, Any] = {"model": body.get("model")}
+        if isinstance(prompt, str):
+            query["prompt"] = prompt
+        elif isinstance(body.get("messages"), list):
+            query["messages"] = body["messages"]
+        else:
+            return None
+        try:
+            return await self.client.token_ids(query)
+        except TargetError as exc:
+            self.problem = str(exc)
+            return None
+
+    # -- twin against server ---------------------------------------------------------------------------------
+
+    def _capacity(self, medium: str) -> int | None:
+        if self.twin is None:
+            return None
+        engine = self.twin.engine
+        if medium == MEDIUM_GPU:
+            return engine.gpu.capacity_blocks * engine.units.block
+        if medium == MEDIUM_CPU and engine.cpu is not None:
+            return engine.cpu.capacity_tokens
+        return None
+
+    def _compare(self, seq: int) -> None:
+        if self.kv is None or self.twin is None:
+            return
+        twin_keys = set(self.twin.engine.gpu.cached)
+        with self.kv.lock:
+            server_keys = set(self.kv.feed.state.media[MEDIUM_GPU].blocks)
+        if self.twin.exact_keys:
+            differ = len(server_keys ^ twin_keys)
+        else:
+            differ = abs(len(server_keys) - len(twin_keys))
+        if differ and self.first_parted is None:
+            self.first_parted = seq
+        event = Divergence(self.upstream.name, seq, "gpu", len(server_keys), len(twin_keys), differ,
+                           self.twin.exact_keys, self.first_parted)
+        self.divergence = event.to_dict()
+        self.emit(event)
+
+    def snapshot(self) -> dict[str, Any]:
+        """``GET /api/watch/{name}``: the upstream, its tiers by its KV events, the twin's, requests and divergence."""
+        media: dict[str, Any] = {}
+        kv: dict[str, Any] | None = None
+        if self.kv is not None:
+            with self.kv.lock:
+                summary = self.kv.feed.summary()
+            media = summary.pop("media")
+            kv = summary
+        twin = None
+        if self.twin is not None:
+            engine = self.twin.engine
+            twin = {"gpu_blocks": engine.gpu.cached_blocks, "gpu_capacity_blocks": engine.gpu.capacity_blocks,
+                    "cpu_tokens": engine.cpu.used_tokens if engine.cpu else None,
+                    "cpu_capacity_tokens": engine.cpu.capacity_tokens if engine.cpu else None}
+        return {
+            "name": self.upstream.name,
+            "kv_events": self.upstream.kv_events is not None,
+            "server": self.info.to_dict() if self.info else None,
+            "problem": self.problem,
+            "media": media,
+            "kv": kv,
+            "twin": twin,
+            "divergence": self.divergence,
+            "requests": list(self.records),
+        }
+
+    def close(self) -> None:
+        if self.kv is not None:
+            self.kv.stop()
+
+
+def _make_twin(info: TargetInfo) -> _Twin:
+    emulator = info.emulator or {}
+    block = info.block_size or 16
+    chunk = int(emulator.get("chunk_size") or 256)
+    gpu_tokens = info.capacity_tokens or 21_520
+    costs = default_costs()
+    if isinstance(emulator.get("costs"), dict):
+        try:
+            costs = CostModel(**emulator["costs"]).scaled(1 / float(emulator.get("speed") or 1.0))
+        except (TypeError, ValueError):
+            pass
+    spec = TierSpec(units=Units(block, chunk), gpu_tokens=gpu_tokens, cpu_tokens=emulator.get("cpu_tokens"))
+    return _Twin(Engine(TWIN, spec, costs), exact_keys=bool(emulator))
+
+
+def _json_body(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)

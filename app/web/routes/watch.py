@@ -1,0 +1,98 @@
+"""Watch mode on the web: the OpenAI proxy to the upstreams named at start-up, and each upstream's watch.
+
+Proxy: ``POST /v1/completions``, ``POST /v1/chat/completions`` and ``GET
+/v1/models`` go to the first upstream, ``/upstream/{name}/v1/...`` to the one
+named; bodies and answers pass unchanged (app.proxy.forward). Watch: ``GET
+/api/watch`` lists the upstreams, ``GET /api/watch/{name}`` is one's state
+(app.proxy.watch), ``GET /api/watch/{name}/stream`` its events as SSE, in the
+simulator's vocabulary (``store``, ``evict``, ``occupancy``, ``measured``,
+``ttft`` for the twin's prediction, ``divergence``), the recent ones first.
+Without upstreams only ``GET /api/watch`` exists (an empty list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+from fastapi.sse import EventSourceResponse
+
+from app.proxy.forward import forward
+from app.proxy.upstreams import Upstream, configured_upstreams
+from app.proxy.watch import UpstreamWatch
+from app.web.context import Web
+from app.web.sse import event_stream
+from sim.events import Event
+
+PROXY_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=30.0)
+# Events a new stream starts with, so a page opened mid-run sees the present at once.
+STREAM_BACKLOG = 500
+STREAM_POLL_S = 0.1
+PROXIED = (("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"))
+
+
+def router(*, web: Web) -> APIRouter:
+    api = APIRouter(tags=["watch"])
+    upstreams = configured_upstreams()
+    watches = {u.name: UpstreamWatch(u) for u in upstreams}
+    client = httpx.AsyncClient(timeout=PROXY_TIMEOUT, follow_redirects=False)
+
+    @api.get("/api/watch", summary="Upstreams being watched")
+    def watch_list() -> list[dict[str, Any]]:
+        return [{"name": u.name, "kv_events": u.kv_events is not None} for u in upstreams]
+
+    if not upstreams:
+        return api
+
+    def watch_of(name: str) -> UpstreamWatch:
+        watch = watches.get(name)
+        if watch is None:
+            raise HTTPException(404, f"no upstream named {name!r} (configured: {', '.join(watches)})")
+        return watch
+
+    async def proxy(request: Request, upstream: Upstream, path: str) -> Response:
+        watch = watches[upstream.name]
+        seq = await watch.begin()
+        return await forward(client, upstream, request, path, lambda ex: watch.on_exchange(seq, ex))
+
+    for method, path in PROXIED:
+        def make(path: str = path) -> Any:
+            async def default(request: Request) -> Response:
+                return await proxy(request, upstreams[0], path)
+
+            async def named(name: str, request: Request) -> Response:
+                return await proxy(request, watch_of(name).upstream, path)
+
+            return default, named
+
+        default, named = make()
+        api.add_api_route(path, default, methods=[method], include_in_schema=False)
+        api.add_api_route("/upstream/{name}" + path, named, methods=[method], include_in_schema=False)
+
+    @api.get("/api/watch/{name}", summary="One upstream's tiers, its twin, its proxied requests")
+    def watch_state(name: str) -> dict[str, Any]:
+        return watch_of(name).snapshot()
+
+    @api.get("/api/watch/{name}/stream", response_class=EventSourceResponse, summary="One upstream's events, live")
+    async def watch_stream(name: str) -> AsyncIterator[Any]:
+        watch = watch_of(name)
+        async for message in event_stream(_follow(watch), web.streams):
+            yield message
+
+    return api
+
+
+async def _follow(watch: UpstreamWatch) -> AsyncIterator[Event]:
+    """The last ``STREAM_BACKLOG`` events, then each new one as it comes (until the client leaves)."""
+    recent = watch.events_after(-1)[-STREAM_BACKLOG:]
+    last = recent[-1][0] if recent else -1
+    for _, event in recent:
+        yield event
+    while True:
+        await anyio.sleep(STREAM_POLL_S)
+        for last, event in watch.events_after(last):
+            yield event

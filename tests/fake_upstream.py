@@ -1,0 +1,71 @@
+"""A deterministic OpenAI-style upstream for proxy tests, on a real uvicorn in a thread: it keeps the raw bodies it
+received and answers each path in a fixed way (JSON, paced SSE chunks, errors, a stream that breaks off)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from live_servers import free_port
+
+CHUNK_GAP_S = 0.4
+MODELS = b'{"object":"list","data":[{"id":"fake","object":"model","created":1,"owned_by":"test"}]}'
+
+
+def make_app(received: list[bytes]) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return Response(MODELS, media_type="application/json", headers={"x-upstream": "fake"})
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        body = await request.body()
+        received.append(body)
+        if b'"fail"' in body:
+            return JSONResponse({"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}}, status_code=503)
+        if b'"bad"' in body:
+            return Response(b'{"error": {"message": "bad prompt"}}', status_code=400, media_type="application/json")
+        if b'"stream": true' not in body:
+            return Response(b'{"id":"x","choices":[{"text":" hello"}],"echo":' + str(len(body)).encode() + b"}",
+                            media_type="application/json")
+        return StreamingResponse(_chunks(b'"break"' in body), media_type="text/event-stream")
+
+    return app
+
+
+async def _chunks(breaks: bool) -> AsyncIterator[bytes]:
+    for i in range(3):
+        if i:
+            await asyncio.sleep(CHUNK_GAP_S)
+        yield b'data: {"choices":[{"text":" t' + str(i).encode() + b'"}]}\n\n'
+        if breaks and i == 1:
+            raise RuntimeError("the upstream breaks off mid-stream")
+    yield b"data: [DONE]\n\n"
+
+
+@contextmanager
+def fake_upstream() -> Iterator[tuple[str, list[bytes]]]:
+    """Its base URL and the list of request bodies it received."""
+    received: list[bytes] = []
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(make_app(received), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the fake upstream did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", received
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)

@@ -1,0 +1,117 @@
+"""The OpenAI proxy of ``kvscope serve --upstream``: transparent (same bytes as a direct call, streamed chunks passed
+as they come, statuses and errors passed), bounded, and never contacting anything but its configured upstreams."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+
+import httpx
+import pytest
+
+from fake_upstream import CHUNK_GAP_S, fake_upstream
+from live_servers import free_port, run_kvscope
+
+Serve = Callable[..., AbstractContextManager[str]]
+
+
+@pytest.fixture(scope="module")
+def proxied(live_server_factory: Serve) -> Iterator[tuple[str, str, list[bytes]]]:
+    """(the upstream's URL, kvscope's URL proxying to it, the bodies the upstream received)."""
+    with fake_upstream() as (upstream, received):
+        with live_server_factory("--upstream", f"fake={upstream}") as url:
+            yield upstream, url, received
+
+
+def test_models_and_completions_come_back_byte_for_byte(proxied: tuple[str, str, list[bytes]]) -> None:
+    upstream, url, received = proxied
+    for path in ("/v1/models", "/upstream/fake/v1/models"):
+        direct, via = httpx.get(upstream + "/v1/models"), httpx.get(url + path)
+        assert (via.status_code, via.content) == (direct.status_code, direct.content)
+        assert via.headers["content-type"] == direct.headers["content-type"] and via.headers["x-upstream"] == "fake"
+    # A body with odd spacing and key order reaches the upstream exactly as sent.
+    body = b'{ "prompt":"a b c",   "max_tokens": 2, "zeta": [1, 2.50] }'
+    direct = httpx.post(upstream + "/v1/completions", content=body, headers={"content-type": "application/json"})
+    via = httpx.post(url + "/v1/completions", content=body, headers={"content-type": "application/json"})
+    assert (via.status_code, via.content) == (direct.status_code, direct.content)
+    assert received[-2:] == [body, body]
+
+
+def test_streamed_chunks_pass_as_they_arrive(proxied: tuple[str, str, list[bytes]]) -> None:
+    upstream, url, _ = proxied
+    body = {"prompt": "x", "stream": True}
+    chunks: dict[str, list[tuple[float, bytes]]] = {}
+    for name, base in (("direct", upstream), ("via", url)):
+        got: list[tuple[float, bytes]] = []
+        t0 = time.perf_counter()
+        with httpx.stream("POST", base + "/v1/completions", content=json.dumps(body).encode()) as r:
+            for chunk in r.iter_raw():
+                got.append((time.perf_counter() - t0, chunk))
+        chunks[name] = got
+    assert b"".join(c for _, c in chunks["via"]) == b"".join(c for _, c in chunks["direct"])
+    # The upstream waits 0.4 s between its three chunks: passed on as they come, they reach the client about
+    # 0.8 s apart (a proxy that buffered the answer would deliver them all at once, at its end).
+    first, last = chunks["via"][0][0], chunks["via"][-1][0]
+    assert last - first >= 2 * CHUNK_GAP_S * 0.8
+
+
+def test_statuses_and_error_bodies_pass_through(proxied: tuple[str, str, list[bytes]]) -> None:
+    upstream, url, _ = proxied
+    for prompt, status in (("fail", 503), ("bad", 400)):
+        body = json.dumps({"prompt": prompt}).encode()
+        direct = httpx.post(upstream + "/v1/completions", content=body)
+        via = httpx.post(url + "/v1/completions", content=body)
+        assert via.status_code == direct.status_code == status
+        assert via.content == direct.content
+
+
+def test_a_stream_the_upstream_breaks_off_ends_early_for_the_client(proxied: tuple[str, str, list[bytes]]) -> None:
+    _, url, _ = proxied
+    got = b""
+    with pytest.raises(httpx.HTTPError):
+        with httpx.stream("POST", url + "/v1/completions", content=b'{"prompt": "break", "stream": true}') as r:
+            for chunk in r.iter_raw():
+                got += chunk
+    assert b" t0" in got and b" t1" in got and b"[DONE]" not in got  # what came before the break was passed on
+
+
+def test_a_body_over_the_limit_is_refused(proxied: tuple[str, str, list[bytes]]) -> None:
+    _, url, received = proxied
+    before = len(received)
+    big = b'{"prompt": "' + b"a " * (4 * 2**20 + 1) + b'"}'  # over 8 MiB
+    r = httpx.post(url + "/v1/completions", content=big, timeout=30)
+    assert r.status_code == 413 and "8,388,608 bytes" in r.json()["error"]["message"]
+    assert len(received) == before  # nothing reached the upstream
+
+
+def test_only_configured_upstreams_are_reachable(proxied: tuple[str, str, list[bytes]]) -> None:
+    _, url, _ = proxied
+    assert httpx.get(url + "/upstream/other/v1/models").status_code == 404
+    # No route takes an address: a URL where a name goes is just an unknown name.
+    assert httpx.get(url + "/upstream/http:%2F%2F127.0.0.1:1/v1/models").status_code == 404
+    assert httpx.get(url + "/api/watch").json() == [{"name": "fake", "kv_events": False}]
+
+
+def test_an_upstream_that_is_down_gives_502_naming_it(live_server_factory: Serve) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    with live_server_factory("--upstream", f"gone={down}") as url:
+        r = httpx.post(url + "/v1/completions", content=b'{"prompt": "x"}')
+        assert r.status_code == 502
+        assert "upstream gone cannot be reached" in r.json()["error"]["message"]
+        assert down not in r.text  # names, never addresses
+        state = httpx.get(url + "/api/watch/gone").json()
+        assert state["requests"][-1]["error"].startswith("upstream gone cannot be reached")
+
+
+def test_bad_upstream_flags_exit_2() -> None:
+    for args, flag in (
+        (["--upstream", "a=ftp://x"], "--upstream"),
+        (["--upstream", "a=http://x", "--kv-events", "b=tcp://h:1"], "--upstream"),
+        (["--upstream", "a=http://x", "--kv-events", "a=http://h:1"], "--upstream"),
+        (["--kv-events", "a=tcp://h:1"], "--kv-events"),
+    ):
+        result = run_kvscope(["serve", "--port", "0", *args], timeout_s=30)
+        assert result.returncode == 2, result
+        assert flag in result.stderr
