@@ -1,0 +1,87 @@
+"""The proxy's cost: the TTFT a client measures through ``kvscope serve --upstream`` minus the TTFT it measures
+calling the same emulator directly, on loopback, requests one at a time.
+
+Direct and proxied requests alternate (so load drifts hit both alike), with a
+pause after each that lets the watch account for it (tokenize, /metrics, the
+twin) before the next, as at concurrency 1. The anchor is the direct TTFT.
+Three rounds; each gives the median of its paired differences.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from bench.live import _emulator, _free_port
+
+REQUESTS = 30
+ROUNDS = 3
+PAUSE_S = 0.05
+_SERVE = [sys.executable, "-c", "from app.cli import main; main()", "serve", "--log-level", "warning"]
+
+
+@contextmanager
+def _proxy(upstream: str) -> Iterator[str]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([*_SERVE, "--port", str(port), "--upstream", f"emu={upstream}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _ttft_ms(client: httpx.Client, base: str, prompt: str) -> float:
+    started = time.perf_counter()
+    body = {"prompt": prompt, "max_tokens": 2, "stream": True}
+    ttft = None
+    with client.stream("POST", base + "/v1/completions", json=body) as response:
+        for line in response.iter_lines():  # read to the end, so the connection is reused
+            if ttft is None and line.startswith("data:") and '"text": "' in line:
+                ttft = (time.perf_counter() - started) * 1000
+    if ttft is None:
+        raise RuntimeError("no token streamed")
+    return ttft
+
+
+def run() -> dict[str, Any]:
+    prompt = " ".join(f"w{i}" for i in range(512))
+    rounds = []
+    with _emulator("--speed", "1000") as emu, _proxy(emu) as proxy, httpx.Client(timeout=30) as client:
+        _ttft_ms(client, emu, prompt)  # the prompt is cached from here on: every TTFT below is a GPU hit
+        _ttft_ms(client, proxy, prompt)
+        for _ in range(ROUNDS):
+            direct, via = [], []
+            for _ in range(REQUESTS):
+                direct.append(_ttft_ms(client, emu, prompt))
+                time.sleep(PAUSE_S)
+                via.append(_ttft_ms(client, proxy, prompt))
+                time.sleep(PAUSE_S)
+            added = [v - d for v, d in zip(via, direct)]
+            rounds.append({"direct_p50_ms": round(statistics.median(direct), 3),
+                           "proxied_p50_ms": round(statistics.median(via), 3),
+                           "added_p50_ms": round(statistics.median(added), 3)})
+    added_p50 = [r["added_p50_ms"] for r in rounds]
+    return {
+        "rounds": rounds,
+        "added_p50_ms_min": min(added_p50),
+        "added_p50_ms_median": statistics.median(added_p50),
+        "anchor_direct_p50_ms_median": statistics.median(r["direct_p50_ms"] for r in rounds),
+        "target_added_p50_ms": 2.0,
+    }
