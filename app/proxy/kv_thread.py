@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sim.events import Event, Evict, Occupancy, Store
+from sim.events import Event, Evict, Occupancy, RunWarning, Store
 from sim.kvevents import wire
 from sim.kvevents.feed import Feed
 from sim.kvevents.subscriber import Subscriber
@@ -40,6 +40,7 @@ class KvThread:
         self._stop = threading.Event()
         self._last_occupancy = 0.0
         self._dirty = False
+        self._problems_seen = 0
         self._thread = threading.Thread(target=self._run, name=f"kv-events-{run}", daemon=True)
         self._thread.start()
 
@@ -50,6 +51,10 @@ class KvThread:
                 if sub.wait(100):
                     with self.lock:
                         sub.poll(0)
+                if self.feed.problem_count > self._problems_seen:
+                    with self.lock:
+                        self._problems_seen = self.feed.problem_count
+                        self._emit(RunWarning(self.run, f"KV events: {self.feed.problems[-1]}"))
                 if self._dirty and time.monotonic() - self._last_occupancy >= OCCUPANCY_EVERY_S:
                     with self.lock:
                         self._occupancy()

@@ -30,7 +30,7 @@ from app.proxy.kv_thread import KvThread
 from app.proxy.upstreams import Upstream
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, TierSpec
-from sim.events import Divergence, Event, Measured, Ttft
+from sim.events import Divergence, Event, Measured, RunWarning, Ttft
 from sim.kvevents.wire import MEDIUM_CPU, MEDIUM_GPU
 from sim.prompt_keys import request_for_tokens
 from sim.workload import Units
@@ -67,6 +67,7 @@ class UpstreamWatch:
         self._baseline_fresh = False
         self._queue: asyncio.Lock | None = None
         self.first_parted: int | None = None
+        self._warned_silent = False
         self.divergence: dict[str, Any] | None = None
         self.kv: KvThread | None = None
         if upstream.kv_events:
@@ -115,6 +116,8 @@ class UpstreamWatch:
             await self._ensure_probed()
             record = await self._measure(seq, exchange)
             self.records.append(record)
+            if record["error"]:
+                self.emit(RunWarning(self.upstream.name, f"request {seq}: {record['error']}"))
             if self._in_flight == 0:
                 await self._read_baseline()
 
@@ -125,6 +128,7 @@ class UpstreamWatch:
             self.info = await asyncio.wait_for(self.client.probe(), PROBE_TIMEOUT_S)
         except (TargetError, TimeoutError) as exc:
             self.problem = str(exc) or f"upstream {self.upstream.name}: no answer to the probe in {PROBE_TIMEOUT_S:g} s"
+            self.emit(RunWarning(self.upstream.name, self.problem))
             return
         self.problem = None
         self.twin = _make_twin(self.info)
@@ -209,6 +213,11 @@ class UpstreamWatch:
         twin_keys = set(self.twin.engine.gpu.cached)
         with self.kv.lock:
             server_keys = set(self.kv.feed.state.media[MEDIUM_GPU].blocks)
+            silent = self.kv.feed.batches == 0
+        if silent and not self._warned_silent:
+            self._warned_silent = True
+            self.emit(RunWarning(self.upstream.name, f"no KV events from {self.upstream.name}'s publisher after a request: "
+                                 "is the server started with --kv-events-config, on the endpoint and topic given?"))
         if self.twin.exact_keys:
             differ = len(server_keys ^ twin_keys)
         else:

@@ -6,7 +6,8 @@ named; bodies and answers pass unchanged (app.proxy.forward). Watch: ``GET
 /api/watch`` lists the upstreams, ``GET /api/watch/{name}`` is one's state
 (app.proxy.watch), ``GET /api/watch/{name}/stream`` its events as SSE, in the
 simulator's vocabulary (``store``, ``evict``, ``occupancy``, ``measured``,
-``ttft`` for the twin's prediction, ``divergence``), the recent ones first.
+``ttft`` for the twin's prediction, ``divergence``, ``warning``), the recent
+ones first. ``GET /ui/watch/panel`` is the page's panel (static/js/watch.js).
 Without upstreams only ``GET /api/watch`` exists (an empty list).
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse
 
 from app.proxy.forward import forward
@@ -44,6 +45,10 @@ def router(*, web: Web) -> APIRouter:
     @api.get("/api/watch", summary="Upstreams being watched")
     def watch_list() -> list[dict[str, Any]]:
         return [{"name": u.name, "kv_events": u.kv_events is not None} for u in upstreams]
+
+    @api.get("/ui/watch/panel", response_class=HTMLResponse, include_in_schema=False)
+    def watch_panel(request: Request) -> HTMLResponse:
+        return web.templates.TemplateResponse(request, "watch/panel.html", {"upstreams": watch_list()})
 
     if not upstreams:
         return api

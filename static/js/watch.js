@@ -1,0 +1,169 @@
+// Watch mode: each upstream's <article class="watch-upstream"> follows its SSE stream (data-stream) and draws what
+// arrives: `occupancy` redraws a tier's to-scale bar (one segment per resident prefix, largest first), `store` and
+// `evict` flash it, `measured` and the twin's `ttft` add points to the TTFT chart and rows to the requests table,
+// `divergence` rewrites the line saying whether the twin and the server hold the same blocks.
+(() => {
+  "use strict";
+
+  const MAX_ROWS = 50;
+  const TIER_NAMES = { gpu: "GPU", cpu: "CPU", storage: "STORAGE" };
+  const fmt = (v) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
+  const fmtMs = (v) => (v === null || v === undefined ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
+
+  function part(view, role) { return view.querySelector(`[data-role="${role}"]`); }
+
+  function tierRow(view, tier) {
+    const tiers = part(view, "tiers");
+    let row = tiers.querySelector(`.watch-tier[data-tier="${tier}"]`);
+    if (row) return row;
+    row = document.createElement("div");
+    row.className = "watch-tier";
+    row.dataset.tier = tier;
+    const name = document.createElement("span");
+    name.className = "watch-tier-name";
+    name.textContent = TIER_NAMES[tier] || tier.toUpperCase();
+    const bar = document.createElement("div");
+    bar.className = "watch-bar";
+    bar.setAttribute("role", "img");
+    const label = document.createElement("span");
+    label.className = "watch-tier-label";
+    row.append(name, bar, label);
+    // GPU first, then CPU, then the rest, as the tiers are looked up.
+    const order = ["gpu", "cpu", "storage"];
+    const rank = (t) => (order.indexOf(t) < 0 ? order.length : order.indexOf(t));
+    const after = [...tiers.children].find((r) => rank(r.dataset.tier) > rank(tier));
+    tiers.insertBefore(row, after || null);
+    return row;
+  }
+
+  function occupancy(view, e) {
+    const row = tierRow(view, e.tier);
+    const bar = row.querySelector(".watch-bar");
+    const capacity = Math.max(e.capacity_tokens, e.used_tokens, 1);
+    const prefixes = Object.entries(e.docs).sort((a, b) => b[1] - a[1]);
+    bar.replaceChildren(...prefixes.map(([root, tokens]) => {
+      const seg = document.createElement("div");
+      seg.className = "watch-seg";
+      seg.style.width = `${(100 * tokens) / capacity}%`;
+      seg.title = `${root === "other" ? "smaller prefixes" : `prefix ${root}`}: ${fmt(tokens)} tokens`;
+      seg.dataset.tokens = tokens;
+      return seg;
+    }));
+    const label = `${TIER_NAMES[e.tier] || e.tier}: ${fmt(e.used_tokens)} of ${fmt(e.capacity_tokens)} tokens in ${prefixes.length} prefixes`;
+    bar.setAttribute("aria-label", label);
+    row.querySelector(".watch-tier-label").textContent = label;
+  }
+
+  function flash(view, tier, kind) {
+    const row = tierRow(view, tier);
+    row.removeAttribute("data-flash");
+    void row.offsetWidth; // restart the animation
+    row.dataset.flash = kind;
+  }
+
+  function chart(view) {
+    const div = part(view, "chart");
+    if (!window.Plotly || div.dataset.ready) return div;
+    div.dataset.ready = "1";
+    const trace = (name, colour, dash, symbol) => ({
+      type: "scatter", mode: "lines+markers", name, x: [], y: [],
+      line: { color: colour, width: dash ? 1.5 : 2, dash: dash ? "dash" : "solid" }, marker: { color: colour, size: 8, symbol },
+      hovertemplate: `<b>${name}</b> · request %{x}<br>%{y:.1f} ms<extra></extra>`,
+    });
+    window.Plotly.newPlot(div, [trace("measured", "#D55E00", false, "circle"), trace("twin's prediction", "#0072B2", true, "circle-open")], {
+      margin: { l: 60, r: 10, t: 20, b: 44 }, height: 260, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
+      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" },
+      xaxis: { title: { text: "proxied request" }, zeroline: false, gridcolor: "#eee" },
+      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", zeroline: false, gridcolor: "#eee" },
+      legend: { orientation: "h", y: 1.12 },
+    }, { displayModeBar: false, responsive: true });
+    return div;
+  }
+
+  function point(view, trace, x, y) {
+    const div = chart(view);
+    if (window.Plotly && y !== null && y !== undefined) window.Plotly.extendTraces(div, { x: [[x]], y: [[y]] }, [trace]);
+  }
+
+  function row(view, seq) {
+    const body = part(view, "requests");
+    const id = `watch-${view.dataset.name}-req-${seq}`;
+    let tr = document.getElementById(id);
+    if (tr) return tr;
+    tr = document.createElement("tr");
+    tr.id = id;
+    for (let i = 0; i < 6; i++) {
+      const td = document.createElement("td");
+      td.className = "num";
+      td.textContent = i === 0 ? String(seq) : "–";
+      tr.append(td);
+    }
+    body.prepend(tr);
+    while (body.children.length > MAX_ROWS) body.lastElementChild.remove();
+    return tr;
+  }
+
+  function measured(view, e) {
+    const cells = row(view, e.seq).children;
+    cells[1].textContent = fmt(e.prompt_tokens);
+    cells[2].textContent = fmtMs(e.ttft_ms);
+    cells[4].textContent = fmt(e.gpu_hit_tokens);
+    cells[5].textContent = fmt(e.cpu_hit_tokens);
+    point(view, 0, e.seq, e.ttft_ms);
+  }
+
+  function predicted(view, e) {
+    row(view, e.seq).children[3].textContent = fmtMs(e.ttft_ms);
+    point(view, 1, e.seq, e.ttft_ms);
+  }
+
+  function divergence(view, e) {
+    const line = part(view, "divergence");
+    const tier = TIER_NAMES[e.tier] || e.tier;
+    const blocks = `server holds ${fmt(e.server_blocks)} ${tier} blocks, twin ${fmt(e.twin_blocks)}: ${fmt(e.differ)} blocks differ`;
+    line.dataset.state = e.differ ? "differ" : "agree";
+    line.replaceChildren(document.createTextNode(e.differ ? blocks : `${blocks} (they agree)`));
+    if (e.first_parted !== null && e.first_parted !== undefined) {
+      const link = document.createElement("a");
+      link.href = `#watch-${view.dataset.name}-req-${e.first_parted}`;
+      link.textContent = `request ${e.first_parted}`;
+      line.append(document.createTextNode(" · they parted after "), link);
+    }
+  }
+
+  function status(view, text, state) {
+    const el = part(view, "status");
+    el.textContent = text;
+    el.dataset.state = state;
+  }
+
+  function follow(view) {
+    const name = view.dataset.name;
+    const source = new EventSource(view.dataset.stream);
+    let events = 0;
+    const on = (kind, fn) => source.addEventListener(kind, (msg) => {
+      if (typeof msg.data !== "string") return; // the browser's own "error" (a broken connection) carries no data
+      events += 1;
+      fn(JSON.parse(msg.data));
+    });
+    on("occupancy", (e) => { occupancy(view, e); status(view, `${fmt(events)} events received.`, "ok"); });
+    on("store", (e) => flash(view, e.tier, "store"));
+    on("evict", (e) => flash(view, e.tier, "evict"));
+    on("measured", (e) => measured(view, e));
+    on("ttft", (e) => { if (e.run === `${name} twin`) predicted(view, e); });
+    on("divergence", (e) => divergence(view, e));
+    on("warning", (e) => status(view, e.message, "warning"));
+    on("error", (e) => status(view, e.message, "warning"));
+    source.onerror = () => status(view, "The stream was interrupted; reconnecting…", "warning");
+  }
+
+  function start(root) {
+    for (const view of root.querySelectorAll(".watch-upstream:not([data-following])")) {
+      view.dataset.following = "1";
+      follow(view);
+    }
+  }
+
+  document.addEventListener("htmx:after:swap", () => start(document));
+  document.addEventListener("DOMContentLoaded", () => start(document));
+})();

@@ -1,0 +1,86 @@
+"""The Watch view in headless Chromium: an emulator publishing KV events, driven through kvscope's proxy; the page
+draws its tiers to scale, the proxied requests' TTFT beside the twin's, and the divergence when traffic bypasses
+the proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from live_servers import emulator, free_port
+
+Serve = Callable[..., AbstractContextManager[str]]
+
+
+def words(tag: str, n: int) -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+@pytest.fixture(scope="module")
+def watched(live_server_factory: Serve) -> Iterator[tuple[str, str]]:
+    live, replay = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    # A small GPU (64 blocks of 16 = 1,024 tokens, 63 usable) and 32-token CPU chunks, so the bars fill visibly.
+    with emulator("--kv-events", live, "--kv-events-replay", replay, "--speed", "50", "--gpu-tokens", "1024",
+                  "--chunk-size", "32") as emu:
+        with live_server_factory("--upstream", f"emu={emu}", "--kv-events", f"emu={live}",
+                                 "--kv-events-replay", f"emu={replay}") as url:
+            yield emu, url
+
+
+def proxied(url: str, prompt: str) -> None:
+    with httpx.stream("POST", url + "/v1/completions", json={"prompt": prompt, "max_tokens": 2, "stream": True}) as r:
+        r.read()
+
+
+def requests_seen(url: str) -> int:
+    return len(httpx.get(url + "/api/watch/emu").json()["requests"])
+
+
+@pytest.mark.browser
+def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watched: tuple[str, str], artifacts: Path) -> None:
+    emu, url = watched
+    page.goto(url + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    view = page.locator("#watch-emu")
+    expect(view).to_be_visible()
+    # Three 160-token prompts (10 blocks each), one at a time: the page must show 30 of 63 GPU blocks = 480 tokens.
+    for i in range(3):
+        proxied(url, words(f"p{i}x", 160))
+        expect(page.locator("#watch-emu-req-" + str(i + 1))).to_be_attached(timeout=15_000)
+    gpu = view.locator('.watch-tier[data-tier="gpu"]')
+    expect(gpu.locator(".watch-tier-label")).to_have_text("GPU: 480 of 1,008 tokens in 3 prefixes", timeout=15_000)
+    # To scale: three segments of 160 tokens, each 160 / 1,008 of the bar.
+    widths = gpu.locator(".watch-seg").evaluate_all("segs => segs.map(s => parseFloat(s.style.width))")
+    assert widths == pytest.approx([100 * 160 / 1008] * 3, abs=0.01)
+    bar = gpu.locator(".watch-bar").bounding_box()
+    seg = gpu.locator(".watch-seg").first.bounding_box()
+    assert bar is not None and seg is not None and seg["width"] == pytest.approx(bar["width"] * 160 / 1008, abs=2)
+    # The CPU tier: 160 tokens = 5 full chunks of 32 per prompt.
+    expect(view.locator('.watch-tier[data-tier="cpu"] .watch-tier-label')).to_contain_text("480 of", timeout=15_000)
+    divergence = view.locator('[data-role="divergence"]')
+    expect(divergence).to_have_text("server holds 30 GPU blocks, twin 30: 0 blocks differ (they agree)")
+    # Measured and predicted TTFT, one point per proxied request each.
+    points = view.locator('[data-role="chart"]').evaluate("d => d.data.map(t => t.x.length)")
+    assert points == [3, 3]
+    expect(page.locator("#watch-emu-req-2 td").nth(4)).to_have_text("0")  # GPU hit tokens of a new prompt
+
+    # A request that bypasses the proxy: the server caches 4 blocks the twin never sees.
+    httpx.post(emu + "/v1/completions", json={"prompt": words("bypass", 64), "max_tokens": 1}).raise_for_status()
+    proxied(url, words("p3x", 32))  # 2 more blocks on both
+    expect(divergence).to_have_text("server holds 36 GPU blocks, twin 32: 4 blocks differ · they parted after request 4",
+                                    timeout=15_000)
+    expect(divergence).to_have_attribute("data-state", "differ")
+    divergence.get_by_role("link", name="request 4").click()
+    expect(page.locator("#watch-emu-req-4")).to_be_in_viewport()
+    page.screenshot(path=str(artifacts / "watch-view.png"), full_page=True)
+
+
+@pytest.mark.browser
+def test_without_upstreams_the_panel_says_how_to_start_one(page: Page, live_server: str) -> None:
+    page.goto(live_server + "/")
+    expect(page.locator(".watch-none")).to_contain_text("kvscope serve --upstream", timeout=15_000)
