@@ -39,7 +39,20 @@ def make_app(received: list[bytes]) -> FastAPI:
                             media_type="application/json")
         return StreamingResponse(_chunks(b'"break"' in body), media_type="text/event-stream")
 
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        body = await request.body()
+        received.append(body)
+        return StreamingResponse(_chat_chunks(), media_type="text/event-stream")
+
     return app
+
+
+async def _chat_chunks() -> AsyncIterator[bytes]:
+    yield b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n'
+    await asyncio.sleep(CHUNK_GAP_S)
+    yield b'data: {"choices":[{"delta":{"content":" hi"}}]}\n\n'
+    yield b"data: [DONE]\n\n"
 
 
 async def _chunks(breaks: bool) -> AsyncIterator[bytes]:

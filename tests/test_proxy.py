@@ -57,6 +57,20 @@ def test_streamed_chunks_pass_as_they_arrive(proxied: tuple[str, str, list[bytes
     assert last - first >= 2 * CHUNK_GAP_S * 0.8
 
 
+def test_chat_completions_pass_and_ttft_waits_for_the_first_content(proxied: tuple[str, str, list[bytes]]) -> None:
+    upstream, url, received = proxied
+    body = b'{"messages": [{"role": "user", "content": "hi"}], "stream": true}'
+    direct = httpx.post(upstream + "/v1/chat/completions", content=body)
+    via = httpx.post(url + "/v1/chat/completions", content=body)
+    assert via.content == direct.content and received[-1] == body
+    # The role chunk carries no text; the first content comes 0.4 s later, and that is the time to first token.
+    deadline = time.monotonic() + 10
+    while (record := httpx.get(url + "/api/watch/fake").json()["requests"][-1])["path"] != "/v1/chat/completions":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert record["ttft_ms"] >= CHUNK_GAP_S * 1000 and record["streamed"] is True
+
+
 def test_statuses_and_error_bodies_pass_through(proxied: tuple[str, str, list[bytes]]) -> None:
     upstream, url, _ = proxied
     for prompt, status in (("fail", 503), ("bad", 400)):
