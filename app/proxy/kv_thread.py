@@ -61,6 +61,11 @@ class KvThread:
         finally:
             sub.close()
 
+    def summary(self) -> dict[str, object]:
+        """The feed's summary (``kvscope watch --json``'s fields), taken under the lock."""
+        with self.lock:
+            return self.feed.summary()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)

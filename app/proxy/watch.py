@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
+
 from app.live.client import TargetError, TargetInfo, VllmClient
 from app.live.prom import CacheCounters
 from app.live.targets import Target
@@ -61,7 +63,8 @@ class UpstreamWatch:
         self.problem: str | None = None
         self.twin: _Twin | None = None
         self._seq = 0
-        self._in_flight = 0
+        self._running: set[int] = set()  # requests being forwarded now
+        self._tasks: set[asyncio.Task[None]] = set()
         self._overlapped: set[int] = set()
         self._baseline: CacheCounters | None = None
         self._baseline_fresh = False
@@ -91,23 +94,25 @@ class UpstreamWatch:
 
         The first request waits for the upstream to be probed and its counters read (once).
         """
-        if self.info is None and self.problem is None and self._in_flight == 0 and self._seq == 0:
+        if self.info is None and self.problem is None and not self._running and self._seq == 0:
             await self._ensure_probed()
             await self._read_baseline()
         self._seq += 1
         seq = self._seq
-        if self._in_flight:
+        if self._running:
+            self._overlapped.update(self._running)
             self._overlapped.add(seq)
-            self._overlapped.update(range(seq - self._in_flight, seq))
-        self._in_flight += 1
+        self._running.add(seq)
         if not self._baseline_fresh:
             self._overlapped.add(seq)  # the counters were not read since the last request: no attribution
         self._baseline_fresh = False
         return seq
 
     def on_exchange(self, seq: int, exchange: Exchange) -> None:
-        self._in_flight -= 1
-        asyncio.get_running_loop().create_task(self._account(seq, exchange))
+        self._running.discard(seq)
+        task = asyncio.get_running_loop().create_task(self._account(seq, exchange))
+        self._tasks.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._tasks.discard)
 
     async def _account(self, seq: int, exchange: Exchange) -> None:
         if self._queue is None:
@@ -118,7 +123,7 @@ class UpstreamWatch:
             self.records.append(record)
             if record["error"]:
                 self.emit(RunWarning(self.upstream.name, f"request {seq}: {record['error']}"))
-            if self._in_flight == 0:
+            if not self._running:
                 await self._read_baseline()
 
     async def _ensure_probed(self) -> None:
@@ -136,7 +141,7 @@ class UpstreamWatch:
     async def _read_baseline(self) -> None:
         try:
             self._baseline = await self.client.counters()
-            self._baseline_fresh = self._in_flight == 0
+            self._baseline_fresh = not self._running
         except TargetError:
             self._baseline, self._baseline_fresh = None, False
 
@@ -175,7 +180,7 @@ class UpstreamWatch:
             computed = None if record["gpu_hit_tokens"] is None else len(tokens) - record["gpu_hit_tokens"] - (record["cpu_hit_tokens"] or 0)
             self.emit(Measured(self.upstream.name, seq, 1, "proxy", -1, len(tokens), ex.ttft_ms, record["gpu_hit_tokens"],
                                record["cpu_hit_tokens"], computed, str(body.get("model") or ""), record["started_at"]))
-        self._compare(seq)
+        await self._compare(seq)
         return record
 
     async def _token_ids(self, body: dict[str, Any]) -> list[int] | None:
@@ -207,13 +212,18 @@ class UpstreamWatch:
             return engine.cpu.capacity_tokens
         return None
 
-    def _compare(self, seq: int) -> None:
+    async def _compare(self, seq: int) -> None:
         if self.kv is None or self.twin is None:
             return
         twin_keys = set(self.twin.engine.gpu.cached)
-        with self.kv.lock:
-            server_keys = set(self.kv.feed.state.media[MEDIUM_GPU].blocks)
-            silent = self.kv.feed.batches == 0
+        kv = self.kv
+
+        def server() -> tuple[set[Any], bool]:
+            with kv.lock:
+                return set(kv.feed.state.media[MEDIUM_GPU].blocks), kv.feed.batches == 0
+
+        # Off the event loop: the subscriber holds the lock while it fills a gap from the replay endpoint.
+        server_keys, silent = await anyio.to_thread.run_sync(server)
         if silent and not self._warned_silent:
             self._warned_silent = True
             self.emit(RunWarning(self.upstream.name, f"no KV events from {self.upstream.name}'s publisher after a request: "
@@ -229,13 +239,12 @@ class UpstreamWatch:
         self.divergence = event.to_dict()
         self.emit(event)
 
-    def snapshot(self) -> dict[str, Any]:
+    async def snapshot(self) -> dict[str, Any]:
         """``GET /api/watch/{name}``: the upstream, its tiers by its KV events, the twin's, requests and divergence."""
         media: dict[str, Any] = {}
         kv: dict[str, Any] | None = None
         if self.kv is not None:
-            with self.kv.lock:
-                summary = self.kv.feed.summary()
+            summary = await anyio.to_thread.run_sync(self.kv.summary)
             media = summary.pop("media")
             kv = summary
         twin = None

@@ -79,8 +79,8 @@ def router(*, web: Web) -> APIRouter:
         api.add_api_route("/upstream/{name}" + path, named, methods=[method], include_in_schema=False)
 
     @api.get("/api/watch/{name}", summary="One upstream's tiers, its twin, its proxied requests")
-    def watch_state(name: str) -> dict[str, Any]:
-        return watch_of(name).snapshot()
+    async def watch_state(name: str) -> dict[str, Any]:
+        return await watch_of(name).snapshot()
 
     @api.get("/api/watch/{name}/stream", response_class=EventSourceResponse, summary="One upstream's events, live")
     async def watch_stream(name: str) -> AsyncIterator[Any]:
