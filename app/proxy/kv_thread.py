@@ -41,6 +41,7 @@ class KvThread:
         self._last_occupancy = 0.0
         self._dirty = False
         self._problems_seen = 0
+        self.last_message_at: float | None = None  # time.monotonic() of the last message applied
         self._thread = threading.Thread(target=self._run, name=f"kv-events-{run}", daemon=True)
         self._thread.start()
 
@@ -51,6 +52,7 @@ class KvThread:
                 if sub.wait(100):
                     with self.lock:
                         sub.poll(0)
+                        self.last_message_at = time.monotonic()
                 if self.feed.problem_count > self._problems_seen:
                     with self.lock:
                         self._problems_seen = self.feed.problem_count

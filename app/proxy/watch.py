@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +42,9 @@ MAX_EVENTS = 5_000
 MAX_RECORDS = 1_000
 PROBE_TIMEOUT_S = 5.0
 TWIN = "twin"
+SETTLE_IDLE_S = 0.1
+SETTLE_MAX_S = 2.0
+SETTLE_POLL_S = 0.02
 
 
 @dataclass(slots=True)
@@ -218,20 +222,28 @@ class UpstreamWatch:
         twin_keys = set(self.twin.engine.gpu.cached)
         kv = self.kv
 
-        def server() -> tuple[set[Any], bool]:
+        def server() -> tuple[set[Any], bool, float]:
             with kv.lock:
-                return set(kv.feed.state.media[MEDIUM_GPU].blocks), kv.feed.batches == 0
+                idle_s = time.monotonic() - kv.last_message_at if kv.last_message_at is not None else float("inf")
+                return set(kv.feed.state.media[MEDIUM_GPU].blocks), kv.feed.batches == 0, idle_s
 
+        # The server's events for this request may still be on their way: until the two agree, look again until
+        # the event stream has been quiet for SETTLE_IDLE_S (at most SETTLE_MAX_S), so a lag is not a parting.
         # Off the event loop: the subscriber holds the lock while it fills a gap from the replay endpoint.
-        server_keys, silent = await anyio.to_thread.run_sync(server)
+        started = time.monotonic()
+        while True:
+            server_keys, silent, idle_s = await anyio.to_thread.run_sync(server)
+            waited = time.monotonic() - started
+            if _differ(server_keys, twin_keys, self.twin.exact_keys) == 0 or waited >= SETTLE_MAX_S:
+                break
+            if idle_s >= SETTLE_IDLE_S and waited >= SETTLE_IDLE_S:
+                break
+            await asyncio.sleep(SETTLE_POLL_S)
         if silent and not self._warned_silent:
             self._warned_silent = True
             self.emit(RunWarning(self.upstream.name, f"no KV events from {self.upstream.name}'s publisher after a request: "
                                  "is the server started with --kv-events-config, on the endpoint and topic given?"))
-        if self.twin.exact_keys:
-            differ = len(server_keys ^ twin_keys)
-        else:
-            differ = abs(len(server_keys) - len(twin_keys))
+        differ = _differ(server_keys, twin_keys, self.twin.exact_keys)
         if differ and self.first_parted is None:
             self.first_parted = seq
         event = Divergence(self.upstream.name, seq, "gpu", len(server_keys), len(twin_keys), differ,
@@ -283,6 +295,11 @@ def _make_twin(info: TargetInfo) -> _Twin:
             pass
     spec = TierSpec(units=Units(block, chunk), gpu_tokens=gpu_tokens, cpu_tokens=emulator.get("cpu_tokens"))
     return _Twin(Engine(TWIN, spec, costs), exact_keys=bool(emulator))
+
+
+def _differ(server: set[Any], twin: set[Any], exact: bool) -> int:
+    """Blocks held by one and not the other when both name blocks alike; else the difference of the counts."""
+    return len(server ^ twin) if exact else abs(len(server) - len(twin))
 
 
 def _json_body(body: bytes) -> dict[str, Any]:
