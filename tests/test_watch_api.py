@@ -104,3 +104,28 @@ def test_unknown_upstream_is_404(watched: tuple[str, str]) -> None:
     _, url = watched
     assert httpx.get(url + "/api/watch/nope").status_code == 404
     assert httpx.get(url + "/api/watch").json() == [{"name": "emu", "kv_events": True}]
+
+
+def test_overlapping_requests_are_measured_without_hits(watched: tuple[str, str]) -> None:
+    # Two requests in flight at once (2,000 tokens each at 5 ms / 20 per token: 0.5 s of streaming): /metrics deltas cannot say which hit what, so neither gets hit counts; the
+    # twin still predicts both.
+    import concurrent.futures
+
+    _, url = watched
+    before = len(httpx.get(url + "/api/watch/emu").json()["requests"])
+    body = lambda tag: {"prompt": words(tag, 400), "max_tokens": 2000, "stream": True}  # noqa: E731
+
+    def one(tag: str) -> None:
+        with httpx.stream("POST", url + "/v1/completions", json=body(tag), timeout=30) as r:
+            r.read()
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, ["c", "d"]))
+    deadline = time.monotonic() + 10
+    while len(records := httpx.get(url + "/api/watch/emu").json()["requests"]) < before + 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for record in records[-2:]:
+        assert record["prompt_tokens"] == 400
+        assert record["gpu_hit_tokens"] is None and record["cpu_hit_tokens"] is None
+        assert record["predicted_gpu_hit_tokens"] == 0

@@ -150,6 +150,8 @@ class UpstreamWatch:
             self._baseline, self._baseline_fresh = None, False
 
     async def _measure(self, seq: int, ex: Exchange) -> dict[str, Any]:
+        overlapped = seq in self._overlapped
+        self._overlapped.discard(seq)
         record: dict[str, Any] = {
             "seq": seq, "path": ex.path, "status": ex.status, "streamed": ex.streamed, "ttft_ms": ex.ttft_ms,
             "latency_ms": ex.latency_ms, "error": ex.error, "prompt_tokens": None, "gpu_hit_tokens": None,
@@ -163,7 +165,7 @@ class UpstreamWatch:
         if tokens is None:
             return record
         record["prompt_tokens"] = len(tokens)
-        before = self._baseline if seq not in self._overlapped else None
+        before = self._baseline if not overlapped else None
         if before is not None and self.info is not None and self.info.has_counters:
             try:
                 after = await self.client.counters_after(before, len(tokens))
@@ -172,7 +174,6 @@ class UpstreamWatch:
                 record["cpu_hit_tokens"] = _int(delta.external_hits) if self.info.has_external_counters else None
             except TargetError:
                 pass
-        self._overlapped.discard(seq)
         if self.twin is not None and tokens:
             predicted = self.twin.engine.process(request_for_tokens(tokens, self.twin.engine.units, seq=seq), emit=False)[0]
             self.twin.engine.records.clear()
