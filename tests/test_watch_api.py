@@ -107,8 +107,8 @@ def test_unknown_upstream_is_404(watched: tuple[str, str]) -> None:
 
 
 def test_overlapping_requests_are_measured_without_hits(watched: tuple[str, str]) -> None:
-    # Two requests in flight at once (2,000 tokens each at 5 ms / 20 per token: 0.5 s of streaming): /metrics deltas cannot say which hit what, so neither gets hit counts; the
-    # twin still predicts both.
+    # Two requests in flight at once (2,000 tokens each at 5 ms / 20 per token: 0.5 s of streaming): /metrics
+    # deltas cannot say which hit what, so neither gets hit counts; the twin still predicts both.
     import concurrent.futures
 
     _, url = watched
