@@ -82,3 +82,7 @@ def test_watch_refuses_bad_flags(tmp_path: Path) -> None:
     broken.write_text('{"seq": 0, "ts": 1.0, "event": {"type": "BlockStored"}}\n')
     played = run_kvscope(["watch", "--from", str(broken)])
     assert played.returncode == 2 and "line 1" in played.stderr
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b'{"seq": 0}\n\x00\x01')
+    played = run_kvscope(["watch", "--from", str(binary)])
+    assert played.returncode == 2 and str(binary) in played.stderr and "line 2" in played.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -13,6 +14,7 @@ import click
 import httpx
 
 from app.live import prom
+from sim import textfile
 from sim.kvevents import wire
 from sim.kvevents.endpoints import EndpointError, check_endpoint
 from sim.kvevents.feed import Feed
@@ -77,14 +79,14 @@ def command(
 
 def _play(feed: Feed, path: Path, topic: str) -> None:
     """Feed a recording through the same checks as the live stream (a seq missing from it is a gap, unfilled)."""
-    with path.open(encoding="utf-8") as lines:
-        try:
-            for seq, ts, events in read_recording(lines):
-                gap = feed.receive([topic.encode(), seq.to_bytes(8, "big"), wire.encode(events, ts)])
-                if gap is not None:
-                    feed.fill(gap, [], "not in the recording")
-        except RecordingError as exc:
-            raise click.UsageError(f"{path}: {exc}") from None
+    try:
+        lines = io.StringIO(textfile.read_text(path))
+        for seq, ts, events in read_recording(lines):
+            gap = feed.receive([topic.encode(), seq.to_bytes(8, "big"), wire.encode(events, ts)])
+            if gap is not None:
+                feed.fill(gap, [], "not in the recording")
+    except (RecordingError, textfile.FileProblem) as exc:
+        raise click.UsageError(f"{path}: {exc}") from None
 
 
 def _watch(
