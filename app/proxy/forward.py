@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
-from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from app.proxy.upstreams import Upstream
 
@@ -49,54 +49,67 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status_code=status)
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes | None:
+async def read_body(receive: Receive, declared: str | None, limit: int = MAX_BODY_BYTES) -> bytes | None:
     """The request body, or None when it is larger than ``limit`` (read no further than that)."""
-    declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return None
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             return None
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 async def forward(
-    client: httpx.AsyncClient, upstream: Upstream, request: Request, path: str, done: Callable[[Exchange], None],
-) -> Response:
-    """Send ``request`` to ``upstream`` at ``path``; ``done(exchange)`` runs once the answer has been passed on."""
-    body = await read_body(request)
+    client: httpx.AsyncClient, upstream: Upstream, path: str, scope: Scope, receive: Receive, send: Send,
+    done: Callable[[Exchange], None],
+) -> None:
+    """Send the request of ``scope`` to ``upstream`` at ``path`` and its answer back, as plain ASGI (no framework
+    in between, so the proxy adds as little as it can); ``done(exchange)`` runs once the answer has been passed on."""
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    declared = next((v for k, v in headers if k.lower() == "content-length"), None)
+    body = await read_body(receive, declared)
     if body is None:
-        return error_response(413, f"the request body is larger than {MAX_BODY_BYTES:,} bytes (the limit)", "BadRequestError")
+        await error_response(413, f"the request body is larger than {MAX_BODY_BYTES:,} bytes (the limit)",
+                             "BadRequestError")(scope, receive, send)
+        return
     exchange = Exchange(upstream.name, path, body)
-    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
-    outgoing = client.build_request(request.method, upstream.url + path, content=body, headers=headers)
+    outgoing = client.build_request(
+        scope["method"], upstream.url + path, content=body, headers=[(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP],
+    )
     try:
         answer = await client.send(outgoing, stream=True)
     except httpx.TimeoutException:
         exchange.error = f"upstream {upstream.name} did not answer within {client.timeout.read:g} s"
         done(exchange)
-        return error_response(504, exchange.error, "GatewayTimeout")
+        await error_response(504, exchange.error, "GatewayTimeout")(scope, receive, send)
+        return
     except httpx.HTTPError as exc:
         exchange.error = f"upstream {upstream.name} cannot be reached ({type(exc).__name__})"
         done(exchange)
-        return error_response(502, exchange.error, "BadGateway")
+        await error_response(502, exchange.error, "BadGateway")(scope, receive, send)
+        return
     exchange.status = answer.status_code
     exchange.streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
-    passed = [(k, v) for k, v in answer.headers.multi_items() if k.lower() not in HOP_BY_HOP]
-    return StreamingResponse(_relay(answer, exchange, done), status_code=answer.status_code, headers=dict(passed))
-
-
-async def _relay(answer: httpx.Response, exchange: Exchange, done: Callable[[Exchange], None]) -> AsyncIterator[bytes]:
     watcher = _FirstText() if exchange.streamed else None
     try:
+        await send({
+            "type": "http.response.start", "status": answer.status_code,
+            "headers": [(k, v) for k, v in answer.headers.raw if k.lower().decode("latin-1") not in HOP_BY_HOP],
+        })
         async for chunk in answer.aiter_raw():
             if watcher is not None and exchange.ttft_ms is None and watcher.feed(chunk):
                 exchange.ttft_ms = round((time.perf_counter() - exchange.started) * 1000, 3)
-            yield chunk
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
     except httpx.HTTPError as exc:
         exchange.error = f"upstream {exchange.upstream} broke off mid-answer ({type(exc).__name__})"
         raise

@@ -19,11 +19,12 @@ from typing import Any
 import anyio
 import httpx
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse
 from fastapi.sse import EventSourceResponse
+from starlette.types import Receive, Scope, Send
 
-from app.proxy.forward import forward
-from app.proxy.upstreams import Upstream, configured_upstreams
+from app.proxy.forward import error_response, forward
+from app.proxy.upstreams import configured_upstreams
 from app.proxy.watch import UpstreamWatch
 from app.web.context import Web
 from app.web.sse import event_stream
@@ -59,24 +60,26 @@ def router(*, web: Web) -> APIRouter:
             raise HTTPException(404, f"no upstream named {name!r} (configured: {', '.join(watches)})")
         return watch
 
-    async def proxy(request: Request, upstream: Upstream, path: str) -> Response:
-        watch = watches[upstream.name]
-        seq = await watch.begin()
-        return await forward(client, upstream, request, path, lambda ex: watch.on_exchange(seq, ex))
+    class Proxied:
+        """A proxied path as a plain ASGI endpoint: FastAPI's request and response machinery stays out of the way."""
+
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            name = scope.get("path_params", {}).get("name")
+            watch = watches.get(name) if name is not None else watches[upstreams[0].name]
+            if watch is None:
+                message = f"no upstream named {name!r} (configured: {', '.join(watches)})"
+                await error_response(404, message, "NotFoundError")(scope, receive, send)
+                return
+            seq = await watch.begin()
+            await forward(client, watch.upstream, self.path, scope, receive, send, lambda ex: watch.on_exchange(seq, ex))
 
     for method, path in PROXIED:
-        def make(path: str = path) -> Any:
-            async def default(request: Request) -> Response:
-                return await proxy(request, upstreams[0], path)
-
-            async def named(name: str, request: Request) -> Response:
-                return await proxy(request, watch_of(name).upstream, path)
-
-            return default, named
-
-        default, named = make()
-        api.add_api_route(path, default, methods=[method], include_in_schema=False)
-        api.add_api_route("/upstream/{name}" + path, named, methods=[method], include_in_schema=False)
+        endpoint = Proxied(path)
+        api.add_route(path, endpoint, methods=[method], include_in_schema=False)
+        api.add_route("/upstream/{name}" + path, endpoint, methods=[method], include_in_schema=False)
 
     @api.get("/api/watch/{name}", summary="One upstream's tiers, its twin, its proxied requests")
     async def watch_state(name: str) -> dict[str, Any]:
