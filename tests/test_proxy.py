@@ -91,6 +91,20 @@ def test_a_stream_the_upstream_breaks_off_ends_early_for_the_client(proxied: tup
     assert b" t0" in got and b" t1" in got and b"[DONE]" not in got  # what came before the break was passed on
 
 
+def test_a_client_that_leaves_ends_the_upstream_request(proxied: tuple[str, str, list[bytes]]) -> None:
+    _, url, _ = proxied
+    before = len(httpx.get(url + "/api/watch/fake").json()["requests"])
+    with httpx.stream("POST", url + "/v1/completions", content=b'{"prompt": "leave", "stream": true}') as r:
+        next(r.iter_raw())  # the first chunk, then away
+    deadline = time.monotonic() + 10
+    while len(records := httpx.get(url + "/api/watch/fake").json()["requests"]) == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # Accounted for at once, not when the upstream would have finished (2 x 0.4 s later).
+    assert records[-1]["error"] == "the client left mid-answer"
+    assert records[-1]["latency_ms"] < 2 * CHUNK_GAP_S * 1000
+
+
 def test_a_body_over_the_limit_is_refused(proxied: tuple[str, str, list[bytes]]) -> None:
     _, url, received = proxied
     before = len(received)

@@ -5,7 +5,9 @@ status, headers (but hop-by-hop ones) and body come back byte for byte, each
 chunk as soon as the upstream sends it. An upstream that cannot be reached
 gives 502, one that does not answer within the timeout 504, both with an
 OpenAI-style error body naming the upstream. While chunks pass, the first one
-holding generated text marks the time to first token (TTFT).
+holding generated text marks the time to first token (TTFT). A client that
+leaves mid-answer closes the upstream request too, so the server stops work
+nobody will read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import anyio
 import httpx
 from fastapi.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -43,6 +46,7 @@ class Exchange:
     ttft_ms: float | None = None
     latency_ms: float | None = None
     error: str | None = None
+    complete: bool = False  # the whole answer was handed to the server (the client may go from then on)
 
 
 def error_response(status: int, message: str, kind: str) -> JSONResponse:
@@ -99,17 +103,20 @@ async def forward(
         return
     exchange.status = answer.status_code
     exchange.streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
-    watcher = _FirstText() if exchange.streamed else None
     try:
-        await send({
-            "type": "http.response.start", "status": answer.status_code,
-            "headers": [(k, v) for k, v in answer.headers.raw if k.lower().decode("latin-1") not in HOP_BY_HOP],
-        })
-        async for chunk in answer.aiter_raw():
-            if watcher is not None and exchange.ttft_ms is None and watcher.feed(chunk):
-                exchange.ttft_ms = round((time.perf_counter() - exchange.started) * 1000, 3)
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        async with anyio.create_task_group() as group:
+
+            async def client_left() -> None:
+                # The server says so on receive(); then the upstream's answer (and its work) is dropped at once.
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if not exchange.complete:
+                    exchange.error = "the client left mid-answer"
+                    group.cancel_scope.cancel()
+
+            group.start_soon(client_left)
+            await _relay(answer, exchange, send)
+            group.cancel_scope.cancel()
     except httpx.HTTPError as exc:
         exchange.error = f"upstream {exchange.upstream} broke off mid-answer ({type(exc).__name__})"
         raise
@@ -117,6 +124,20 @@ async def forward(
         await answer.aclose()
         exchange.latency_ms = round((time.perf_counter() - exchange.started) * 1000, 3)
         done(exchange)
+
+
+async def _relay(answer: httpx.Response, exchange: Exchange, send: Send) -> None:
+    watcher = _FirstText() if exchange.streamed else None
+    await send({
+        "type": "http.response.start", "status": answer.status_code,
+        "headers": [(k, v) for k, v in answer.headers.raw if k.lower().decode("latin-1") not in HOP_BY_HOP],
+    })
+    async for chunk in answer.aiter_raw():
+        if watcher is not None and exchange.ttft_ms is None and watcher.feed(chunk):
+            exchange.ttft_ms = round((time.perf_counter() - exchange.started) * 1000, 3)
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    exchange.complete = True
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _FirstText:
