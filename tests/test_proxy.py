@@ -79,6 +79,12 @@ def test_statuses_and_error_bodies_pass_through(proxied: tuple[str, str, list[by
         via = httpx.post(url + "/v1/completions", content=body)
         assert via.status_code == direct.status_code == status
         assert via.content == direct.content
+    # The watch says so for the server error (a 400 is the client's own business).
+    deadline = time.monotonic() + 10
+    while not any("HTTP 503" in w for w in httpx.get(url + "/api/watch/fake").json()["warnings"]):
+        assert time.monotonic() < deadline, "no warning for the 503"
+        time.sleep(0.05)
+    assert not any("HTTP 400" in w for w in httpx.get(url + "/api/watch/fake").json()["warnings"])
 
 
 def test_a_stream_the_upstream_breaks_off_ends_early_for_the_client(proxied: tuple[str, str, list[bytes]]) -> None:

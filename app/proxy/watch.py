@@ -40,6 +40,7 @@ from sim.workload import Units
 
 MAX_EVENTS = 5_000
 MAX_RECORDS = 1_000
+KEPT_WARNINGS = 20
 PROBE_TIMEOUT_S = 5.0
 TWIN = "twin"
 SETTLE_IDLE_S = 0.1
@@ -61,6 +62,7 @@ class UpstreamWatch:
         self.client = VllmClient(Target(upstream.name, upstream.url), timeout_s=timeout_s)
         self.events: deque[tuple[int, Event]] = deque(maxlen=MAX_EVENTS)
         self.records: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDS)
+        self.warnings: deque[str] = deque(maxlen=KEPT_WARNINGS)
         self._events_lock = threading.Lock()
         self._next_id = 0
         self.info: TargetInfo | None = None
@@ -86,6 +88,12 @@ class UpstreamWatch:
         with self._events_lock:
             self.events.append((self._next_id, event))
             self._next_id += 1
+            if isinstance(event, RunWarning):
+                self.warnings.append(event.message)
+
+    def _warnings(self) -> list[str]:
+        with self._events_lock:  # the KV thread adds warnings too
+            return list(self.warnings)
 
     def events_after(self, last_id: int) -> list[tuple[int, Event]]:
         with self._events_lock:
@@ -127,6 +135,8 @@ class UpstreamWatch:
             self.records.append(record)
             if record["error"]:
                 self.emit(RunWarning(self.upstream.name, f"request {seq}: {record['error']}"))
+            elif record["status"] is not None and record["status"] >= 500:
+                self.emit(RunWarning(self.upstream.name, f"request {seq}: the upstream answered HTTP {record['status']}"))
             if not self._running:
                 await self._read_baseline()
 
@@ -275,6 +285,7 @@ class UpstreamWatch:
             "kv": kv,
             "twin": twin,
             "divergence": self.divergence,
+            "warnings": self._warnings(),
             "requests": list(self.records),
         }
 
