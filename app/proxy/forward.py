@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,6 +42,7 @@ class Exchange:
     path: str
     body: bytes
     started: float = field(default_factory=time.perf_counter)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
     status: int | None = None
     streamed: bool = False
     ttft_ms: float | None = None

@@ -20,7 +20,6 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -129,14 +128,16 @@ class UpstreamWatch:
     async def _account(self, seq: int, exchange: Exchange) -> None:
         if self._queue is None:
             self._queue = asyncio.Lock()
-        async with self._queue:  # one at a time, in arrival order: the twin serves them as the server did
+        # One at a time, in the order their answers ended (the order of arrival, one request at a time).
+        async with self._queue:
             await self._ensure_probed()
             record = await self._measure(seq, exchange)
             self.records.append(record)
             if record["error"]:
                 self.emit(RunWarning(self.upstream.name, f"request {seq}: {record['error']}"))
             elif record["status"] is not None and record["status"] >= 500:
-                self.emit(RunWarning(self.upstream.name, f"request {seq}: the upstream answered HTTP {record['status']}"))
+                message = f"request {seq}: the upstream answered HTTP {record['status']}"
+                self.emit(RunWarning(self.upstream.name, message))
             if not self._running:
                 await self._read_baseline()
 
@@ -166,7 +167,7 @@ class UpstreamWatch:
             "seq": seq, "path": ex.path, "status": ex.status, "streamed": ex.streamed, "ttft_ms": ex.ttft_ms,
             "latency_ms": ex.latency_ms, "error": ex.error, "prompt_tokens": None, "gpu_hit_tokens": None,
             "cpu_hit_tokens": None, "predicted_ttft_ms": None, "predicted_gpu_hit_tokens": None,
-            "predicted_cpu_hit_tokens": None, "started_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "predicted_cpu_hit_tokens": None, "started_at": ex.started_at,
         }
         if ex.status != 200 or ex.error or not ex.path.endswith("completions"):
             return record
@@ -185,16 +186,18 @@ class UpstreamWatch:
             except TargetError:
                 pass
         if self.twin is not None and tokens:
-            predicted = self.twin.engine.process(request_for_tokens(tokens, self.twin.engine.units, seq=seq), emit=False)[0]
-            self.twin.engine.records.clear()
+            engine = self.twin.engine
+            predicted, _ = engine.process(request_for_tokens(tokens, engine.units, seq=seq), emit=False)
+            engine.records.clear()  # the twin keeps no history: the watch's records are bounded
             record.update(predicted_ttft_ms=predicted.ttft_ms, predicted_gpu_hit_tokens=predicted.gpu_hit_tokens,
                           predicted_cpu_hit_tokens=predicted.cpu_hit_tokens)
             self.emit(Ttft(f"{self.upstream.name} {TWIN}", seq, 1, -1, predicted.ttft_ms, predicted.source,
                            predicted.gpu_hit_tokens, predicted.cpu_hit_tokens, 0, predicted.computed_tokens))
         if ex.ttft_ms is not None:
-            computed = None if record["gpu_hit_tokens"] is None else len(tokens) - record["gpu_hit_tokens"] - (record["cpu_hit_tokens"] or 0)
-            self.emit(Measured(self.upstream.name, seq, 1, "proxy", -1, len(tokens), ex.ttft_ms, record["gpu_hit_tokens"],
-                               record["cpu_hit_tokens"], computed, str(body.get("model") or ""), record["started_at"]))
+            gpu_hit, cpu_hit = record["gpu_hit_tokens"], record["cpu_hit_tokens"]
+            computed = None if gpu_hit is None else len(tokens) - gpu_hit - (cpu_hit or 0)
+            self.emit(Measured(self.upstream.name, seq, 1, "proxy", -1, len(tokens), ex.ttft_ms, gpu_hit, cpu_hit,
+                               computed, str(body.get("model") or ""), ex.started_at))
         await self._compare(seq)
         return record
 
