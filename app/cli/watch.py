@@ -26,6 +26,8 @@ STATUS_EVERY_S = 1.0
 # Seconds without a message after which the summary says the publisher has not answered.
 SILENT_AFTER_S = 5.0
 
+Totals = dict[str, tuple[int, int]]  # medium -> (blocks stored, blocks removed) since the start
+
 
 @click.command("watch")
 @click.option("--kv-events", "endpoint", default=None, metavar="tcp://HOST:PORT",
@@ -128,11 +130,11 @@ def _watch(
     return extra
 
 
-def _totals(feed: Feed) -> dict[str, tuple[int, int]]:
+def _totals(feed: Feed) -> Totals:
     return {name: (m.stored, m.removed) for name, m in feed.state.media.items()}
 
 
-def status_line(feed: Feed, totals: dict[str, tuple[int, int]], previous: dict[str, tuple[int, int]], span_s: float) -> str:
+def status_line(feed: Feed, totals: Totals, previous: Totals, span_s: float) -> str:
     """One second of the stream: per medium, blocks and tokens held and blocks stored and removed per second."""
     parts = []
     for m in feed.state.ordered():

@@ -88,7 +88,9 @@ class KvEventsBridge:
         self.publisher.close()
 
 
-def attach(backend: "Backend", endpoint: str, replay_endpoint: str | None = None, topic: str = "kv-events") -> KvEventsBridge:
+def attach(
+    backend: "Backend", endpoint: str, replay_endpoint: str | None = None, topic: str = "kv-events"
+) -> KvEventsBridge:
     """Bind the publisher's sockets and have ``backend`` publish every prefill; ``zmq.ZMQError`` if a bind fails."""
     bridge = KvEventsBridge(backend.engine, Publisher(endpoint, replay_endpoint, topic))
     backend.kv_events = bridge

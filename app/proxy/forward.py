@@ -88,9 +88,8 @@ async def forward(
                              "BadRequestError")(scope, receive, send)
         return
     exchange = Exchange(upstream.name, path, body)
-    outgoing = client.build_request(
-        scope["method"], upstream.url + path, content=body, headers=[(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP],
-    )
+    passed = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
+    outgoing = client.build_request(scope["method"], upstream.url + path, content=body, headers=passed)
     try:
         answer = await client.send(outgoing, stream=True)
     except httpx.TimeoutException:

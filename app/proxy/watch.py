@@ -255,8 +255,11 @@ class UpstreamWatch:
             await asyncio.sleep(SETTLE_POLL_S)
         if silent and not self._warned_silent:
             self._warned_silent = True
-            self.emit(RunWarning(self.upstream.name, f"no KV events from {self.upstream.name}'s publisher after a request: "
-                                 "is the server started with --kv-events-config, on the endpoint and topic given?"))
+            self.emit(RunWarning(
+                self.upstream.name,
+                f"no KV events from {self.upstream.name}'s publisher after a request: is the server started with "
+                "--kv-events-config, on the endpoint and topic given?",
+            ))
         differ = _differ(server_keys, twin_keys, self.twin.exact_keys)
         if differ and self.first_parted is None:
             self.first_parted = seq
