@@ -14,6 +14,7 @@ Without upstreams only ``GET /api/watch`` exists (an empty list).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -38,10 +39,19 @@ PROXIED = (("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET"
 
 
 def router(*, web: Web) -> APIRouter:
-    api = APIRouter(tags=["watch"])
     upstreams = configured_upstreams()
     watches = {u.name: UpstreamWatch(u) for u in upstreams}
     client = httpx.AsyncClient(timeout=PROXY_TIMEOUT, follow_redirects=False)
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        yield
+        # At shutdown: the subscriber threads stop and the upstream connections close.
+        for watch in watches.values():
+            await anyio.to_thread.run_sync(watch.close)
+        await client.aclose()
+
+    api = APIRouter(tags=["watch"], lifespan=lifespan)
 
     @api.get("/api/watch", summary="Upstreams being watched")
     def watch_list() -> list[dict[str, Any]]:
