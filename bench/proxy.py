@@ -1,9 +1,10 @@
 """The proxy's cost: the TTFT a client measures through ``kvscope serve --upstream`` minus the TTFT it measures
 calling the same emulator directly, on loopback, requests one at a time.
 
-Direct and proxied requests alternate (so load drifts hit both alike), with a
-pause after each that lets the watch account for it (tokenize, /metrics, the
-twin) before the next, as at concurrency 1. The anchor is the direct TTFT.
+Direct and proxied requests alternate (so load drifts hit both alike); after
+a proxied one the next waits until the watch has accounted for it (tokenize,
+/metrics, the twin: work done after the answer, on the upstream too), then a
+short pause, as at concurrency 1. The anchor is the direct TTFT.
 Three rounds; each gives the median of its paired differences.
 """
 
@@ -60,6 +61,10 @@ def _ttft_ms(client: httpx.Client, base: str, prompt: str) -> float:
     return ttft
 
 
+def _accounted(client: httpx.Client, proxy: str) -> int:
+    return len(client.get(proxy + "/api/watch/emu").json()["requests"])
+
+
 def run() -> dict[str, Any]:
     prompt = " ".join(f"w{i}" for i in range(512))
     rounds = []
@@ -71,7 +76,10 @@ def run() -> dict[str, Any]:
             for _ in range(REQUESTS):
                 direct.append(_ttft_ms(client, emu, prompt))
                 time.sleep(PAUSE_S)
+                seen = _accounted(client, proxy)
                 via.append(_ttft_ms(client, proxy, prompt))
+                while _accounted(client, proxy) == seen:  # the watch's own calls are not the next request's cost
+                    time.sleep(0.01)
                 time.sleep(PAUSE_S)
             added = [v - d for v, d in zip(via, direct)]
             rounds.append({"direct_p50_ms": round(statistics.median(direct), 3),
