@@ -47,8 +47,9 @@ def render(backend: Backend) -> str:
         )
         + " 1.0",
     ]
-    metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", backend.running)
-    metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", 0.0)
+    waiting = backend.waiting
+    metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", backend.running - waiting)
+    metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", waiting)
     metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", backend.kv_cache_usage)
     metric(
         "vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
