@@ -86,7 +86,10 @@ class Prefill:
     ttft_ms: float
     delay_ms: float
     alloc_blocks: int
-    queued_ms: float = 0.0
+    queued_ms: float
+    arrived: float
+    started: float
+    due: float
 
     @property
     def cached_tokens(self) -> int:
@@ -94,7 +97,8 @@ class Prefill:
         return self.gpu_hit_tokens + self.cpu_hit_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "alloc_blocks"}
+        hidden = ("alloc_blocks", "arrived", "started", "due")  # internal: perf_counter seconds
+        return {k: v for k, v in asdict(self).items() if k not in hidden}
 
 
 async def sleep_until(due: float) -> None:
@@ -126,7 +130,7 @@ class Backend:
         self._seq = 0
         # When the prefill now scheduled last ends (perf_counter seconds); the next one starts no earlier.
         self._prefill_free_at = 0.0
-        self.waiting_until: list[float] = []
+        self._in_flight: list[Prefill] = []
 
     @property
     def has_cpu_tier(self) -> bool:
@@ -137,10 +141,12 @@ class Backend:
         """vLLM's ``kv_cache_usage_perc``: blocks held by running requests over all blocks (0 when idle)."""
         return self.blocks_in_use / self.config.num_gpu_blocks
 
-    async def prefill(self, tokens: list[int], arrived: float) -> Prefill:
-        """Look the prompt up in the tiers, then wait until its first token is due (see the module docstring).
+    def schedule(self, tokens: list[int], arrived: float) -> Prefill:
+        """Look the prompt up in the tiers and give its prefill its turn: due at its start + TTFT / speed.
 
-        ``arrived`` is ``time.perf_counter()`` when the request came in.
+        ``arrived`` is ``time.perf_counter()`` when the request came in. Nothing
+        here awaits, so requests take their turns atomically, in the order they
+        reach it; the caller then ``wait``s for the prefill (or ``release``s it).
         """
         request = request_for_tokens(tokens, self.units, seq=self._seq)
         self._seq += 1
@@ -148,38 +154,46 @@ class Backend:
         # The engine keeps every record for whole-run summaries; a server does not need them.
         self.engine.records.clear()
         delay_s = record.ttft_ms / self.config.speed / 1000
-        # No await between reading and moving the schedule: requests take their turns atomically.
         start = max(arrived, self._prefill_free_at)
         due = start + delay_s
         self._prefill_free_at = due
         prefill = Prefill(
             record.seq, record.prompt_tokens, record.gpu_hit_tokens, record.cpu_hit_tokens, record.computed_tokens,
             record.ttft_ms, round(delay_s * 1000, 3), request.alloc_blocks, round((start - arrived) * 1000, 3),
+            arrived, start, due,
         )
         self._count(prefill)
         self.blocks_in_use += prefill.alloc_blocks
         self.running += 1
-        self.waiting_until.append(start)
+        self._in_flight.append(prefill)
+        return prefill
+
+    async def wait(self, prefill: Prefill) -> None:
+        """Until the prefill's first token is due; counted in the TTFT histogram then."""
+        await sleep_until(prefill.due)
+        self.counters.observe_ttft(time.perf_counter() - prefill.arrived)
+
+    async def prefill(self, tokens: list[int], arrived: float) -> Prefill:
+        """``schedule`` then ``wait``; released if the wait is cancelled."""
+        prefill = self.schedule(tokens, arrived)
         try:
-            await sleep_until(due)
+            await self.wait(prefill)
         except BaseException:
             self.release(prefill)
             raise
-        finally:
-            self.waiting_until.remove(start)
-        self.counters.observe_ttft(time.perf_counter() - arrived)
         return prefill
 
     @property
     def waiting(self) -> int:
         """Requests whose prefill has not started yet (vLLM's ``num_requests_waiting``)."""
         now = time.perf_counter()
-        return sum(1 for start in self.waiting_until if start > now)
+        return sum(1 for p in self._in_flight if p.started > now)
 
     def release(self, prefill: Prefill) -> None:
         """The request ended (finished or abandoned): its blocks no longer count as in use."""
         self.blocks_in_use -= prefill.alloc_blocks
         self.running -= 1
+        self._in_flight.remove(prefill)
 
     def finish(self, prefill: Prefill, generated_tokens: int) -> None:
         """The request's last token was sent."""
