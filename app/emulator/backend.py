@@ -14,7 +14,8 @@ delay a prefill). The counters move exactly as vLLM v1's do:
   tokens (vLLM's ``KVCacheManager`` prefix-cache stats);
 - with a CPU tier, ``external_prefix_cache_queries`` += prompt tokens minus the
   GPU hit (what vLLM asks its KV connector for) and
-  ``external_prefix_cache_hits`` += tokens loaded from CPU.
+  ``external_prefix_cache_hits`` += tokens loaded from CPU; without one both
+  stay 0 (vLLM exports them whether or not a connector is configured).
 
 ``/metrics`` renders these same numbers, so an outside observer's deltas equal
 the engine's records.
@@ -223,6 +224,7 @@ class Backend:
             "chunk_size": cfg.chunk_size,
             "gpu_tokens": cfg.gpu_tokens,
             "num_gpu_blocks": cfg.num_gpu_blocks,
+            "cpu_gb": cfg.cpu_gb,
             "cpu_tokens": cfg.cpu_tokens,
             "max_model_len": cfg.context_tokens,
             "costs": self.engine.costs.model_dump(mode="json"),

@@ -3,7 +3,9 @@
 Counters carry the ``_total`` suffix as ``prometheus_client`` writes them;
 every series has vLLM's ``model_name`` and ``engine`` labels, except
 ``vllm:cache_config_info``, whose labels are the cache settings (the way vLLM
-exposes an info metric as a gauge set to 1).
+exposes an info metric as a gauge set to 1), the CPU tier among them as vLLM
+labels KV offloading (``kv_offloading_size`` in GiB, ``kv_offloading_backend``
+lmcache; "None" and vLLM's default "native" without one).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def render(backend: Backend) -> str:
                 "cache_dtype": "auto",
                 "enable_prefix_caching": "True",
                 "engine": "0",
+                "kv_offloading_backend": "lmcache" if cfg.cpu_gb is not None else "native",
+                "kv_offloading_size": "None" if cfg.cpu_gb is None else repr(float(cfg.cpu_gb)),
                 "num_cpu_blocks": "None",
                 "num_gpu_blocks": str(cfg.num_gpu_blocks),
                 "prefix_caching_hash_algo": "builtin",
@@ -56,17 +60,17 @@ def render(backend: Backend) -> str:
         c.prefix_cache_queries,
     )
     metric("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", c.prefix_cache_hits)
-    if backend.has_cpu_tier:
-        metric(
-            "vllm:external_prefix_cache_queries_total", "counter",
-            "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
-            c.external_prefix_cache_queries,
-        )
-        metric(
-            "vllm:external_prefix_cache_hits_total", "counter",
-            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
-            c.external_prefix_cache_hits,
-        )
+    # vllm/v1/metrics/loggers.py creates these whether or not a KV connector is configured: 0 without one.
+    metric(
+        "vllm:external_prefix_cache_queries_total", "counter",
+        "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
+        c.external_prefix_cache_queries,
+    )
+    metric(
+        "vllm:external_prefix_cache_hits_total", "counter",
+        "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+        c.external_prefix_cache_hits,
+    )
     metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens)
     metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", c.generation_tokens)
     lines += [
