@@ -27,6 +27,7 @@ from sim.engine import RequestRecord
 from sim.lstsq import nnls
 from sim import jsontext, stats, textfile
 from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, Measurement, MeasurementError, parse_text
+from sim.readers import Repeat, kind_of, read_measurements
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.workload import build_requests, units
@@ -349,17 +350,32 @@ def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calib
     return fit_samples(samples_from_scenario(rows, scenario), "per request, hit tokens re-simulated")
 
 
+def repeat_of(scenario: Scenario) -> Repeat:
+    """The long_doc_qa flags a scenario's repeated pass stands for, to read that run's files in the same order."""
+    spec = next((p for p in scenario.passes if p.repeat_mode is not None), None)
+    if spec is None:
+        return Repeat(docs=scenario.docs, doc_tokens=scenario.doc_tokens)
+    return Repeat(spec.repeat_mode, spec.repeat_count, spec.seed, spec.hit_miss_ratio, scenario.docs, scenario.doc_tokens)
+
+
 def calibrate_file(path: Path, scenario: Scenario) -> Calibration:
-    """A per-request file (CSV or JSONL, with ``ttft_ms``) or a table (``p50_ms, mean_ms`` per cell)."""
+    """A per-request file (CSV or JSONL, with ``ttft_ms``), a long_doc_qa run (a round's file, with its sibling, or
+    their folder), or a table (``p50_ms, mean_ms`` per cell). Failed long_doc_qa requests are left out."""
+    path = Path(path)
+    if path.is_dir():
+        return calibrate_measurements(read_measurements(path, repeat=repeat_of(scenario)).rows, scenario)
     try:
         text = textfile.read_text(path)
     except textfile.FileProblem as exc:
         raise MeasurementError(str(exc)) from None
-    return calibrate_text(text, scenario, jsonl=Path(path).suffix == ".jsonl")
+    if kind_of(text) == "long_doc_qa":
+        return calibrate_measurements(read_measurements(path, repeat=repeat_of(scenario)).rows, scenario)
+    return calibrate_text(text, scenario, jsonl=path.suffix == ".jsonl")
 
 
-def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False) -> Calibration:
-    """``calibrate_file``'s work on the file's text (an upload, say); JSONL is also recognised by its first ``{``."""
+def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False, name: str = "the file") -> Calibration:
+    """``calibrate_file``'s work on the file's text (an upload, say); JSONL is also recognised by its first ``{``, a
+    long_doc_qa round by its columns (``name`` tells a warmup round from a query round)."""
     head = text.lstrip().split("\n", 1)[0]
     header = [c.strip() for c in head.split(",")]
     if not head.startswith("{") and "ttft_ms" not in header and {"p50_ms", "mean_ms"} <= set(header):
@@ -367,4 +383,7 @@ def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False) -> Calibr
             return fit(scenario, parse_table(text))
         except ValueError as exc:
             raise MeasurementError(str(exc)) from None
+    if not jsonl and kind_of(text) == "long_doc_qa":
+        found = read_measurements(text if "\n" in text else text + "\n", name=name, repeat=repeat_of(scenario))
+        return calibrate_measurements(found.rows, scenario)
     return calibrate_measurements(parse_text(text, jsonl=jsonl or head.startswith("{")), scenario)

@@ -97,7 +97,7 @@ async def _required_upload(file: Any, field: str, missing: str) -> tuple[str, st
 async def _calibrate(name: str, text: str, scenario: Scenario) -> Calibration:
     """The CLI's fit, off the event loop (re-simulating a large scenario takes a while); errors name the file."""
     try:
-        return await run_in_threadpool(calibrate_text, text, scenario, name.endswith(".jsonl"))
+        return await run_in_threadpool(calibrate_text, text, scenario, name.endswith(".jsonl"), name)
     except MeasurementError as exc:
         raise Problem("file", f"{name}: {exc}") from None
     except ValueError as exc:  # e.g. the data cannot tell two costs apart
