@@ -202,3 +202,11 @@ def test_a_streamed_chat_with_echo_sends_the_last_message_after_the_role(url: st
     deltas = [d["choices"][0]["delta"] for d in data]
     assert deltas[0] == {"role": "assistant", "content": ""} and deltas[1] == {"content": "partial answer"}
     assert len(deltas) == 4
+
+
+def test_metrics_are_labelled_with_the_served_model_name(url: str) -> None:
+    from app.live import prom
+
+    samples = prom.parse(httpx.get(url + "/metrics").text)
+    queries = [s for s in samples if s.name == "vllm:prefix_cache_queries_total"]
+    assert [s.labels["model_name"] for s in queries] == [ALIAS]

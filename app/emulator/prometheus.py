@@ -26,7 +26,9 @@ def _number(value: float) -> str:
 
 def render(backend: Backend) -> str:
     cfg, c = backend.config, backend.counters
-    series = _labels({"engine": "0", "model_name": cfg.model})
+    # vLLM labels every series with the (first) served model name.
+    model = cfg.served_names[0]
+    series = _labels({"engine": "0", "model_name": model})
     lines: list[str] = []
 
     def metric(name: str, kind: str, help_text: str, value: float) -> None:
@@ -77,15 +79,15 @@ def render(backend: Backend) -> str:
         "# HELP vllm:request_success_total Count of successfully processed requests.",
         "# TYPE vllm:request_success_total counter",
         "vllm:request_success_total"
-        + _labels({"engine": "0", "finished_reason": "length", "model_name": cfg.model})
+        + _labels({"engine": "0", "finished_reason": "length", "model_name": model})
         + f" {_number(c.finished)}",
     ]
     name = "vllm:time_to_first_token_seconds"
     lines += [f"# HELP {name} Histogram of time to first token in seconds.", f"# TYPE {name} histogram"]
     for bound, count in zip(TTFT_BUCKETS_S, c.ttft_bucket_counts):
-        le = _labels({"engine": "0", "le": repr(bound), "model_name": cfg.model})
+        le = _labels({"engine": "0", "le": repr(bound), "model_name": model})
         lines.append(f"{name}_bucket{le} {_number(count)}")
-    lines.append(f"{name}_bucket" + _labels({"engine": "0", "le": "+Inf", "model_name": cfg.model}) + f" {_number(c.ttft_count)}")
+    lines.append(f"{name}_bucket" + _labels({"engine": "0", "le": "+Inf", "model_name": model}) + f" {_number(c.ttft_count)}")
     lines.append(f"{name}_count{series} {_number(c.ttft_count)}")
     lines.append(f"{name}_sum{series} {_number(c.ttft_sum_s)}")
     return "\n".join(lines) + "\n"
