@@ -74,7 +74,8 @@ def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file
     if identified is not None:
         condition = "inf" if identified.condition == float("inf") else f"{identified.condition:.3g}"
         click.echo(
-            f"design: {identified.shapes} request shapes, rank {identified.rank} of {len(identified.names)} fitted "
+            f"design: {identified.shapes} request shape{'s' if identified.shapes != 1 else ''}, rank {identified.rank} "
+            f"of {len(identified.names)} fitted "
             f"constants, condition {condition}"
         )
     for name in ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token", "load_disk_ms_per_token"):
