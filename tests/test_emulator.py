@@ -239,3 +239,11 @@ def test_bad_emulate_flags_exit_2_naming_the_problem(args: list[str], fragment: 
     result = run_kvscope(["emulate", "--port", "1", *args], timeout_s=30)
     assert result.returncode == 2
     assert fragment in result.stderr
+
+
+def test_help_says_prefills_do_not_batch() -> None:
+    result = run_kvscope(["emulate", "--help"], timeout_s=30)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "Prefills do not batch: one runs at a time, in arrival order." in text
+    assert "time queued behind other prefills adds to its TTFT" in text

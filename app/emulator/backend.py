@@ -174,16 +174,6 @@ class Backend:
         await sleep_until(prefill.due)
         self.counters.observe_ttft(time.perf_counter() - prefill.arrived)
 
-    async def prefill(self, tokens: list[int], arrived: float) -> Prefill:
-        """``schedule`` then ``wait``; released if the wait is cancelled."""
-        prefill = self.schedule(tokens, arrived)
-        try:
-            await self.wait(prefill)
-        except BaseException:
-            self.release(prefill)
-            raise
-        return prefill
-
     @property
     def waiting(self) -> int:
         """Requests whose prefill has not started yet (vLLM's ``num_requests_waiting``)."""
