@@ -382,7 +382,7 @@ def calibrate_file(path: Path, scenario: Scenario) -> Calibration:
         text = textfile.read_text(path)
     except textfile.FileProblem as exc:
         raise MeasurementError(str(exc)) from None
-    if kind_of(text) == "long_doc_qa":
+    if path.suffix != ".jsonl" and kind_of(text) == "long_doc_qa":
         return calibrate_measurements(read_measurements(path, repeat=repeat_of(scenario)).rows, scenario)
     return calibrate_text(text, scenario, jsonl=path.suffix == ".jsonl")
 

@@ -12,8 +12,6 @@ requests of a long_doc_qa run are returned as ``failures``, never as rows.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -58,8 +56,8 @@ def kind_of(text: str) -> Kind | None:
     head = _first_line(text)
     if head.startswith("{"):
         return "kvscope"
-    header = next(csv.reader(io.StringIO(head)), [])
-    names = [h.strip() for h in header]
+    # Split by hand: the csv module refuses an overlong field, and a header never quotes a comma.
+    names = [h.strip().strip('"') for h in head.split(",")]
     if is_round(names):
         return "long_doc_qa"
     if "ttft_ms" in names:
@@ -91,17 +89,18 @@ def read_measurements(
         if not (warmup.is_file() and query.is_file()):
             raise MeasurementError(f"{path}: a folder is read as a long_doc_qa run and needs {WARMUP_FILE} and {QUERY_FILE}")
         return _pair(_text(warmup), _text(query), warmup.name, query.name, config or path.resolve().name, repeat)
-    text = _text(path)
+    text = _text(path, named=False)
     other = path.with_name(QUERY_FILE if _round_pass(path.name) == 1 else WARMUP_FILE)
     sibling = other if other != path and other.is_file() else None
     return _from_text(text, path.name, config or path.resolve().parent.name, repeat, sibling, jsonl=path.suffix == ".jsonl")
 
 
-def _text(path: Path) -> str:
+def _text(path: Path, named: bool = True) -> str:
+    """The file's text; an error names the file unless it is the one the caller gave (who names it already)."""
     try:
         return textfile.read_text(path)
     except textfile.FileProblem as exc:
-        raise MeasurementError(f"{path}: {exc}") from None
+        raise MeasurementError(f"{path.name}: {exc}" if named else str(exc)) from None
 
 
 def _from_text(

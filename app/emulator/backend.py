@@ -97,9 +97,13 @@ class Prefill:
         """vLLM's ``num_cached_tokens``: local and external hits."""
         return self.gpu_hit_tokens + self.cpu_hit_tokens
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, epoch: float) -> dict[str, Any]:
+        """The record as ``/kvscope/emulator`` shows it; its prefill's start and due times in ms since ``epoch``."""
         hidden = ("alloc_blocks", "arrived", "started", "due")  # internal: perf_counter seconds
-        return {k: v for k, v in asdict(self).items() if k not in hidden}
+        out = {k: v for k, v in asdict(self).items() if k not in hidden}
+        out["start_ms"] = round((self.started - epoch) * 1000, 3)
+        out["due_ms"] = round((self.due - epoch) * 1000, 3)
+        return out
 
 
 async def sleep_until(due: float) -> None:
@@ -129,6 +133,7 @@ class Backend:
         self.blocks_in_use = 0
         self.running = 0
         self._seq = 0
+        self.epoch = time.perf_counter()  # records give their prefills' times from here
         # When the prefill now scheduled last ends (perf_counter seconds); the next one starts no earlier.
         self._prefill_free_at = 0.0
         self._in_flight: list[Prefill] = []
@@ -219,5 +224,5 @@ class Backend:
             "max_model_len": cfg.context_tokens,
             "costs": self.engine.costs.model_dump(mode="json"),
             "counters": self.counters.to_dict(),
-            "requests": [p.to_dict() for p in self.records],
+            "requests": [p.to_dict(self.epoch) for p in self.records],
         }
