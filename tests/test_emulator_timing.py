@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 import time
 
 import httpx
 import pytest
 
-from live_servers import emulator, run_async
+from live_servers import busy, emulator, run_async
 
 pytestmark = pytest.mark.slow
 
@@ -60,12 +59,6 @@ async def first_token_ms(client: httpx.AsyncClient, url: str, prompt: str) -> fl
             if line.startswith("data: ") and '"text"' in line:
                 return (time.perf_counter() - sent) * 1000
     raise AssertionError("the stream carried no text")
-
-
-def busy() -> str | None:
-    """Why a millisecond cannot be measured here now (more runnable processes than cores), or None."""
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    return f"the machine is busy (load {load:.1f} on {cores} cores)" if load > cores else None
 
 
 @pytest.mark.parametrize("speed", ["1", "20"])

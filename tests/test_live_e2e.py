@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from live_servers import KVSCOPE, ROOT, emulator, free_port, run_kvscope, stop
+from live_servers import KVSCOPE, ROOT, busy, emulator, free_port, run_kvscope, stop
 from sim import measurements
 from sim.calibrate import seed_scenario
 from sim.simulation import simulate
@@ -81,6 +81,8 @@ def test_seed_lab_live_run_matches_the_emulators_and_the_simulator(tmp_path: Pat
         pred = {(run["name"], p["pass"]): p for run in report["predicted"]["runs"] for p in run["passes"]}
         ttfts = sorted(r.ttft_ms for r in by[("gpu+cpu", 2)])
         excess = statistics.median(ttfts) - pred[("gpu+cpu", 2)]["p50_ms"]
+        if excess >= 2.0 and (why := busy()):
+            pytest.skip(f"{why}: pass 2's TTFTs exceed the prediction by {excess:.1f} ms at the median")
         assert 0 <= excess < 2.0, (ttfts, pred[("gpu+cpu", 2)])
     assert {t["name"]: t["capacity_tokens"] for t in report["targets"]} == {"gpu": 21_520, "gpu+cpu": 21_520}
 

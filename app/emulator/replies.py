@@ -110,13 +110,15 @@ class Reply:
             "top_logprobs": [{p: 0.0} for p in pieces],
         }
 
-    def _choice(self, index: int, text: str, pieces: Sequence[str], offset: int, finish: str | None, stop: str | None, first: bool) -> dict[str, Any]:
+    def _choice(
+        self, index: int, text: str, pieces: Sequence[str], offset: int, finish: str | None, stop: str | None, whole: bool
+    ) -> dict[str, Any]:
+        """A choice: ``text`` for a completion; for a chat, a ``message`` (whole answers) or a ``delta`` (chunks)."""
         logprobs = self._logprobs(pieces, offset)
         if not self.shape.chat:
             return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": stop}
-        return {"index": index, "logprobs": logprobs, "finish_reason": finish, "stop_reason": stop} | (
-            {"delta": {"content": text}} if not first else {"message": {"role": "assistant", "content": text, "refusal": None, "tool_calls": []}}
-        )
+        said = {"message": {"role": "assistant", "content": text, "refusal": None}} if whole else {"delta": {"content": text}}
+        return {"index": index, **said, "logprobs": logprobs, "finish_reason": finish, "stop_reason": stop}
 
     # -- whole answers ------------------------------------------------------------
 
@@ -136,10 +138,9 @@ class Reply:
             self.backend.finish(prefill, len(out.pieces) * self.shape.n)
             generated += len(out.pieces) * self.shape.n
             for j in range(self.shape.n):
-                choice = self._choice(k * self.shape.n + j, job.echo + out.text, out.pieces, len(job.echo), out.finish_reason, out.stop_reason, True)
-                if self.shape.chat:
-                    choice.pop("delta", None)
-                choices.append(choice)
+                choices.append(
+                    self._choice(k * self.shape.n + j, job.echo + out.text, out.pieces, len(job.echo), out.finish_reason, out.stop_reason, True)
+                )
         return self._envelope(self.shape.object, choices, self.usage(prefills, generated))
 
     async def _prefill_all(self) -> list[Prefill]:
