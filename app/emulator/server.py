@@ -64,7 +64,10 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        # handlers/http.py: the status phrase as the type ({"detail": ...} is FastAPI's shape, not vLLM's).
+        # serve/exception_handling/handlers/http.py: the status phrase as the type. vLLM registers that handler
+        # for fastapi.HTTPException (register.py), which the router's own 404/405 (Starlette's HTTPException) is
+        # not, so a real vLLM may still answer an unknown route with FastAPI's {"detail": ...}; the emulator
+        # answers every HTTP error in vLLM's error shape.
         return ApiError(exc.status_code, str(exc.detail), HTTPStatus(exc.status_code).phrase).response()
 
     @app.exception_handler(RequestValidationError)
