@@ -3,8 +3,12 @@
 Figures: tokens per second through the emulator's tokenizer and key chaining;
 how many ms a client measures beyond the delay the emulator applied (HTTP,
 parsing, scheduling: what separates a measured TTFT from the cost model's);
-and a whole seed-lab live run at speed 1 (GPU-only and GPU+CPU emulators):
-its wall time and its measured pass-2 speed-up beside the shadow
+the emulator's first-token error at speed 20 (serial prompts of 200-1,320
+words, whose model TTFTs of 2-8 ms lie above the emulator's own processing):
+the median of (measured - modelled) per round, min and median over rounds,
+beside a loopback round trip to ``/health`` measured in the same rounds as
+the anchor; and a whole seed-lab live run at speed 1 (GPU-only and GPU+CPU
+emulators): its wall time and its measured pass-2 speed-up beside the shadow
 simulation's.
 """
 
@@ -86,6 +90,31 @@ async def _overhead(url: str, requests: int = 40) -> dict[str, float]:
     }
 
 
+async def _first_token_error(url: str, rounds: int = 3, requests: int = 15) -> dict[str, float]:
+    medians, anchors = [], []
+    async with VllmClient(Target("gpu", url)) as client:
+        for r in range(rounds):
+            errors, trips = [], []
+            for i in range(requests):
+                prompt = " ".join(f"b{r}x{i}w{j}" for j in range(200 + 80 * i))
+                measured = (await client.complete("qwen2.5-1.5b", prompt, 2)).ttft_ms
+                last = (await client._http.get("/kvscope/emulator")).json()["requests"][-1]
+                errors.append(measured - last["delay_ms"])
+                started = time.perf_counter()
+                await client._http.get("/health")
+                trips.append((time.perf_counter() - started) * 1000)
+            medians.append(statistics.median(errors))
+            anchors.append(statistics.median(trips))
+    return {
+        "rounds": rounds,
+        "requests_per_round": requests,
+        "error_p50_ms_min": round(min(medians), 3),
+        "error_p50_ms_median": round(statistics.median(medians), 3),
+        "health_round_trip_p50_ms_min": round(min(anchors), 3),
+        "health_round_trip_p50_ms_median": round(statistics.median(anchors), 3),
+    }
+
+
 async def _seed_lab(gpu_url: str, cpu_url: str) -> dict[str, object]:
     live = LiveRun(seed_scenario(), [Target("gpu", gpu_url), Target("gpu+cpu", cpu_url)])
     predicted: dict[str, list[dict[str, object]]] = {}
@@ -113,6 +142,8 @@ def run() -> dict[str, object]:
     figures: dict[str, object] = {"hashing": _hashing()}
     with _emulator("--speed", "1000") as url:
         figures["emulator_overhead_speed_1000"] = asyncio.run(_overhead(url))
+    with _emulator("--speed", "20", "--no-cpu-tier") as url:
+        figures["emulator_first_token_error_speed_20"] = asyncio.run(_first_token_error(url))
     with _emulator("--no-cpu-tier") as gpu_url, _emulator("--cpu-gb", "1.5") as cpu_url:
         figures["seed_lab_live_speed_1"] = asyncio.run(_seed_lab(gpu_url, cpu_url))
     return figures

@@ -24,9 +24,11 @@ from pydantic import ValidationError
 
 from sim.costs import COEFFICIENTS, DISK_TO_CPU_LOAD_RATIO, CostModel
 from sim.engine import RequestRecord
+from sim.identify import Identifiability, analyse
 from sim.lstsq import nnls
 from sim import jsontext, stats, textfile
 from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, Measurement, MeasurementError, parse_text
+from sim.readers import Repeat, kind_of, read_measurements
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.workload import build_requests, units
@@ -72,6 +74,7 @@ class Calibration:
     method: str = "cells"
     requests: int = 0
     undetermined: tuple[str, ...] = ()  # constants the data says nothing about (left at 0 or derived)
+    identifiability: Identifiability | None = None  # what the design determines among the fitted constants
 
     @property
     def max_error(self) -> float:
@@ -87,6 +90,7 @@ class Calibration:
                 "r2": round(self.r2, 6),
                 "max_error": round(self.max_error, 4),
                 "undetermined": list(self.undetermined),
+                "identifiability": self.identifiability.to_dict() if self.identifiability else None,
                 "cells": self.cells,
             },
         }
@@ -187,11 +191,14 @@ def fit(scenario: Scenario, cells: list[Cell], anchors: tuple[Anchor, ...] = ())
         if new == coef:
             break
         coef = new
+    present = [j for j in range(len(FITTED)) if any(r[j] for r in rows)]
+    identified = analyse([[r[j] for j in present] for r in rows], targets, [coef[j] for j in present], [FITTED[j] for j in present])
 
     values = dict(zip(FITTED, coef))
     values["load_disk_ms_per_token"] = values["load_cpu_ms_per_token"] * DISK_TO_CPU_LOAD_RATIO
     costs = CostModel(**values, source="least-squares fit")
-    return Calibration(costs, *_report(scenario.model_copy(update={"costs": costs}), cells))
+    cell_errors, r2 = _report(scenario.model_copy(update={"costs": costs}), cells)
+    return Calibration(costs, cell_errors, r2, identifiability=identified)
 
 
 def _report(scenario: Scenario, cells: list[Cell]) -> tuple[list[dict[str, Any]], float]:
@@ -320,7 +327,15 @@ def fit_samples(samples: list[Sample], method: str) -> Calibration:
         weight = 1.0 / max(s.ttft_ms, 1e-3)
         rows.append([s.features[j] * weight for j in cols])
     targets = [s.ttft_ms / max(s.ttft_ms, 1e-3) for s in samples]
-    values = dict(zip((SAMPLE_COEFFICIENTS[j] for j in cols), nnls(rows, targets)))
+    solution = nnls(rows, targets)
+    values = dict(zip((SAMPLE_COEFFICIENTS[j] for j in cols), solution))
+    # Identifiability over the constants the data touches (an all-zero column is "not in the data" instead).
+    present = [i for i, j in enumerate(cols) if any(s.features[j] for s in samples)]
+    identified = analyse(
+        [[r[i] for i in present] for r in rows], targets, [solution[i] for i in present],
+        [SAMPLE_COEFFICIENTS[cols[i]] for i in present],
+        shapes=len({tuple(s.features[cols[i]] for i in present) for s in samples}),
+    )
     if not has_disk:
         values["load_disk_ms_per_token"] = values["load_cpu_ms_per_token"] * DISK_TO_CPU_LOAD_RATIO
     undetermined = tuple(SAMPLE_COEFFICIENTS[j] for j in range(1, 5) if not any(s.features[j] for s in samples))
@@ -339,7 +354,7 @@ def fit_samples(samples: list[Sample], method: str) -> Calibration:
         cells.append(Cell(key[0], key[1], members[0][0].order, measured["p50_ms"], measured["mean_ms"]))
         passes[key] = stats.summary([p for _, p in members])
     errors, _ = _cell_errors(cells, passes)
-    return Calibration(costs, errors, 1 - ss_res / ss_tot if ss_tot else 1.0, method, len(samples), undetermined)
+    return Calibration(costs, errors, 1 - ss_res / ss_tot if ss_tot else 1.0, method, len(samples), undetermined, identified)
 
 
 def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calibration:
@@ -349,17 +364,32 @@ def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calib
     return fit_samples(samples_from_scenario(rows, scenario), "per request, hit tokens re-simulated")
 
 
+def repeat_of(scenario: Scenario) -> Repeat:
+    """The long_doc_qa flags a scenario's repeated pass stands for, to read that run's files in the same order."""
+    spec = next((p for p in scenario.passes if p.repeat_mode is not None), None)
+    if spec is None:
+        return Repeat(docs=scenario.docs, doc_tokens=scenario.doc_tokens)
+    return Repeat(spec.repeat_mode, spec.repeat_count, spec.seed, spec.hit_miss_ratio, scenario.docs, scenario.doc_tokens)
+
+
 def calibrate_file(path: Path, scenario: Scenario) -> Calibration:
-    """A per-request file (CSV or JSONL, with ``ttft_ms``) or a table (``p50_ms, mean_ms`` per cell)."""
+    """A per-request file (CSV or JSONL, with ``ttft_ms``), a long_doc_qa run (a round's file, with its sibling, or
+    their folder), or a table (``p50_ms, mean_ms`` per cell). Failed long_doc_qa requests are left out."""
+    path = Path(path)
+    if path.is_dir():
+        return calibrate_measurements(read_measurements(path, repeat=repeat_of(scenario)).rows, scenario)
     try:
         text = textfile.read_text(path)
     except textfile.FileProblem as exc:
         raise MeasurementError(str(exc)) from None
-    return calibrate_text(text, scenario, jsonl=Path(path).suffix == ".jsonl")
+    if path.suffix != ".jsonl" and kind_of(text) == "long_doc_qa":
+        return calibrate_measurements(read_measurements(path, repeat=repeat_of(scenario)).rows, scenario)
+    return calibrate_text(text, scenario, jsonl=path.suffix == ".jsonl")
 
 
-def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False) -> Calibration:
-    """``calibrate_file``'s work on the file's text (an upload, say); JSONL is also recognised by its first ``{``."""
+def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False, name: str = "the file") -> Calibration:
+    """``calibrate_file``'s work on the file's text (an upload, say); JSONL is also recognised by its first ``{``, a
+    long_doc_qa round by its columns (``name`` tells a warmup round from a query round)."""
     head = text.lstrip().split("\n", 1)[0]
     header = [c.strip() for c in head.split(",")]
     if not head.startswith("{") and "ttft_ms" not in header and {"p50_ms", "mean_ms"} <= set(header):
@@ -367,4 +397,10 @@ def calibrate_text(text: str, scenario: Scenario, jsonl: bool = False) -> Calibr
             return fit(scenario, parse_table(text))
         except ValueError as exc:
             raise MeasurementError(str(exc)) from None
+    if not jsonl and kind_of(text) == "long_doc_qa":
+        # A round's text names no configuration: it is taken as the scenario's run with the most tiers (gpu+cpu
+        # when the scenario has a CPU tier; give the scenario no CPU tier for a run against vLLM alone).
+        run = [engine.run for engine in engines(scenario.model_copy(update={"costs": _ZERO}))][-1]
+        found = read_measurements(text if "\n" in text else text + "\n", name=name, config=run, repeat=repeat_of(scenario))
+        return calibrate_measurements(found.rows, scenario)
     return calibrate_measurements(parse_text(text, jsonl=jsonl or head.startswith("{")), scenario)

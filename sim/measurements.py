@@ -223,7 +223,20 @@ def analyze(rows: list[Measurement], baseline: str = "gpu") -> dict[str, Any]:
         {k: c[k] for k in ("pass", "baseline", "candidate", "p50_speedup", "mean_speedup")}
         for c in comparison(runs, baseline)
     ]
-    return {"cells": cells, "speedups": speedups, "pass_speedups": pass_speedups(cells)}
+    return {
+        "cells": cells, "speedups": speedups, "pass_speedups": pass_speedups(cells),
+        "baseline_note": baseline_note(list(configs), baseline),
+    }
+
+
+def baseline_note(configs: list[str], baseline: str) -> str | None:
+    """Why there are no speed-ups across configurations, when there are several: no configuration is the baseline."""
+    if len(configs) < 2 or baseline in configs:
+        return None
+    return (
+        f"no speed-ups across configurations: none is named {baseline!r}, the baseline; "
+        f"choose the baseline (--baseline), one of: {', '.join(configs)}"
+    )
 
 
 def pass_speedups(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

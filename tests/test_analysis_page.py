@@ -77,6 +77,22 @@ def test_a_long_doc_qa_pair_lands_in_the_same_table(live_server: str, page: Page
     expect(page.locator("#measure-pass-speedups tbody tr td")).to_have_text(["2 vs 1", "12.0x", "12.0x"])
 
 
+def test_a_long_doc_qa_round_is_a_measurement_file_and_its_failed_requests_are_listed(
+    live_server: str, page: Page, tmp_path: Path
+) -> None:
+    # The newer benchmark's columns: prompt 1 failed (successful False, ttft -1).
+    query = tmp_path / "query_round.csv"
+    header = "prompt_id,request_start,ttft,request_end,successful,is_miss,ttft_time"
+    query.write_text("\n".join([header, "0,0,0.05,1,True,False,0.05", "1,1,-1,2,False,False,0", "2,2,0.07,3,True,False,2.07"]) + "\n")
+    open_area(page, live_server)
+    page.set_input_files("#measure-file", str(query))
+    page.click("#measure-form button[type=submit]")
+    # Two requests tabulated (50 and 70 ms: mean 60), the failure listed beside them.
+    expect(page.locator('#measure-cells tr[data-pass="2"] [data-col="mean"]')).to_have_text("60.0")
+    expect(page.locator("#measure-failures summary")).to_have_text("1 failed request, left out of the statistics")
+    expect(page.locator("#measure-failures li")).to_contain_text("prompt_id 1 (query_round.csv line 3): successful is False")
+
+
 def test_a_bad_file_shows_its_line_and_no_table(
     live_server: str, page: Page, tmp_path: Path, expected_console_errors: list[str]
 ) -> None:

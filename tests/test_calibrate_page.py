@@ -163,3 +163,19 @@ def test_bad_files_are_named_inline_and_nothing_is_lost(
     expect(costs_line).to_contain_text("Costs: profile cli.costs.json")
     expect(page.locator("#calibrate-result [role=alert]")).to_contain_text("bad.csv: line 3")
     expect(page.locator("#run-view .lane")).to_have_count(2)
+
+
+def test_a_fit_the_measurements_cannot_determine_is_flagged_with_what_would_determine_it(
+    live_server: str, page: Page, tmp_path: Path
+) -> None:
+    # A long_doc_qa warmup round of the sidebar's seed lab (10 documents): every request computes and writes
+    # through a whole prompt, one request shape for the three constants it touches.
+    round_file = tmp_path / "warmup_round.csv"
+    lines = ["prompt_id,request_start,ttft,request_end,ttft_time"] + [f"{i},{i},0.6,{i + 1},{i + 0.6}" for i in range(10)]
+    round_file.write_text("\n".join(lines) + "\n")
+    open_page(page, live_server)
+    page.set_input_files("#calibrate-file", str(round_file))
+    page.click("#calibrate-form button[type=submit]")
+    expect(page.locator("#calibrate-identifiability")).to_contain_text("1 request shape for 3 constants (rank 1)")
+    expect(page.locator("#calibrate-identifiability li").first).to_contain_text("overhead_ms is not determined")
+    expect(page.locator('#calibrate-constants tr[data-name="store_ms_per_token"] [data-undetermined]')).to_have_text("not determined")

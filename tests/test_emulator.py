@@ -103,6 +103,14 @@ def test_models_and_cache_config_report_the_emulated_gpu(small_cpu: str) -> None
     labels = prom.info_labels(prom.parse(httpx.get(small_cpu + "/metrics").text))
     assert labels is not None
     assert (labels["block_size"], labels["num_gpu_blocks"]) == ("16", "40")
+    # The CPU tier as vLLM labels KV offloading (vllm/config/cache.py kv_offloading_size / _backend).
+    assert (labels["kv_offloading_size"], labels["kv_offloading_backend"]) == ("1.5", "lmcache")
+
+
+def test_without_a_cpu_tier_the_cache_config_reports_no_offloading(small_gpu_only: str) -> None:
+    labels = prom.info_labels(prom.parse(httpx.get(small_gpu_only + "/metrics").text))
+    assert labels is not None and (labels["kv_offloading_size"], labels["kv_offloading_backend"]) == ("None", "native")
+    assert prom.Offload.read(labels).configured is None
 
 
 def test_tokenize_counts_one_token_per_word(small_cpu: str) -> None:
@@ -177,8 +185,9 @@ def test_a_re_read_after_eviction_hits_the_head_block_on_gpu_and_the_rest_from_c
 def test_without_a_cpu_tier_the_re_read_computes_all_but_the_head_block(small_gpu_only: str) -> None:
     moved, answer = _golden(small_gpu_only)
     assert (moved.gpu_queries, moved.gpu_hits) == (600, 16)
-    # vLLM without a KV connector: no external counters here, and no prompt details unless asked for.
-    assert moved.external_queries is None and moved.external_hits is None
+    # vLLM without a KV connector exports the external counters all the same (vllm/v1/metrics/loggers.py
+    # creates them unconditionally): they stay 0. No prompt details unless asked for.
+    assert moved.external_queries == 0 and moved.external_hits == 0
     assert answer["usage"]["prompt_tokens_details"] is None
     last = emulator_state(small_gpu_only)["requests"][-1]
     assert (last["gpu_hit_tokens"], last["cpu_hit_tokens"], last["computed_tokens"]) == (16, 0, 584)
@@ -230,3 +239,11 @@ def test_bad_emulate_flags_exit_2_naming_the_problem(args: list[str], fragment: 
     result = run_kvscope(["emulate", "--port", "1", *args], timeout_s=30)
     assert result.returncode == 2
     assert fragment in result.stderr
+
+
+def test_help_says_prefills_do_not_batch() -> None:
+    result = run_kvscope(["emulate", "--help"], timeout_s=30)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "Prefills do not batch: one runs at a time, in arrival order." in text
+    assert "time queued behind other prefills adds to its TTFT" in text

@@ -47,7 +47,9 @@ class Rig:
     def serve(self, prompts: list[list[int]]) -> None:
         async def run() -> None:
             for tokens in prompts:
-                await self.backend.prefill(tokens, time.perf_counter())
+                prefill = self.backend.schedule(tokens, time.perf_counter())
+                await self.backend.wait(prefill)
+                self.backend.release(prefill)
         asyncio.run(run())
         self.bridge.publisher.flush()
         deadline = time.monotonic() + 20

@@ -74,6 +74,18 @@ not a metric line
     assert prom.total(samples, prom.EXTERNAL_HITS) is None
 
 
+def test_the_cpu_tier_is_read_from_the_offloading_labels_of_the_cache_config() -> None:
+    # vllm/config/cache.py: kv_offloading_size (GiB, "None" when off) and kv_offloading_backend are CacheConfig
+    # fields, and CacheConfig.metrics_info exports every field as a label of vllm:cache_config_info.
+    on = prom.Offload.read({"block_size": "16", "kv_offloading_size": "2.0", "kv_offloading_backend": "lmcache"})
+    assert (on.configured, on.size_gb, on.describe()) == (True, 2.0, "lmcache, 2 GiB")
+    off = prom.Offload.read({"block_size": "16", "kv_offloading_size": "None", "kv_offloading_backend": "native"})
+    # Not configured through the cache config; a --kv-transfer-config connector would not show: unknown.
+    assert (off.configured, off.describe()) == (None, None)
+    assert prom.Offload.read(None).configured is None
+    assert prom.Offload.read({"kv_offloading_size": "nan"}).configured is None
+
+
 def test_older_gpu_counter_names_are_read_when_the_new_ones_are_absent() -> None:
     samples = prom.parse('vllm:gpu_prefix_cache_queries_total{engine="0"} 100\nvllm:gpu_prefix_cache_hits_total{engine="0"} 64\n')
     counters = prom.CacheCounters.read(samples)
@@ -283,3 +295,15 @@ def test_targets_are_measured_one_after_the_other_unless_side_by_side() -> None:
     live = LiveRun(SMALL, targets, LiveOptions(timeout_s=5, side_by_side=True), transport=httpx.MockTransport(handler))
     run_async(collect())
     assert sorted(order) == ["a.test"] * 4 + ["b.test"] * 4 and set(order[:4]) == {"a.test", "b.test"}
+
+
+def test_the_shadow_of_a_vllm_reporting_offloading_has_that_cpu_tier_whatever_its_name() -> None:
+    from app.live.client import TargetInfo
+    from app.live.shadow import shadow_scenario
+
+    reported = TargetInfo("gpu", "m", block_size=16, num_gpu_blocks=1345, offload=prom.Offload("lmcache", 2.0))
+    scenario = shadow_scenario(SMALL, Target("gpu", "http://x.test"), reported)
+    assert (scenario.cpu_gb, scenario.gpu_tokens) == (2.0, 16 * 1345)
+    # Without the labels the name still decides: "gpu" has no CPU tier.
+    silent = TargetInfo("gpu", "m", block_size=16, num_gpu_blocks=1345)
+    assert shadow_scenario(SMALL, Target("gpu", "http://x.test"), silent).cpu_capacity_tokens is None

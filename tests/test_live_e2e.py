@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from live_servers import KVSCOPE, ROOT, emulator, free_port, run_kvscope, stop
+from live_servers import KVSCOPE, ROOT, busy, emulator, free_port, run_kvscope, stop
 from sim import measurements
 from sim.calibrate import seed_scenario
 from sim.simulation import simulate
@@ -31,11 +32,12 @@ def _internal(url: str) -> dict:
     return httpx.get(url + "/kvscope/emulator", timeout=10).json()
 
 
-def test_seed_lab_live_run_matches_the_emulators_and_the_simulator(tmp_path: Path) -> None:
+@pytest.mark.parametrize("speed", ["1", "20"])
+def test_seed_lab_live_run_matches_the_emulators_and_the_simulator(tmp_path: Path, speed: str) -> None:
     out = tmp_path / "run.csv"
-    # Speed 1: TTFTs at the seed's own scale, so the few ms of HTTP on loopback stay small beside the
-    # 49 ms of a CPU-served request.
-    with emulator("--no-cpu-tier") as gpu_url, emulator("--cpu-gb", "1.5") as cpu_url:
+    # Speed 1: TTFTs at the seed's own scale. Speed 20: a CPU-served request is due 49 / 20 = 2.5 ms after it
+    # arrives, so the emulator must keep its deadline to a fraction of a millisecond for the speed-up to hold.
+    with emulator("--no-cpu-tier", "--speed", speed) as gpu_url, emulator("--cpu-gb", "1.5", "--speed", speed) as cpu_url:
         result = run_kvscope(
             ["live", "--target", f"gpu={gpu_url}", "--target", f"gpu+cpu={cpu_url}", "--preset", "seed-lab",
              "--out", str(out), "--json"],
@@ -69,7 +71,19 @@ def test_seed_lab_live_run_matches_the_emulators_and_the_simulator(tmp_path: Pat
     predicted = next(s for s in report["predicted"]["speedups"] if s["pass"] == 2)
     simulated = next(c for c in simulate(seed_scenario())["comparison"] if c["pass"] == 2)
     assert predicted["p50_speedup"] == pytest.approx(simulated["p50_speedup"], rel=1e-3)
-    assert measured["p50_speedup"] == pytest.approx(predicted["p50_speedup"], rel=0.10)
+    if speed == "1":
+        assert measured["p50_speedup"] == pytest.approx(predicted["p50_speedup"], rel=0.10)
+    else:
+        # At speed 20 a CPU-served prompt is predicted at 49 / 20 = 2.45 ms: each measured TTFT exceeds its
+        # prediction by loopback HTTP and live mode's client (about 1.2 ms p50 on a busy two-core machine; the
+        # emulator's own deadline is kept to under 1 ms, see test_emulator_timing.py), no longer by the
+        # emulator's processing (6 ms before deadlines), so pass 2's speed-up is ~9x where the model says 11.7x.
+        pred = {(run["name"], p["pass"]): p for run in report["predicted"]["runs"] for p in run["passes"]}
+        ttfts = sorted(r.ttft_ms for r in by[("gpu+cpu", 2)])
+        excess = statistics.median(ttfts) - pred[("gpu+cpu", 2)]["p50_ms"]
+        if excess >= 2.0 and (why := busy()):
+            pytest.skip(f"{why}: pass 2's TTFTs exceed the prediction by {excess:.1f} ms at the median")
+        assert 0 <= excess < 2.0, (ttfts, pred[("gpu+cpu", 2)])
     assert {t["name"]: t["capacity_tokens"] for t in report["targets"]} == {"gpu": 21_520, "gpu+cpu": 21_520}
 
 

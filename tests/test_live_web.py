@@ -64,7 +64,10 @@ def test_targets_show_health_model_and_capacity_but_never_urls(app_url: str) -> 
     targets = {t["name"]: t for t in answer.json()}
     assert targets["gpu"]["healthy"] and targets["gpu+cpu"]["healthy"]
     assert targets["gpu"]["model"] == "qwen2.5-1.5b" and targets["gpu"]["capacity_tokens"] == 21_520
-    assert targets["gpu+cpu"]["external_metrics"] and not targets["gpu"]["external_metrics"]
+    # Both export the external counters (vLLM does, as 0, without a connector); the CPU tier is read from the
+    # configuration the server reports instead.
+    assert targets["gpu+cpu"]["external_metrics"] and targets["gpu"]["external_metrics"]
+    assert (targets["gpu+cpu"]["cpu_tier"], targets["gpu"]["cpu_tier"]) == ("lmcache, 1.5 GiB", "none")
     assert not targets["down"]["healthy"] and "cannot connect" in targets["down"]["error"]
     assert "127.0.0.1" not in answer.text
 

@@ -2,7 +2,9 @@
 
 Reads kvscope's per-request files (CSV or JSONL) and LMCache long_doc_qa's
 ``warmup_round.csv`` + ``query_round.csv`` pairs, together: a simulated run and
-a measured one land in the same table.
+a measured one land in the same table. FILE may be either kind (told apart by
+its columns); failed long_doc_qa requests are counted and listed, not
+tabulated.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import click
 
 from app.cli.table import format_table
 from sim import measurements
-from sim.longdocqa import REPEAT_MODES, read_run
+from sim.longdocqa import REPEAT_MODES, Failure, read_run
+from sim.readers import Repeat, read_measurements
 
 
 def _split_config(value: str) -> tuple[str | None, Path]:
@@ -32,7 +35,10 @@ def _split_config(value: str) -> tuple[str | None, Path]:
     help="a long_doc_qa run: a folder holding warmup_round.csv and query_round.csv, or WARMUP.csv,QUERY.csv; "
     "CONFIG defaults to the folder's name (vllm reads as gpu, lmcache as gpu+cpu); repeatable",
 )
-@click.option("--repeat-mode", type=click.Choice(REPEAT_MODES), default=None, help="long_doc_qa's --repeat-mode (needed with --long-doc-qa)")
+@click.option(
+    "--repeat-mode", type=click.Choice(REPEAT_MODES), default=None,
+    help="long_doc_qa's --repeat-mode (without it the query round's documents are unknown; statistics do not need them)",
+)
 @click.option("--docs", type=click.IntRange(min=1), default=None, help="long_doc_qa's --num-documents (default: the warmup's row count)")
 @click.option("--repeat-count", type=click.IntRange(min=1), default=None, help="long_doc_qa's --repeat-count (default: query rows / documents)")
 @click.option("--shuffle-seed", type=click.IntRange(min=0), default=0, show_default=True, help="long_doc_qa's --shuffle-seed")
@@ -47,22 +53,28 @@ def command(
     """Summarise a per-request measurement file (CSV or JSONL) and/or long_doc_qa runs into the seed-style table."""
     if file is None and not runs:
         raise click.UsageError("give a measurement FILE, --long-doc-qa runs, or both")
-    if runs and repeat_mode is None:
-        raise click.UsageError("--long-doc-qa needs --repeat-mode (tile, interleave or random), as the run was made")
     rows: list[measurements.Measurement] = []
+    failures: list[Failure] = []
+    long_doc_qa = bool(runs)
     if file is not None:
+        repeat = Repeat(repeat_mode, repeat_count, shuffle_seed, hit_miss_ratio, docs, doc_tokens)
         try:
-            rows += measurements.read(file)
+            found = read_measurements(file, repeat=repeat)
         except measurements.MeasurementError as exc:
             raise click.UsageError(f"{file}: {exc}") from None
+        rows += found.rows
+        failures += found.failures
+        long_doc_qa = long_doc_qa or found.kind == "long_doc_qa"
     for run in runs:
         config, path = _split_config(run)
-        assert repeat_mode is not None
         try:
-            rows += read_run(path, repeat_mode, config, docs, repeat_count, shuffle_seed, hit_miss_ratio, doc_tokens)
+            result = read_run(path, repeat_mode, config, docs, repeat_count, shuffle_seed, hit_miss_ratio, doc_tokens)
         except measurements.MeasurementError as exc:
             raise click.BadParameter(f"{path}: {exc}", param_hint="--long-doc-qa") from None
+        rows += result.rows
+        failures += result.failures
     report = measurements.analyze(rows, baseline)
+    report["failures"] = [f.to_dict() for f in failures]
     if as_json:
         click.echo(json.dumps(report, indent=1))
         return
@@ -75,7 +87,7 @@ def command(
     tables = [
         (report["speedups"], ["pass", "baseline", "candidate"], ["p50 speed-up", "mean speed-up"]),
         # A long_doc_qa run's own figure: query round against warmup round.
-        (report["pass_speedups"] if runs else [], ["config", "pass", "against_pass"], ["p50 speed-up", "mean speed-up (long_doc_qa's TTFT gain)"]),
+        (report["pass_speedups"] if long_doc_qa else [], ["config", "pass", "against_pass"], ["p50 speed-up", "mean speed-up (long_doc_qa's TTFT gain)"]),
     ]
     for items, keys, ratio_headers in tables:
         if not items:
@@ -84,3 +96,11 @@ def command(
         right = [isinstance(v, int) for v in rows_out[0][: len(keys)]] + [True, True]
         click.echo("")
         click.echo(format_table([k.replace("_", " ") for k in keys] + ratio_headers, rows_out, right))
+    if report["baseline_note"]:
+        click.echo("")
+        click.echo(report["baseline_note"])
+    if failures:
+        click.echo("")
+        click.echo(f"failed requests, left out of the statistics: {len(failures)}")
+        for f in failures:
+            click.echo(f"  {f.config} pass {f.pass_} prompt_id {f.prompt_id} ({f.file} line {f.line}): {f.reason}")

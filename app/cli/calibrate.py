@@ -15,12 +15,25 @@ from sim.calibrate import calibrate_file
 from sim.measurements import MeasurementError
 
 
+def _status(calibration: Any, name: str) -> str:
+    """`` +/- s.e.``, or why the constant has no such figure."""
+    if name in calibration.undetermined:
+        return " (not in the data)"
+    identified = calibration.identifiability
+    if identified is None or name not in identified.names:
+        return " (derived from the CPU cost)" if name == "load_disk_ms_per_token" else ""
+    if name in identified.confounded:
+        return " NOT DETERMINED (see the warning)"
+    se = identified.std_errors[name]
+    return "" if se is None else f" +/- {se:.2g}"
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
 @click.command("calibrate")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help="where to save the cost profile (default: FILE with .costs.json)",
@@ -31,10 +44,13 @@ def _pct(x: float) -> str:
 def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file: Path | None, **flags: Any) -> None:
     """Fit overhead, prefill, CPU-load and store costs to FILE: a per-request measurement file (CSV or JSONL) or a
     table of p50_ms and mean_ms per config and pass. A file without hit-token columns, and a table, are fitted by
-    re-simulating the scenario the run used (--preset and the scenario flags). Reports each cell's error and R^2."""
+    re-simulating the scenario the run used (--preset and the scenario flags); a long_doc_qa run (a round's CSV,
+    with its sibling, or their folder) is read with --repeat-mode and the other long_doc_qa flags. Reports each
+    cell's error, R^2, each constant's standard error, and warns when the measurements do not determine a constant
+    (too few request shapes), saying which measurements would."""
     if costs_file is not None:
         raise click.UsageError("--costs is what calibrate produces; give the measurements as FILE")
-    out = out or file.with_name(profile_name(file.name))
+    out = out or (file / profile_name(file.name) if file.is_dir() else file.with_name(profile_name(file.name)))
     if out.exists() and not force:
         raise click.UsageError(f"{out} exists; give --force to replace it or --out for another file")
     scenario = build_scenario(**flags)
@@ -50,11 +66,22 @@ def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file
         click.echo(json.dumps(profile, indent=1))
         return
     costs = profile["costs"]
+    unknown = len(calibration.identifiability.confounded) if calibration.identifiability else 0
+    caveat = f", but {unknown} constant{'s are' if unknown != 1 else ' is'} not determined (warnings below)" if unknown else ""
     click.echo(f"fit: {calibration.method}, {calibration.requests or len(calibration.cells)} "
-               f"{'requests' if calibration.requests else 'cells'}, R^2 = {calibration.r2:.4f}")
+               f"{'requests' if calibration.requests else 'cells'}, R^2 = {calibration.r2:.4f}{caveat}")
+    identified = calibration.identifiability
+    if identified is not None:
+        condition = "inf" if identified.condition == float("inf") else f"{identified.condition:.3g}"
+        click.echo(
+            f"design: {identified.shapes} request shape{'s' if identified.shapes != 1 else ''}, rank {identified.rank} "
+            f"of {len(identified.names)} fitted "
+            f"constants, condition {condition}"
+        )
     for name in ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token", "load_disk_ms_per_token"):
-        note = " (not in the data)" if name in calibration.undetermined else ""
-        click.echo(f"  {name:<24} {costs[name]:.6g}{note}")
+        click.echo(f"  {name:<24} {costs[name]:.6g}{_status(calibration, name)}")
+    for line in identified.warnings() if identified is not None else []:
+        click.echo(f"warning: {line}", err=True)
     click.echo("")
     rows = [
         [c["config"], f"{c['pass']} {c['order']}", c["p50_ms"], c["p50_pred_ms"], _pct(c["p50_error"]),

@@ -17,6 +17,7 @@ from sim.kv import MODELS
 _FLAGS = {
     "gpu_tokens": "--gpu-tokens", "cpu_gb": "--cpu-gb", "model": "--model", "speed": "--speed",
     "block_size": "--block-size", "chunk_size": "--chunk-size", "max_model_len": "--max-model-len",
+    "served_model_name": "--served-model-name",
 }
 
 
@@ -27,6 +28,10 @@ _FLAGS = {
 @click.option("--cpu-gb", type=float, default=1.5, show_default=True, help="CPU tier size in GiB (LMCache max_local_cpu_size)")
 @click.option("--no-cpu-tier", is_flag=True, help="emulate vLLM alone, without a CPU tier")
 @click.option("--model", default="qwen2.5-1.5b", show_default=True, help=f"served model name, one of: {', '.join(MODELS)}")
+@click.option(
+    "--served-model-name", "served_model_name", multiple=True,
+    help="a name clients may ask for, as vLLM's flag (repeat for aliases; the first is reported); default: --model",
+)
 @click.option("--speed", type=float, default=1.0, show_default=True, help="divide every delay by this (10 = ten times faster)")
 @click.option("--block-size", type=int, default=16, show_default=True, help="GPU block size in tokens")
 @click.option("--chunk-size", type=int, default=256, show_default=True, help="CPU chunk size in tokens")
@@ -41,16 +46,27 @@ _FLAGS = {
 )
 @kv_events_options
 def command(
-    host: str, port: int, gpu_tokens: int, cpu_gb: float, no_cpu_tier: bool, model: str, speed: float,
+    host: str, port: int, gpu_tokens: int, cpu_gb: float, no_cpu_tier: bool, model: str,
+    served_model_name: tuple[str, ...], speed: float,
     block_size: int, chunk_size: int, max_model_len: int | None, enable_prompt_tokens_details: bool,
     costs_file: Path | None, kv_events: str | None, kv_events_replay: str | None, kv_events_topic: str,
 ) -> None:
-    """Serve /v1/models, /v1/completions, /tokenize, /health and /metrics like vLLM (with LMCache unless
-    --no-cpu-tier), with TTFTs from the cost model. Prefills are served one at a time (no batching);
-    a prompt is tokenized one token per whitespace-separated word."""
+    """Serve vLLM's OpenAI API (/v1/models, /v1/completions, /v1/chat/completions, /tokenize, /detokenize,
+    /health, /ping, /version, /metrics) like vLLM (with LMCache unless --no-cpu-tier), with TTFTs from the
+    cost model.
+
+    \b
+    Prefills do not batch: one runs at a time, in arrival order. A request's
+    first token is due when its own prefill starts (on arrival, or when the
+    prefill before it ends) + its modelled TTFT / --speed: time queued behind
+    other prefills adds to its TTFT, the emulator's own processing does not.
+    Decoding (5 ms / --speed a token) overlaps other requests' prefills.
+    A prompt is one token per whitespace-separated word; chat messages are
+    rendered with ChatML (<|im_start|>role ... <|im_end|>)."""
     try:
         config = EmulatorConfig(
             gpu_tokens=gpu_tokens, cpu_gb=None if no_cpu_tier else cpu_gb, model=model, speed=speed,
+            served_model_name=served_model_name or None,
             block_size=block_size, chunk_size=chunk_size, max_model_len=max_model_len,
             prompt_tokens_details=enable_prompt_tokens_details,
             costs=load_costs(costs_file) if costs_file is not None else None,

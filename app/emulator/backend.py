@@ -1,14 +1,21 @@
 """The emulator's engine room: one simulator ``Engine``, vLLM's counters, and prefills served one at a time.
 
-The emulator does not batch: a lock lets one prefill run at a time, and a
-request that arrives meanwhile waits its turn (its TTFT includes the wait, as
-on a server that is busy). The counters move exactly as vLLM v1's do:
+Prefills do not batch: they run one at a time, in the order requests reach
+the engine, on a schedule kept as times rather than a lock. A request's
+prefill starts when it arrived or when the prefill before it ends, whichever
+is later, and its first token is due at that start + its modelled TTFT /
+speed. Time queued behind another prefill is added to its TTFT (as on a busy
+server); the emulator's own processing time (reading the body, tokenizing,
+hashing) is not, because the deadline is counted from arrival, not from when
+that work ends. Decodes of earlier requests go on meanwhile (they do not
+delay a prefill). The counters move exactly as vLLM v1's do:
 
 - ``prefix_cache_queries`` += prompt tokens, ``prefix_cache_hits`` += GPU hit
   tokens (vLLM's ``KVCacheManager`` prefix-cache stats);
 - with a CPU tier, ``external_prefix_cache_queries`` += prompt tokens minus the
   GPU hit (what vLLM asks its KV connector for) and
-  ``external_prefix_cache_hits`` += tokens loaded from CPU.
+  ``external_prefix_cache_hits`` += tokens loaded from CPU; without one both
+  stay 0 (vLLM exports them whether or not a connector is configured).
 
 ``/metrics`` renders these same numbers, so an outside observer's deltas equal
 the engine's records.
@@ -34,6 +41,8 @@ TTFT_BUCKETS_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
     80.0, 160.0, 640.0, 2560.0,
 )
+# How much earlier than due a timer is set, the rest being waited by yielding (see sleep_until).
+TIMER_SLACK_S = 0.0015
 # Records kept for /kvscope/emulator; older ones are dropped so a long-running emulator stays small.
 KEPT_RECORDS = 10_000
 
@@ -68,7 +77,8 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class Prefill:
-    """One served prefill: where its prompt came from, the model's TTFT and the delay actually applied."""
+    """One served prefill: where its prompt came from, the model's TTFT, its delay (TTFT / speed) and the time it
+    queued behind other prefills before its own began."""
 
     seq: int
     prompt_tokens: int
@@ -78,14 +88,37 @@ class Prefill:
     ttft_ms: float
     delay_ms: float
     alloc_blocks: int
+    queued_ms: float
+    arrived: float
+    started: float
+    due: float
 
     @property
     def cached_tokens(self) -> int:
         """vLLM's ``num_cached_tokens``: local and external hits."""
         return self.gpu_hit_tokens + self.cpu_hit_tokens
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "alloc_blocks"}
+    def to_dict(self, epoch: float) -> dict[str, Any]:
+        """The record as ``/kvscope/emulator`` shows it; its prefill's start and due times in ms since ``epoch``."""
+        hidden = ("alloc_blocks", "arrived", "started", "due")  # internal: perf_counter seconds
+        out = {k: v for k, v in asdict(self).items() if k not in hidden}
+        out["start_ms"] = round((self.started - epoch) * 1000, 3)
+        out["due_ms"] = round((self.due - epoch) * 1000, 3)
+        return out
+
+
+async def sleep_until(due: float) -> None:
+    """Wait until ``time.perf_counter()`` reaches ``due``, to a fraction of a millisecond.
+
+    The event loop wakes a timer up to a millisecond late (epoll counts whole
+    milliseconds, rounded up), which at ``--speed 20`` is a third of a short
+    prefill: sleep until just before, then yield to other tasks until due.
+    """
+    coarse_s = due - time.perf_counter() - TIMER_SLACK_S
+    if coarse_s > 0:
+        await asyncio.sleep(coarse_s)
+    while time.perf_counter() < due:
+        await asyncio.sleep(0)
 
 
 class Backend:
@@ -100,10 +133,13 @@ class Backend:
         self.records: deque[Prefill] = deque(maxlen=KEPT_RECORDS)
         self.blocks_in_use = 0
         self.running = 0
-        self._lock = asyncio.Lock()
         self._seq = 0
         # Set by ``kvscope emulate --kv-events``: publishes what each prefill did to the tiers.
         self.kv_events: KvEventsBridge | None = None
+        self.epoch = time.perf_counter()  # records give their prefills' times from here
+        # When the prefill now scheduled last ends (perf_counter seconds); the next one starts no earlier.
+        self._prefill_free_at = 0.0
+        self._in_flight: list[Prefill] = []
 
     @property
     def has_cpu_tier(self) -> bool:
@@ -114,42 +150,51 @@ class Backend:
         """vLLM's ``kv_cache_usage_perc``: blocks held by running requests over all blocks (0 when idle)."""
         return self.blocks_in_use / self.config.num_gpu_blocks
 
-    async def prefill(self, tokens: list[int], arrived: float) -> Prefill:
-        """Look the prompt up in the tiers, then wait until its TTFT (scaled) has passed since ``arrived``.
+    def schedule(self, tokens: list[int], arrived: float) -> Prefill:
+        """Look the prompt up in the tiers and give its prefill its turn: due at its start + TTFT / speed.
 
-        ``arrived`` is ``time.perf_counter()`` when the request came in: the time
-        spent tokenizing, hashing and waiting for the lock is part of the TTFT,
-        not added to it.
+        ``arrived`` is ``time.perf_counter()`` when the request came in. Nothing
+        here awaits, so requests take their turns atomically, in the order they
+        reach it; the caller then ``wait``s for the prefill (or ``release``s it).
         """
-        async with self._lock:
-            request = request_for_tokens(tokens, self.units, seq=self._seq)
-            self._seq += 1
-            record, _ = self.engine.process(request, emit=False)
-            if self.kv_events is not None:
-                self.kv_events.publish(request, tokens, record.gpu_hit_tokens)
-            # The engine keeps every record for whole-run summaries; a server does not need them.
-            self.engine.records.clear()
-            prefill = Prefill(
-                record.seq, record.prompt_tokens, record.gpu_hit_tokens, record.cpu_hit_tokens, record.computed_tokens,
-                record.ttft_ms, round(record.ttft_ms / self.config.speed, 3), request.alloc_blocks,
-            )
-            self._count(prefill)
-            self.blocks_in_use += prefill.alloc_blocks
-            self.running += 1
-            remaining_s = prefill.delay_ms / 1000 - (time.perf_counter() - arrived)
-            try:
-                if remaining_s > 0:
-                    await asyncio.sleep(remaining_s)
-            except BaseException:
-                self.release(prefill)
-                raise
-            self.counters.observe_ttft(time.perf_counter() - arrived)
-            return prefill
+        request = request_for_tokens(tokens, self.units, seq=self._seq)
+        self._seq += 1
+        record, _ = self.engine.process(request, emit=False)
+        if self.kv_events is not None:
+            self.kv_events.publish(request, tokens, record.gpu_hit_tokens)
+        # The engine keeps every record for whole-run summaries; a server does not need them.
+        self.engine.records.clear()
+        delay_s = record.ttft_ms / self.config.speed / 1000
+        start = max(arrived, self._prefill_free_at)
+        due = start + delay_s
+        self._prefill_free_at = due
+        prefill = Prefill(
+            record.seq, record.prompt_tokens, record.gpu_hit_tokens, record.cpu_hit_tokens, record.computed_tokens,
+            record.ttft_ms, round(delay_s * 1000, 3), request.alloc_blocks, round((start - arrived) * 1000, 3),
+            arrived, start, due,
+        )
+        self._count(prefill)
+        self.blocks_in_use += prefill.alloc_blocks
+        self.running += 1
+        self._in_flight.append(prefill)
+        return prefill
+
+    async def wait(self, prefill: Prefill) -> None:
+        """Until the prefill's first token is due; counted in the TTFT histogram then."""
+        await sleep_until(prefill.due)
+        self.counters.observe_ttft(time.perf_counter() - prefill.arrived)
+
+    @property
+    def waiting(self) -> int:
+        """Requests whose prefill has not started yet (vLLM's ``num_requests_waiting``)."""
+        now = time.perf_counter()
+        return sum(1 for p in self._in_flight if p.started > now)
 
     def release(self, prefill: Prefill) -> None:
         """The request ended (finished or abandoned): its blocks no longer count as in use."""
         self.blocks_in_use -= prefill.alloc_blocks
         self.running -= 1
+        self._in_flight.remove(prefill)
 
     def finish(self, prefill: Prefill, generated_tokens: int) -> None:
         """The request's last token was sent."""
@@ -179,9 +224,10 @@ class Backend:
             "chunk_size": cfg.chunk_size,
             "gpu_tokens": cfg.gpu_tokens,
             "num_gpu_blocks": cfg.num_gpu_blocks,
+            "cpu_gb": cfg.cpu_gb,
             "cpu_tokens": cfg.cpu_tokens,
             "max_model_len": cfg.context_tokens,
             "costs": self.engine.costs.model_dump(mode="json"),
             "counters": self.counters.to_dict(),
-            "requests": [p.to_dict() for p in self.records],
+            "requests": [p.to_dict(self.epoch) for p in self.records],
         }

@@ -23,6 +23,9 @@ class EmulatorConfig(BaseModel):
     block_size: int = Field(default=16, ge=1, le=4096, description="GPU block size in tokens")
     chunk_size: int = Field(default=256, ge=1, le=65_536, description="CPU chunk size in tokens")
     max_model_len: int | None = Field(default=None, ge=2, le=MAX_GPU_TOKENS, description="longest prompt + completion; default: what the GPU holds")
+    served_model_name: tuple[str, ...] | None = Field(
+        default=None, description="names clients may ask for (vLLM's --served-model-name); the first is reported; default: model"
+    )
     prompt_tokens_details: bool = Field(default=False, description="report usage.prompt_tokens_details.cached_tokens")
     costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")
 
@@ -46,6 +49,17 @@ class EmulatorConfig(BaseModel):
         if self.cpu_tokens == 0:
             raise ValueError(f"cpu_gb ({self.cpu_gb}) holds no token of {self.model}'s KV")
         return self
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and (not value or any(not name.strip() for name in value)):
+            raise ValueError("served model names must be non-empty")
+        return value
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        return self.served_model_name or (self.model,)
 
     @property
     def num_gpu_blocks(self) -> int:

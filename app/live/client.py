@@ -39,6 +39,7 @@ class TargetInfo:
     num_gpu_blocks: int | None = None
     has_counters: bool = False
     has_external_counters: bool = False
+    offload: prom.Offload = field(default_factory=lambda: prom.Offload(None, None))
     emulator: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -48,6 +49,14 @@ class TargetInfo:
         if self.block_size is None or self.num_gpu_blocks is None:
             return None
         return self.block_size * self.num_gpu_blocks
+
+    @property
+    def cpu_tier_label(self) -> str | None:
+        """What the server says about its CPU tier: the emulator exactly, vLLM through its cache config labels."""
+        if self.emulator is not None:
+            gb = self.emulator.get("cpu_gb")
+            return f"lmcache, {gb:g} GiB" if isinstance(gb, int | float) else "none"
+        return self.offload.describe()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +69,7 @@ class TargetInfo:
             "capacity_tokens": self.capacity_tokens,
             "metrics": self.has_counters,
             "external_metrics": self.has_external_counters,
+            "cpu_tier": self.cpu_tier_label,
             "emulator": self.emulator is not None,
             "warnings": list(self.warnings),
         }
@@ -142,6 +152,7 @@ class VllmClient:
         if config is not None:
             info.block_size = _int(config.get("block_size"))
             info.num_gpu_blocks = _int(config.get("num_gpu_blocks"))
+        info.offload = prom.Offload.read(config)
         if info.capacity_tokens is None:
             info.warnings.append(
                 "/metrics has no vllm:cache_config_info with block_size and num_gpu_blocks: "

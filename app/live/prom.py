@@ -74,6 +74,45 @@ def info_labels(samples: list[Sample], name: str = CACHE_CONFIG) -> dict[str, st
 
 
 @dataclass(frozen=True, slots=True)
+class Offload:
+    """KV offloading as ``vllm:cache_config_info`` reports it (vLLM's ``CacheConfig.metrics_info``: every field).
+
+    vllm/config/cache.py: ``kv_offloading_size`` (GiB; None: no offloading) and
+    ``kv_offloading_backend`` (``native`` or ``lmcache``); vllm/config/vllm.py
+    ``_post_init_kv_transfer_config`` turns them into the KV connector. A
+    connector given directly with ``--kv-transfer-config`` is not among these
+    labels, so "no size" means "not configured through the cache config", not
+    "no CPU tier": ``configured`` is None when the labels do not say.
+    """
+
+    backend: str | None
+    size_gb: float | None
+
+    @property
+    def configured(self) -> bool | None:
+        return True if self.size_gb is not None else None
+
+    @classmethod
+    def read(cls, labels: dict[str, str] | None) -> Offload:
+        if not labels:
+            return cls(None, None)
+        size = labels.get("kv_offloading_size")
+        try:
+            size_gb = float(size) if size not in (None, "", "None") else None
+        except ValueError:
+            size_gb = None
+        if size_gb is not None and not (math.isfinite(size_gb) and size_gb > 0):
+            size_gb = None
+        return cls(labels.get("kv_offloading_backend") if size_gb is not None else None, size_gb)
+
+    def describe(self) -> str | None:
+        """E.g. ``lmcache, 1.5 GiB``; None when the labels say nothing."""
+        if self.size_gb is None:
+            return None
+        return f"{self.backend or 'native'}, {self.size_gb:g} GiB"
+
+
+@dataclass(frozen=True, slots=True)
 class CacheCounters:
     """One reading of the cache counters, in tokens; None for a counter the server does not expose."""
 

@@ -1,9 +1,13 @@
 """The shadow simulation of a live target: the same scenario, simulated with what the server says about itself.
 
 The GPU tier takes the server's ``num_gpu_blocks x block_size`` from
-``vllm:cache_config_info``. vLLM's metrics cannot tell whether LMCache is
-attached or how big its CPU tier is, so a target has a CPU tier when its name
-says so (``gpu+cpu``), sized by the scenario. ``kvscope emulate`` says exactly
+``vllm:cache_config_info``. A CPU tier is taken from the connector
+configuration vLLM reports there (``kv_offloading_size`` GiB, when offloading
+is configured through ``--kv-offloading-size``). A connector given with
+``--kv-transfer-config`` is not reported, so otherwise a target has a CPU tier
+when its name says so (``gpu+cpu``), sized by the scenario. The external
+prefix counters' presence says nothing: vLLM exports them (as 0) without a
+connector too. ``kvscope emulate`` says exactly
 what it emulates (``/kvscope/emulator``): its GPU, CPU and chunk sizes, its
 cost model and its speed, so the shadow predicts its TTFTs at its own scale.
 """
@@ -37,6 +41,9 @@ def shadow_scenario(base: Scenario, target: Target, info: TargetInfo) -> Scenari
     if emulator is not None:
         changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
         changes.update(cpu_tokens=emulator.get("cpu_tokens"), chunk_size=emulator.get("chunk_size", base.chunk_size))
+    elif info.offload.configured:
+        changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
+        changes.update(cpu_gb=info.offload.size_gb)
     elif not target.has_cpu_tier_name:
         changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
     else:

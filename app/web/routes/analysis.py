@@ -23,8 +23,10 @@ from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_t
 from sim import measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
-from sim.longdocqa import REPEAT_MODES, parse_run
+from sim.longdocqa import REPEAT_MODES, Failure, parse_run
+from sim.longdocqa import Run as LongDocQaRun
 from sim.measurements import Measurement, MeasurementError
+from sim.readers import MeasurementSet, read_measurements
 from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
 from sim.whatif import compare
 
@@ -54,9 +56,12 @@ class SizeInput(BaseModel):
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=100_000, description="GPU memory left for KV cache, GiB")
 
 
-def _measurement_rows(name: str, text: str) -> list[Measurement]:
+def _measurement_set(name: str, text: str) -> MeasurementSet:
+    """An uploaded file of either kind (kvscope's or a long_doc_qa round, told apart by its columns)."""
     try:
-        return measurements.parse_text(text, jsonl=name.endswith(".jsonl") or text.lstrip().startswith("{"))
+        if name.endswith(".jsonl"):
+            return MeasurementSet(measurements.parse_text(text, jsonl=True), "kvscope")
+        return read_measurements(text if "\n" in text else text + "\n", name=name)
     except MeasurementError as exc:
         raise Problem("file", f"{name}: {exc}") from None
 
@@ -84,8 +89,8 @@ def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
 # -- views -------------------------------------------------------------------
 
 
-def measurements_view(rows: list[Measurement], baseline: str) -> dict[str, Any]:
-    """The seed-style table of the rows and the per-request series for the chart."""
+def measurements_view(rows: list[Measurement], baseline: str, failures: list[Failure] | None = None) -> dict[str, Any]:
+    """The seed-style table of the rows, the failed requests left out of it, and the per-request series for the chart."""
     report = measurements.analyze(rows, baseline)
     configs = list(dict.fromkeys(r.config for r in rows))
     shown = rows[:MAX_CHART_REQUESTS]
@@ -103,6 +108,7 @@ def measurements_view(rows: list[Measurement], baseline: str) -> dict[str, Any]:
         "configs": configs,
         "baseline": baseline,
         "requests": len(rows),
+        "failures": [f.to_dict() for f in failures or []],
         "chart": {"series": series, "truncated": len(rows) > len(shown)},
     }
 
@@ -129,21 +135,26 @@ def router(*, web: Web) -> APIRouter:
         values = form_values(form)
         try:
             rows: list[Measurement] = []
+            failures: list[Failure] = []
             upload = await upload_text(form.get("file"), "file")  # type: ignore[arg-type]
             if upload is not None:
-                rows += _measurement_rows(*upload)
+                found = _measurement_set(*upload)
+                rows += found.rows
+                failures += found.failures
             warmup = await upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
             query = await upload_text(form.get("query"), "query")  # type: ignore[arg-type]
             if (warmup is None) != (query is None):
                 raise Problem("query" if query is None else "warmup", "a long_doc_qa run needs both warmup_round.csv and query_round.csv")
             if warmup is not None and query is not None:
-                rows += _long_doc_qa_rows(values, warmup, query)
+                run = _long_doc_qa_run(values, warmup, query)
+                rows += run.rows
+                failures += run.failures
             if not rows:
                 raise Problem("file", "choose a measurement file, or a long_doc_qa run's two files")
         except Problem as exc:
             return problem(request, exc)
         baseline = values.get("baseline", "").strip() or "gpu"
-        return render(request, "analysis/measurements.html", view=measurements_view(rows, baseline))
+        return render(request, "analysis/measurements.html", view=measurements_view(rows, baseline, failures))
 
     @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
     async def capacity_panel(request: Request) -> HTMLResponse:
@@ -184,7 +195,7 @@ def router(*, web: Web) -> APIRouter:
 
     @routes.post("/api/analyze", summary="Analyze a measurement file", response_class=JSONResponse)
     async def analyze_route(
-        file: Annotated[UploadFile, Form(description="a per-request measurement file, CSV or JSONL")],
+        file: Annotated[UploadFile, Form(description="a per-request measurement file, CSV or JSONL, or a long_doc_qa round CSV")],
         baseline: Annotated[str, Form(description="configuration the speed-ups are measured against")] = "gpu",
     ) -> JSONResponse:
         """``kvscope analyze FILE --json``: ``cells`` (n, p50, mean, p90 per configuration and pass), ``speedups``
@@ -194,10 +205,10 @@ def router(*, web: Web) -> APIRouter:
             upload = await upload_text(file, "file")
             if upload is None:
                 raise Problem("file", "no file was uploaded")
-            rows = _measurement_rows(*upload)
+            found = _measurement_set(*upload)
         except Problem as exc:
             raise exc.for_body() from None
-        return JSONResponse(measurements.analyze(rows, baseline))
+        return JSONResponse({**measurements.analyze(found.rows, baseline), "failures": found.failures_json()})
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
     def capacity_route(body: CapacityInput) -> JSONResponse:
@@ -234,7 +245,7 @@ def router(*, web: Web) -> APIRouter:
     return routes
 
 
-def _long_doc_qa_rows(values: dict[str, str], warmup: tuple[str, str], query: tuple[str, str]) -> list[Measurement]:
+def _long_doc_qa_run(values: dict[str, str], warmup: tuple[str, str], query: tuple[str, str]) -> LongDocQaRun:
     mode = values.get("repeat_mode", "")
     if mode not in REPEAT_MODES:
         raise Problem("repeat_mode", f"choose the run's repeat mode: {', '.join(REPEAT_MODES)}")

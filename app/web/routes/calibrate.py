@@ -24,6 +24,7 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
 from sim.calibrate import SAMPLE_COEFFICIENTS, Calibration, calibrate_text, parse_profile
+from sim.identify import Identifiability
 from sim.costs import CostModel
 from sim.measurements import MeasurementError
 from sim.scenario import Scenario
@@ -46,6 +47,8 @@ class Constant:
     value: float
     meaning: str
     undetermined: bool = False  # the data says nothing about it: left at 0, or the disk cost derived from the CPU's
+    std_error: float | None = None  # one standard error, when the fit determines the constant
+    confounded: tuple[str, ...] | None = None  # the data fix only its combination with these (not determined)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +63,24 @@ class CalibrationView:
     costs: CostsChoice
 
     @property
+    def identifiability_warnings(self) -> list[str]:
+        identified = self.calibration.identifiability
+        return identified.warnings() if identified is not None else []
+
+    @property
     def fitted(self) -> str:
         c = self.calibration
         return f"{c.requests:,} requests" if c.requests else f"{len(c.cells)} cells"
 
 
-def constants(costs: CostModel, undetermined: tuple[str, ...] = ()) -> list[Constant]:
+def constants(costs: CostModel, undetermined: tuple[str, ...] = (), identified: Identifiability | None = None) -> list[Constant]:
     fields = CostModel.model_fields
-    return [Constant(n, getattr(costs, n), fields[n].description or "", n in undetermined) for n in SAMPLE_COEFFICIENTS]
+    out = []
+    for n in SAMPLE_COEFFICIENTS:
+        se = identified.std_errors.get(n) if identified is not None else None
+        confounded = identified.confounded.get(n) if identified is not None else None
+        out.append(Constant(n, getattr(costs, n), fields[n].description or "", n in undetermined, se, confounded))
+    return out
 
 
 def costs_choice(costs: CostModel, label: str) -> CostsChoice:
@@ -79,7 +92,7 @@ def calibration_view(name: str, calibration: Calibration) -> CalibrationView:
     return CalibrationView(
         name=name,
         calibration=calibration,
-        constants=constants(calibration.costs, calibration.undetermined),
+        constants=constants(calibration.costs, calibration.undetermined, calibration.identifiability),
         profile_text=profile_text(calibration.profile()),
         download_name=profile_name(name),
         costs=costs_choice(calibration.costs, label),
@@ -97,7 +110,7 @@ async def _required_upload(file: Any, field: str, missing: str) -> tuple[str, st
 async def _calibrate(name: str, text: str, scenario: Scenario) -> Calibration:
     """The CLI's fit, off the event loop (re-simulating a large scenario takes a while); errors name the file."""
     try:
-        return await run_in_threadpool(calibrate_text, text, scenario, name.endswith(".jsonl"))
+        return await run_in_threadpool(calibrate_text, text, scenario, name.endswith(".jsonl"), name)
     except MeasurementError as exc:
         raise Problem("file", f"{name}: {exc}") from None
     except ValueError as exc:  # e.g. the data cannot tell two costs apart
@@ -166,7 +179,7 @@ def router(*, web: Web) -> APIRouter:
     @routes.post("/api/calibrate", summary="Fit the cost model to a measurement file", response_class=JSONResponse)
     async def calibrate_route(
         request: Request,
-        file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL), or a table of p50_ms and mean_ms per cell")],
+        file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL), a long_doc_qa round CSV, or a table of p50_ms and mean_ms per cell")],
     ) -> JSONResponse:
         """``kvscope calibrate FILE --json``: the cost profile (``costs`` and ``fit``) that ``simulate --costs`` and
         ``serve --costs`` read. The other form fields are the scenario the run used, as ``/api/simulate``'s body

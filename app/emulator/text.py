@@ -1,0 +1,98 @@
+"""The emulator's text: its chat template, the words behind ``/detokenize``, and what an emulated completion says.
+
+The tokenizer counts one token per whitespace-separated word
+(``sim.prompt_keys.tokenize``). Chat messages are rendered with ChatML, the
+template of the Qwen2.5 models the emulator sizes its KV by, without a
+default system message::
+
+    <|im_start|>{role}\\n{content}<|im_end|>\\n        (each message)
+    <|im_start|>assistant\\n                           (the generation prompt)
+
+so a lone user message of W words is W + 2 tokens with the generation prompt
+(``<|im_start|>user`` and ``<|im_start|>assistant`` are words of their own;
+``<|im_end|>`` sticks to the last word of the message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.emulator.protocol import ChatMessage
+from sim.prompt_keys import token_id, tokenize
+
+# The words an emulated completion is made of (it has no model to say anything).
+WORDS = ("the", "cached", "prefix", "is", "served", "from", "the", "tier", "that", "holds", "it")
+# Words remembered for /detokenize; past this many, new words are not remembered (ids print as <id>).
+MAX_VOCABULARY = 200_000
+
+
+def render_chat(messages: Sequence[ChatMessage], add_generation_prompt: bool = True, continue_final: bool = False) -> str:
+    """The prompt text of a conversation (see the module docstring)."""
+    parts = []
+    for i, message in enumerate(messages):
+        last = i == len(messages) - 1
+        end = "" if continue_final and last else "<|im_end|>\n"
+        parts.append(f"<|im_start|>{message.role}\n{message.text}{end}")
+    if add_generation_prompt:
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+class Vocabulary:
+    """Token id -> word, for the words the emulator has tokenized (its tokenizer cannot be inverted otherwise)."""
+
+    def __init__(self) -> None:
+        self._words: dict[int, str] = {token_id(w): w for w in WORDS}
+
+    def tokenize(self, text: str) -> list[int]:
+        words = text.split()
+        ids = tokenize(text)
+        if len(self._words) < MAX_VOCABULARY:
+            self._words.update(zip(ids, words, strict=True))
+        return ids
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """Words joined by spaces; an id never seen prints as ``<id>``."""
+        return " ".join(self._words.get(i, f"<{i}>") for i in ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One emulated completion: its pieces (one per token), why it ended, and the stop string that ended it."""
+
+    pieces: tuple[str, ...]
+    finish_reason: str
+    stop_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+
+def generate(max_tokens: int, stops: Sequence[str] = (), include_stop: bool = False) -> Output:
+    """``max_tokens`` words, or fewer when a stop string appears: vLLM then ends the text before the stop string
+    (after it with ``include_stop_str_in_output``) with ``finish_reason`` "stop" and ``stop_reason`` the string."""
+    pieces: list[str] = []
+    text = ""
+    for i in range(max_tokens):
+        piece = " " + WORDS[i % len(WORDS)]
+        pieces.append(piece)
+        searched_from = max(0, len(text) - max((len(s) for s in stops), default=0) + 1)
+        text += piece
+        found = [(at, stop) for stop in stops if (at := text.find(stop, searched_from)) >= 0]
+        if found:
+            at, stop = min(found)
+            return Output(_cut(pieces, at + len(stop) if include_stop else at), "stop", stop)
+    return Output(tuple(pieces), "length")
+
+
+def _cut(pieces: list[str], length: int) -> tuple[str, ...]:
+    """The pieces' text cut to ``length`` characters, keeping one piece per token generated (the last may be
+    empty: the token that completed the stop string was generated, though none of it is shown)."""
+    out: list[str] = []
+    used = 0
+    for piece in pieces:
+        out.append(piece[: max(0, length - used)])
+        used += len(piece)
+    return tuple(out)
