@@ -40,6 +40,9 @@ class ChunkStore:
         self.doc_tokens: dict[int, int] = {}
         # When a list, (stored?, key) for every chunk stored or evicted, in order (a KV event publisher reads it).
         self.journal: list[tuple[bool, int]] | None = None
+        # An observer's (sim.explain): key -> the seq whose store evicted it last; the observer sets the seq.
+        self.eviction_log: dict[int, int] | None = None
+        self.eviction_seq = -1
 
     def __contains__(self, key: int) -> bool:
         return key in self.chunks
@@ -62,6 +65,7 @@ class ChunkStore:
         from_back = self.policy == "mru"
         used = self.used_tokens
         journal = self.journal
+        log, seq = self.eviction_log, self.eviction_seq
         added: dict[int, int] = {}
         for key, chunk in items:
             tokens = chunk[TOKENS]
@@ -71,6 +75,8 @@ class ChunkStore:
                 old_key, old = chunks.popitem(last=from_back)
                 if journal is not None:
                     journal.append((False, old_key))
+                if log is not None:
+                    log[old_key] = seq
                 used -= old[TOKENS]
                 doc_tokens[old[DOC]] -= old[TOKENS]
                 evicted.append(old)

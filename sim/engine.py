@@ -9,7 +9,7 @@ This loop is written once; tiers and their policies plug into it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -70,9 +70,14 @@ class RequestRecord:
     ttft_ms: float
     source: str
     evicted: list[dict[str, Any]] = field(default_factory=list)
+    # Why tokens missed (sim.explain), set by an attached observer: cause -> tokens, and evicted detail.
+    gpu_miss: dict[str, int] | None = None
+    computed: dict[str, int] | None = None
+    evicted_misses: list[dict[str, Any]] | None = None
+    infinite_hit_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "seq": self.seq,
             "pass": self.pass_,
             "order": self.order,
@@ -87,6 +92,12 @@ class RequestRecord:
             "source": self.source,
             "evicted": self.evicted,
         }
+        if self.gpu_miss is not None:
+            data.update(
+                gpu_miss=self.gpu_miss, computed=self.computed, evicted_misses=self.evicted_misses,
+                infinite_hit_tokens=self.infinite_hit_tokens,
+            )
+        return data
 
 
 def _source(gpu: int, cpu: int, disk: int, computed: int) -> str:
@@ -162,6 +173,7 @@ class Engine:
         )
         self.records: list[RequestRecord] = []
         self.future: Future | None = None  # set by plan() for a policy that looks ahead (Belady)
+        self.observer: Callable[[Request, RequestRecord], None] | None = None  # sees each record (sim.explain)
 
     def plan(self, requests: list[Request]) -> None:
         """Give a look-ahead policy the whole request list; the other policies need nothing."""
@@ -216,6 +228,8 @@ class Engine:
             written, ttft, source, evicted,
         )
         self.records.append(record)
+        if self.observer is not None:
+            self.observer(req, record)
         if not emit:
             return record, []
         return record, self._events(req, record, ext, stored_gpu, stored_cpu, stored_disk)

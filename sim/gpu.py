@@ -46,6 +46,9 @@ class GpuBlockPool:
         self.cached: dict[int, int] = {}
         self._copies: dict[int, list[int]] = {}
         self.doc_blocks: dict[int, int] = {}
+        # An observer's (sim.explain): hash -> the seq whose allocation evicted it last; the observer sets the seq.
+        self.eviction_log: dict[int, int] | None = None
+        self.eviction_seq = -1
         self.policy = policy
         # When a list, every hash a reused block dropped is appended, copies too (a KV event publisher reads it).
         self.dropped_keys: list[int] | None = None
@@ -81,6 +84,7 @@ class GpuBlockPool:
         block_hash, block_doc, block_pos = self.block_hash, self.block_doc, self.block_pos
         cached, copies, doc_blocks = self.cached, self._copies, self.doc_blocks
         dropped = self.dropped_keys
+        log, seq = self.eviction_log, self.eviction_seq
         # The hot loop of a cache that is too small: kept inline, one pass per block.
         for block_id in block_ids:
             key = block_hash[block_id]
@@ -93,6 +97,8 @@ class GpuBlockPool:
                 self._drop_copy(key, block_id)
                 continue
             del cached[key]
+            if log is not None:
+                log[key] = seq
             doc, pos = block_doc[block_id], block_pos[block_id]
             doc_blocks[doc] -= 1
             seen = evictions.get(doc)
