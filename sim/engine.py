@@ -53,6 +53,10 @@ class TierSpec:
     gpu_policy: GpuPolicy = "lru"
 
 
+# A request's misses by cause (sim.explain): gpu_miss, computed, evicted detail, infinite-cache hit.
+Explanation = tuple[dict[str, int], dict[str, int], list[dict[str, Any]], int]
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """What happened to one request: where its prompt tokens came from and its TTFT."""
@@ -173,7 +177,8 @@ class Engine:
         )
         self.records: list[RequestRecord] = []
         self.future: Future | None = None  # set by plan() for a policy that looks ahead (Belady)
-        self.observer: Callable[[Request, RequestRecord], None] | None = None  # sees each record (sim.explain)
+        # Sees each request at lookup time, before anything is evicted for it (sim.explain).
+        self.observer: Callable[[Request, int, int], Explanation] | None = None
 
     def plan(self, requests: list[Request]) -> None:
         """Give a look-ahead policy the whole request list; the other policies need nothing."""
@@ -209,6 +214,7 @@ class Engine:
         ext = self._lookup_external(req, gpu_hit)
         hit_end = max(gpu_hit, ext.aligned)
         computed = n - hit_end
+        explained = self.observer(req, gpu_hit, hit_end) if self.observer is not None else None  # at lookup time
 
         evictions: Evictions = {}
         new_blocks = gpu.allocate(req.alloc_blocks - len(hit_blocks), evictions)
@@ -227,9 +233,9 @@ class Engine:
             req.seq, req.pass_, req.order, req.doc, n, gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed,
             written, ttft, source, evicted,
         )
+        if explained is not None:
+            record.gpu_miss, record.computed, record.evicted_misses, record.infinite_hit_tokens = explained
         self.records.append(record)
-        if self.observer is not None:
-            self.observer(req, record)
         if not emit:
             return record, []
         return record, self._events(req, record, ext, stored_gpu, stored_cpu, stored_disk)

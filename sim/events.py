@@ -150,6 +150,25 @@ class Ttft(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Explained(Event):
+    """Why a request's tokens missed (sim.explain): ``gpu_miss`` and ``computed`` map a cause to tokens.
+
+    Sent just before the request's ``ttft``. ``evicted`` lists, per tier, the
+    evicted tokens and the requests (``by``: seq, tokens) that evicted them;
+    ``infinite_hit_tokens`` is what tiers of unbounded size would have served.
+    """
+
+    kind: ClassVar[str] = "explain"
+    seq: int
+    pass_: int
+    doc: int
+    gpu_miss: dict[str, int]
+    computed: dict[str, int]
+    evicted: list[dict[str, Any]]
+    infinite_hit_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class PassDone(Event):
     """A pass finished: its summary as in the JSON result's ``passes``."""
 
@@ -226,5 +245,6 @@ class Divergence(Event):
 
 
 EVENT_KINDS = tuple(
-    cls.kind for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Ttft, PassDone, RunDone)
+    cls.kind
+    for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Explained, Ttft, PassDone, RunDone)
 )

@@ -28,6 +28,8 @@ from sim import compiled
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
+from sim.explain.observer import attach
+from sim.explain.summary import totals as explain_totals
 from sim.result import totals_of
 from sim.trace import Trace
 from sim.workload import SHARED_DOC, Request, Units
@@ -141,6 +143,7 @@ class ReplayOutcome:
         self.gpu_ev = (columns["gpu_ev_blocks"], columns["gpu_ev_first"], columns["gpu_ev_last"])
         self.cpu_ev = (columns["cpu_ev_tokens"], columns["cpu_ev_first"], columns["cpu_ev_last"])
         self.ttft_ms = array("d", map(self._ttft, self.computed, self.cpu_hit, self.stored))
+        self.explained: list[RequestRecord] | None = None  # the attributed records, when explained (sim.explain)
 
     def _ttft(self, computed: int, cpu: int, stored: int) -> float:
         return round(self.costs.ttft_ms(computed, cpu, 0, stored), 3)  # as Engine.process rounds it
@@ -180,16 +183,22 @@ class ReplayOutcome:
             gpu_ev = {SHARED_DOC: [ev_blocks, self.gpu_ev[1][i], self.gpu_ev[2][i]]} if ev_blocks else {}
             cpu_ev = {SHARED_DOC: [cpu_tokens, self.cpu_ev[1][i], self.cpu_ev[2][i]]} if cpu_tokens else {}
             evicted = evicted_entries(units, n, 0, 0, gpu_ev, [(CPU, cpu_ev)])
-        return RequestRecord(
+        rec = RequestRecord(
             i, 1, "trace", SHARED_DOC, n, gpu, cpu, 0, computed, stored, self.ttft_ms[i], _source(gpu, cpu, 0, computed),
             evicted,
         )
+        if self.explained is not None:
+            done = self.explained[i]
+            rec.gpu_miss, rec.computed, rec.evicted_misses = done.gpu_miss, done.computed, done.evicted_misses
+            rec.infinite_hit_tokens = done.infinite_hit_tokens
+        return rec
 
     def records(self) -> Iterator[RequestRecord]:
         return (self.record(i) for i in range(len(self)))
 
     def totals(self) -> dict[str, Any]:
-        return totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), 0, sum(self.computed))
+        out = totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), 0, sum(self.computed))
+        return {**out, **explain_totals(self.explained)} if self.explained is not None else out
 
     def block_counts(self) -> Iterator[tuple[int, int, int, int]]:
         """Per request, in blocks: (GPU lookups, GPU hits, CPU lookups, CPU hits)."""
@@ -245,25 +254,39 @@ class ReplayOutcome:
             yield row
 
 
-def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None) -> ReplayOutcome:
-    """Replay the trace: compiled when the tiers are ones the kernel reproduces and the trace is large enough."""
+def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, explain: bool = False) -> ReplayOutcome:
+    """Replay the trace: compiled when the tiers are ones the kernel reproduces and the trace is large enough.
+
+    ``explain`` gives each request its misses by cause (sim.explain), which only the Python engine tells.
+    """
     check_tiers(trace, tiers)
     costs = costs or default_costs()
     spec = tiers.spec(trace.block_tokens)
-    if compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
+    if not explain and compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
         table, distinct = compiled.replay_columns(
             trace.hash_ids, trace.offsets, trace.input_tokens, trace.block_tokens, tiers.gpu_blocks + 1,
             tiers.chunk_blocks, spec.cpu_tokens or 0,
         )
         trace.counted_distinct(distinct)
         return ReplayOutcome.from_kernel(trace, tiers, costs, table)
-    records = Engine(tiers.run, spec, costs).run_all(trace_requests(trace, tiers.chunk_blocks))
-    return ReplayOutcome.from_records(trace, tiers, costs, records)
+    engine = Engine(tiers.run, spec, costs)
+    if explain:
+        attach(engine)
+    records = engine.run_all(trace_requests(trace, tiers.chunk_blocks))
+    outcome = ReplayOutcome.from_records(trace, tiers, costs, records)
+    if explain:
+        outcome.explained = records
+    return outcome
 
 
-def replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, timeline_buckets: int = 50) -> dict[str, Any]:
-    """The whole replay as ``kvscope replay --json`` prints it: per-request records, per-tier totals, a timeline."""
-    outcome = run_replay(trace, tiers, costs)
+def replay(
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, timeline_buckets: int = 50, explain: bool = False
+) -> dict[str, Any]:
+    """The whole replay as ``kvscope replay --json`` prints it: per-request records, per-tier totals, a timeline.
+
+    ``explain`` adds each request's misses by cause and the infinite-cache bound to the totals (sim.explain).
+    """
+    outcome = run_replay(trace, tiers, costs, explain)
     return {
         **outcome.head(),
         "requests": list(outcome.request_rows()),

@@ -9,6 +9,10 @@ from typing import Any
 from sim.costs import default_costs
 from sim.engine import Engine, RequestRecord, TierSpec
 from sim.events import Event
+from sim.explain.capacity import fill_needs
+from sim.explain.observer import attach
+from sim.explain.stream import explained
+from sim.explain.summary import add_totals, needs, totals
 from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
 from sim.workload import Request, build_requests, units
@@ -29,33 +33,45 @@ def tier_spec(scenario: Scenario, run: str) -> TierSpec:
     )
 
 
-def engines(scenario: Scenario) -> list[Engine]:
+def engines(scenario: Scenario, explain: bool = False) -> list[Engine]:
+    """One engine per run; ``explain`` attaches an attributor (sim.explain) to each."""
     costs = scenario.costs or default_costs()
-    return [Engine(name, tier_spec(scenario, name), costs) for name in scenario.run_names]
+    out = [Engine(name, tier_spec(scenario, name), costs) for name in scenario.run_names]
+    if explain:
+        for engine in out:
+            attach(engine)
+    return out
 
 
-def simulate(scenario: Scenario) -> dict[str, Any]:
-    """The whole result as ``kvscope simulate --json`` prints it."""
+def simulate(scenario: Scenario, explain: bool = True, capacities: bool = False) -> dict[str, Any]:
+    """The whole result as ``kvscope simulate --json`` prints it.
+
+    ``explain`` adds each miss's cause (sim.explain); ``capacities`` also
+    finds, by re-simulation, the capacities at which evicted tokens would have hit.
+    """
     requests = build_requests(scenario)
     runs = []
-    for engine in engines(scenario):
+    for engine in engines(scenario, explain):
         records = engine.run_all(requests)
-        runs.append(
-            {
-                "name": engine.run,
-                "tiers": [asdict(t) for t in engine.tier_infos()],
-                "requests": [r.to_dict() for r in records],
-                "passes": pass_summaries(records),
-                "totals": run_totals(records),
-            }
+        run: dict[str, Any] = {"name": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()]}
+        if explain and capacities:
+            run["capacity_search"] = fill_needs(engine.spec, requests, records, engine.costs)
+            run["needs"] = needs(records)
+        run.update(
+            requests=[r.to_dict() for r in records],
+            passes=add_totals(pass_summaries(records), records),
+            totals={**run_totals(records), **totals(records)},
         )
+        runs.append(run)
     return {"scenario": scenario_summary(scenario), "runs": runs, "comparison": comparison(runs)}
 
 
-def stream(scenario: Scenario) -> Iterator[Event]:
+def stream(scenario: Scenario, explain: bool = True) -> Iterator[Event]:
     """Every run's events, interleaved request by request so that runs advance side by side."""
     requests = build_requests(scenario)
-    streams = [e.events(requests, scenario.docs, scenario.doc_tokens) for e in engines(scenario)]
+    streams = [
+        explained(e, e.events(requests, scenario.docs, scenario.doc_tokens)) for e in engines(scenario, explain)
+    ]
     pending = list(streams)
     buffers: list[list[Event]] = [[] for _ in streams]
     # Advance each run to the end of its next request (its ttft event), then the next run.

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from sim.engine import Engine
 from sim.events import CPU, DISK, GPU
-from sim.sweep import smallest
 
 if TYPE_CHECKING:
     from sim.costs import CostModel
@@ -98,6 +97,8 @@ def fill_needs(
     (``sim.explain.attach``). The policy ``belady`` looks ahead, so its runs
     replay every request; the others stop after the last request asked about.
     """
+    from sim.sweep import smallest  # sim.sweep imports sim.simulation, which imports this module
+
     by_tier: dict[str, list[dict[str, Any]]] = {}
     seq_of: dict[int, int] = {}
     for i, rec in enumerate(records):

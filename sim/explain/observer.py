@@ -1,17 +1,13 @@
 """Per-request attribution: an engine observer that gives every missed token one cause (sim.explain.causes).
 
-The observer sees each request after the engine served it, so it keeps, per
-tier, what it needs to know the tier's state at the request's lookup:
-
-- ``ever``: every key the tier has held (for the GPU, every full block of an
-  earlier request, since vLLM caches them all);
-- ``gone``: the keys evicted and not held again since, with the seq of the
-  request whose allocation or store evicted them (from the tier's
-  ``eviction_log``, which the engine's tiers fill while an observer is attached).
-
-A key of the request is then held at lookup iff it is in ``ever`` and not in
-``gone``. The state is updated after the attribution: this request's
-evictions enter ``gone``, and the keys it left cached leave it.
+The engine calls the observer at lookup time, before anything is evicted or
+stored for the request, so a tier's own map says what it holds (GPU
+``cached``, a chunk store's ``chunks``). What it cannot say is what it held
+before: each tier writes, while an observer is attached, its
+``eviction_log``: key -> seq of the request whose allocation or store
+evicted it last. So a missed unit is
+``chain-broken`` if the tier holds it, else ``evicted`` if it is in ``gone``,
+else ``first-seen``.
 
 The GPU map covers ``[gpu_hit, prompt)`` in blocks; the ``computed`` map covers
 ``[hit_end, prompt)``: for a GPU-only run it is the GPU map, otherwise the
@@ -23,6 +19,11 @@ The infinite-cache bound: a tier of unbounded size holds every unit any
 earlier request had (the GPU caches every full block; a unit's first
 occurrence always holds computed tokens, which are written through), so the
 bound's hit is the longest prefix of units seen before, under the same rules.
+A full chunk's key is the key of its last block (sim.workload, sim.replay), so
+the GPU's history answers for full chunks; partial chunks are remembered apart.
+
+Speed: the per-key work is done by C loops (``map`` over dict lookups,
+``list.count``, ``Counter``), so attribution costs a fraction of the engine.
 """
 
 from __future__ import annotations
@@ -39,190 +40,222 @@ from sim.explain.causes import (
     LAST_TOKEN,
     PARTIAL_BLOCK,
     PARTIAL_CHUNK,
-    ordered,
 )
 
 if TYPE_CHECKING:
-    from sim.engine import Engine, RequestRecord
+    from sim.engine import Engine, Explanation
     from sim.workload import Request
+
+HELD = -1  # state of a unit the tier holds; an evicted unit's state is the evicting request's seq (>= 0)
 
 
 class TierHistory:
-    """What one tier has held and lost, keyed by block or chunk key."""
+    """What one tier holds (its own map, read only) and lost: ``gone``, key -> the seq that evicted it last.
 
-    __slots__ = ("name", "log", "ever", "gone", "store")
+    ``gone`` is the tier's ``eviction_log``: the tier writes it as it evicts,
+    with the seq the observer set before the request's allocation and stores.
+    """
 
-    def __init__(self, name: str, log: list[int], store: Any = None) -> None:
+    __slots__ = ("name", "tier", "gone", "held")
+
+    def __init__(self, name: str, tier: Any, held: Any) -> None:
         self.name = name
-        self.log = log
-        self.ever: set[int] = set()
+        self.tier = tier
         self.gone: dict[int, int] = {}
-        self.store = store
+        tier.eviction_log = self.gone
+        self.held = held
 
-    def held(self, key: int) -> bool:
-        return key in self.ever and key not in self.gone
-
-    def absorb_evictions(self, seq: int) -> None:
-        if self.log:
-            self.gone.update(dict.fromkeys(self.log, seq))
-            self.log.clear()
-
-    def now_held(self, keys: Sequence[int]) -> None:
-        """``keys`` are held after the request: they are no longer gone."""
-        self.ever.update(keys)
-        gone = self.gone
-        if gone:
-            for key in gone.keys() & keys:
-                del gone[key]
+    def states(self, keys: Sequence[int]) -> list[int | None]:
+        """Per key: ``HELD``, the evicting seq, or None (never held)."""
+        gone = list(map(self.gone.get, keys))
+        if not self.held.keys() & keys:
+            return gone
+        held = self.held
+        return [HELD if k in held else g for k, g in zip(keys, gone)]
 
 
-def _first_unseen(keys: Sequence[int], seen: set[int]) -> int:
-    """Index of the first key not in ``seen`` (``len(keys)`` if none), cheaply when the unseen keys are a suffix."""
-    unseen = len(keys) - len(seen.intersection(keys))
-    if not unseen:
-        return len(keys)
-    tail = len(keys) - unseen
-    if seen.isdisjoint(keys[tail:]):
-        return tail
-    return next(i for i, k in enumerate(keys) if k not in seen)
+def _entry(tier: str, by: dict[int, int], start: int, end: int, first_end: int, unseen_at: int, lo: int, hi: int
+           ) -> dict[str, Any]:
+    """One tier's evicted tokens of a request; the capacities are filled in later (sim.explain.capacity).
 
-
-def _entry(tier: str, by: Counter[int], tokens_per_unit: int | None, start: int, end: int, first_end: int,
-           reachable_first: bool, reachable_all: bool) -> dict[str, Any]:
-    """One tier's evicted tokens of a request; the capacities are filled in later (sim.explain.capacity)."""
+    ``by`` maps an evicting seq to tokens; ``reachable`` says whether any
+    capacity could serve them: not if a unit never held (``unseen_at``, an
+    index like ``lo`` and ``hi``) comes first.
+    """
     return {
         "tier": tier,
-        "tokens": sum(by.values()) * tokens_per_unit if tokens_per_unit else sum(by.values()),
+        "tokens": sum(by.values()),
         "start": start,
         "end": end,
         "first_end": first_end,
-        "by": [{"seq": s, "tokens": c * tokens_per_unit if tokens_per_unit else c} for s, c in sorted(by.items())],
+        "by": [{"seq": s, "tokens": t} for s, t in sorted(by.items())],
         "first_hit_tokens": None,
         "needed_tokens": None,
-        "reachable": {"first": reachable_first, "all": reachable_all},
+        "reachable": {"first": unseen_at > lo, "all": unseen_at > hi},
     }
 
 
+def _span(states: list[Any], match: Any) -> tuple[int, int]:
+    """First and last index whose state passes ``match``."""
+    lo = next(i for i, s in enumerate(states) if match(s))
+    hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if match(s))
+    return lo, hi
+
+
+def _is_evicted(state: Any) -> bool:
+    return state is not None and state != HELD
+
+
 class Attributor:
-    """Attach to an engine (``attach``) and every record it makes carries ``gpu_miss``, ``computed`` and more."""
+    """Attach to an engine (``attach``): every record it makes then carries ``gpu_miss``, ``computed`` and more."""
 
     def __init__(self, engine: Engine) -> None:
         self.block = engine.units.block
         self.chunk = engine.units.chunk
-        engine.gpu.eviction_log = []
-        self.gpu = TierHistory(GPU, engine.gpu.eviction_log)
-        self.offload: list[TierHistory] = []
-        for store in (engine.cpu, engine.disk):
-            if store is not None:
-                store.eviction_log = []
-                self.offload.append(TierHistory(store.name, store.eviction_log, store))
-        self.seen_chunks: set[int] = set()  # every chunk key of earlier requests (an unbounded offload tier)
+        self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached)
+        self.offload = [TierHistory(s.name, s, s.chunks) for s in (engine.cpu, engine.disk) if s is not None]
+        self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
 
-    def __call__(self, req: Request, rec: RequestRecord) -> None:
-        gpu_miss, gpu_entry, gpu_bound = self._gpu(req, rec)
-        evicted: list[dict[str, Any]] = []
+    def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
+        for tier in (self.gpu, *self.offload):
+            tier.tier.eviction_seq = req.seq  # what this request's allocation and stores evict, it evicts
+        gpu_miss, gpu_entry, gpu_bound = self._gpu(req, gpu_hit)
+        if not self.offload:
+            return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
+        computed, entries, bound = self._offload(req, hit_end, gpu_bound)
         if gpu_entry is not None:
-            evicted.append(gpu_entry)
-        if self.offload:
-            computed, entries, bound = self._offload(req, rec)
-            evicted.extend(entries)
-            rec.infinite_hit_tokens = max(gpu_bound, bound)
-        else:
-            computed = dict(gpu_miss)
-            rec.infinite_hit_tokens = gpu_bound
-        rec.gpu_miss = ordered(gpu_miss)
-        rec.computed = ordered(computed)
-        rec.evicted_misses = evicted
+            entries.insert(0, gpu_entry)
+        return gpu_miss, computed, entries, max(gpu_bound, bound)
 
     # -- the GPU: blocks ---------------------------------------------------
 
-    def _gpu(self, req: Request, rec: RequestRecord) -> tuple[dict[str, int], dict[str, Any] | None, int]:
-        block, n, keys, seq = self.block, rec.prompt_tokens, req.block_keys, req.seq
-        tier = self.gpu
-        hit = rec.gpu_hit_tokens // block
+    def _gpu(self, req: Request, gpu_hit: int) -> tuple[dict[str, int], dict[str, Any] | None, int]:
+        block, n, keys = self.block, req.prompt_tokens, req.block_keys
+        hit = gpu_hit // block
         full, most = len(keys), req.max_hit_blocks
-        causes: dict[str, int] = {}
+        missed = keys[hit:most]
+        causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
         if n > full * block:
             causes[PARTIAL_BLOCK] = n - full * block
         if most < full:
             causes[LAST_TOKEN] = (full - most) * block
-        missed = keys[hit:most]
         entry = None
-        first_unseen = len(missed)
+        unseen_at = 0
         if missed:
-            gone = tier.gone
-            states = list(map(gone.get, missed)) if gone else []
-            evicted = len(states) - states.count(None) if states else 0
-            first_unseen = _first_unseen(missed, tier.ever)
-            seen = len(tier.ever.intersection(missed))
-            causes[FIRST_SEEN] = (len(missed) - seen) * block
-            causes[EVICTED] = evicted * block
-            causes[CHAIN_BROKEN] = (seen - evicted) * block
-            if evicted:
-                lo = next(i for i, s in enumerate(states) if s is not None)
-                hi = len(states) - next(i for i, s in enumerate(reversed(states)) if s is not None)
-                by = Counter(s for s in states if s is not None)
-                entry = _entry(GPU, by, block, (hit + lo) * block, (hit + hi) * block, (hit + lo + 1) * block,
-                               first_unseen > lo, first_unseen >= hi)
-        tier.absorb_evictions(seq)
-        tier.now_held(keys[hit:])  # vLLM caches every full block; the hit ones were held already
-        return causes, entry, (hit + first_unseen) * block
+            states = self.gpu.states(missed)
+            counts = Counter(states)
+            unseen = counts.pop(None, 0)
+            held = counts.pop(HELD, 0)
+            unseen_at = states.index(None) if unseen else len(states)
+            if unseen:
+                causes[FIRST_SEEN] = unseen * block
+            if counts:
+                causes[EVICTED] = (len(states) - unseen - held) * block
+                lo, hi = _span(states, _is_evicted)
+                by = {s: c * block for s, c in counts.items()}
+                entry = _entry(GPU, by, (hit + lo) * block, (hit + hi + 1) * block, (hit + lo + 1) * block,
+                               unseen_at, lo, hi)
+            if held:
+                causes[CHAIN_BROKEN] = held * block
+        return causes, entry, (hit + unseen_at) * block
 
     # -- the offload tiers: chunks -------------------------------------------
 
-    def _offload(self, req: Request, rec: RequestRecord) -> tuple[dict[str, int], list[dict[str, Any]], int]:
-        chunk, n, keys, seq = self.chunk, rec.prompt_tokens, req.chunk_keys, req.seq
-        hit_end = n - rec.computed_tokens
+    def _offload(self, req: Request, hit_end: int, gpu_bound: int) -> tuple[dict[str, int], list[dict[str, Any]], int]:
+        chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
         m = len(keys)
         covered = (m - 1) * chunk + req.last_chunk_tokens if m else 0
-        causes: dict[str, int] = {}
+        causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
         if n > max(covered, hit_end):
             causes[PARTIAL_CHUNK] = n - max(covered, hit_end)
         end = min(covered, n)
         if end == n:
             causes[LAST_TOKEN] = 1  # the hit is clipped at the last token, which lies in a full chunk
             end = n - 1
+        entries: list[dict[str, Any]] = []
+        if end > hit_end:
+            j0 = hit_end // chunk
+            region = keys[j0 : -(-end // chunk)]  # the chunks holding [hit_end, end)
+            states = self._chunk_states(region)
+            weights = _Weights(j0 * chunk, hit_end, end, chunk, len(region))
+            counts = weights.tokens_by_state(states)
+            unseen = counts.pop(None, 0)
+            held = counts.pop(HELD, 0)
+            unseen_at = states.index(None) if unseen else len(states)
+            if unseen:
+                causes[FIRST_SEEN] = unseen
+            if counts:
+                causes[EVICTED] = sum(counts.values())
+                entries = self._offload_entries(states, counts, weights, unseen_at)
+            if held:
+                causes[CHAIN_BROKEN] = held
+        return causes, entries, self._offload_bound(req, covered, gpu_bound)
+
+    def _offload_bound(self, req: Request, covered: int, gpu_bound: int) -> int:
+        """The unbounded offload tiers' hit: beyond the GPU's only if every full block was seen (a chunk's
+        key is its last block's), so then only the last chunk can matter: the partial one, or the last token."""
+        chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
+        partial = req.last_chunk_tokens < chunk and bool(keys)
+        found = gpu_bound // chunk
+        if gpu_bound == req.max_hit_blocks * self.block and keys:
+            full_keys = keys[:-1] if partial else keys
+            states = self.gpu.states(full_keys[found:])
+            if None not in states:
+                found = len(full_keys)
+                if partial and keys[-1] in self.seen_partial:
+                    found = len(keys)
+        if partial:
+            self.seen_partial.add(keys[-1])
+        return min(covered if found == len(keys) else found * chunk, n - 1)
+
+    def _chunk_states(self, region: list[int]) -> list[Any]:
+        """Per chunk: ``HELD`` if an offload tier holds it; else the evicting seq (with several tiers,
+        ``(tier, seq)`` of the last tier in lookup order that evicted it); None if no tier ever held it."""
         tiers = self.offload
-        by_tier: dict[str, Counter[int]] = {}
-        spans: dict[str, list[int]] = {}  # tier -> [start, end, first_end]
-        first_seen_at: int | None = None
-        for j in range(hit_end // chunk, -(-end // chunk)):
-            lo, hi = max(j * chunk, hit_end), min((j + 1) * chunk, end)
-            if hi <= lo:
+        if len(tiers) == 1:
+            return tiers[0].states(region)
+        out: list[Any] = []
+        for key in region:
+            if any(key in t.held for t in tiers):
+                out.append(HELD)
                 continue
-            key = keys[j]
-            if any(t.held(key) for t in tiers):
-                causes[CHAIN_BROKEN] = causes.get(CHAIN_BROKEN, 0) + hi - lo
-                continue
-            for t in reversed(tiers):
-                by = t.gone.get(key)
-                if by is not None:
-                    causes[EVICTED] = causes.get(EVICTED, 0) + hi - lo
-                    by_tier.setdefault(t.name, Counter())[by] += hi - lo
-                    span = spans.get(t.name)
-                    if span is None:
-                        spans[t.name] = [lo, hi, hi]
-                    else:
-                        span[1] = hi
-                    break
-            else:
-                causes[FIRST_SEEN] = causes.get(FIRST_SEEN, 0) + hi - lo
-                if first_seen_at is None:
-                    first_seen_at = lo
-        entries = [
-            _entry(name, by, None, spans[name][0], spans[name][1], spans[name][2],
-                   first_seen_at is None or first_seen_at > spans[name][0],
-                   first_seen_at is None or first_seen_at >= spans[name][1])
-            for name, by in by_tier.items()
-        ]
-        # The bound: the longest prefix of chunks any earlier request had, clipped like the engine's lookup.
-        found = _first_unseen(keys, self.seen_chunks)
-        aligned = min(covered if found == m else found * chunk, n - 1)
-        self.seen_chunks.update(keys)
-        for t in tiers:
-            t.absorb_evictions(seq)
-            t.now_held(list(t.store.chunks.keys() & keys))
-        return causes, entries, aligned
+            out.append(next(((t.name, t.gone[key]) for t in reversed(tiers) if key in t.gone), None))
+        return out
+
+    def _offload_entries(self, states: list[Any], counts: dict[Any, int], weights: _Weights, unseen_at: int
+                         ) -> list[dict[str, Any]]:
+        by_tier: dict[str, dict[int, int]] = {}
+        single = len(self.offload) == 1
+        for state, tokens in counts.items():
+            tier, by = (self.offload[0].name, state) if single else state
+            by_tier.setdefault(tier, {})[by] = tokens
+        entries = []
+        for tier, by in by_tier.items():
+            lo, hi = _span(states, _is_evicted if single else (lambda s, tier=tier: isinstance(s, tuple) and s[0] == tier))
+            entries.append(_entry(tier, by, weights.start(lo), weights.end(hi), weights.end(lo), unseen_at, lo, hi))
+        return entries
+
+
+class _Weights:
+    """Tokens of each chunk of a region ``[lo, hi)`` whose chunks start at ``base``: whole chunks but the ends."""
+
+    __slots__ = ("base", "lo", "hi", "chunk", "count")
+
+    def __init__(self, base: int, lo: int, hi: int, chunk: int, count: int) -> None:
+        self.base, self.lo, self.hi, self.chunk, self.count = base, lo, hi, chunk, count
+
+    def start(self, i: int) -> int:
+        return max(self.base + i * self.chunk, self.lo)
+
+    def end(self, i: int) -> int:
+        return min(self.base + (i + 1) * self.chunk, self.hi)
+
+    def tokens_by_state(self, states: list[Any]) -> dict[Any, int]:
+        """Tokens per state: whole chunks, corrected where the region starts or ends inside one."""
+        tokens = {s: c * self.chunk for s, c in Counter(states).items()}
+        for i in {0, self.count - 1}:
+            tokens[states[i]] -= self.chunk - (self.end(i) - self.start(i))
+        return tokens
 
 
 def attach(engine: Engine) -> Attributor:

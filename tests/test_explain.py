@@ -1,0 +1,333 @@
+"""Explaining misses (sim.explain): the seed's facts, the precedence of causes, exact sums, and a naive reference.
+
+Seed-lab layout used below (as in test_seed.py): a prompt is a 5,011-token
+document + a 13-token question = 5,024 tokens = 314 full 16-token blocks, of
+which at most 313 (5,008 tokens) can hit (vLLM recomputes the last token; the
+314th block is the "last-token" block, 16 tokens). The GPU holds 1,344 usable
+blocks; a prompt has 19 full 256-token chunks (4,864 tokens) + a 160-token
+partial chunk.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from sim.calibrate import seed_scenario
+from sim.engine import Engine, TierSpec
+from sim.explain import attach
+from sim.explain.capacity import fill_needs, resized
+from sim.explain.causes import PRECEDENCE
+from sim.explain.summary import needs, totals
+from sim.presets import PRESETS, preset_fields
+from sim.replay import ReplayTiers, replay
+from sim.scenario import Scenario
+from sim.simulation import engines, simulate
+from sim.trace import open_trace
+from sim.workload import Request, Units, build_requests
+from tests.test_properties import scenarios
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _requests(result: dict, run: str, pass_: int | None = None) -> list[dict]:
+    rows = next(r for r in result["runs"] if r["name"] == run)["requests"]
+    return [r for r in rows if pass_ is None or r["pass"] == pass_]
+
+
+# -- the seed's facts ------------------------------------------------------------
+
+
+def test_gpu_run_pass_1_has_no_evicted_tokens() -> None:
+    # Pass 1 reads ten different documents: every full block is new (first-seen,
+    # 313 blocks = 5,008 tokens) and the 314th block holds the last token.
+    pass1 = _requests(simulate(seed_scenario()), "gpu", 1)
+    assert all(r["gpu_miss"] == {"last-token": 16, "first-seen": 5008} for r in pass1)
+    assert all("evicted" not in r["computed"] for r in pass1)
+
+
+def test_gpu_run_pass_2_every_request_has_exactly_5008_evicted_gpu_tokens() -> None:
+    # Every document's 313 hittable blocks were cached in pass 1 and are gone when
+    # pass 2 asks (cyclic scan under LRU), so all 5,008 tokens are "evicted".
+    pass2 = _requests(simulate(seed_scenario()), "gpu", 2)
+    assert all(r["gpu_miss"] == {"last-token": 16, "evicted": 5008} for r in pass2)
+    assert all(r["computed"] == r["gpu_miss"] for r in pass2)  # a GPU-only run: the GPU's verdict
+
+
+def test_doc_0_was_evicted_in_pass_1_by_the_requests_for_docs_4_and_5() -> None:
+    # Pass 1: docs 0-3 take 4 x 314 = 1,256 of 1,344 blocks, leaving 88 free. Doc 4 needs
+    # 314: 88 free ones, then 226 of doc 0's, tail first: its question block (a key pass 2
+    # never asks for) and then blocks 312..88 (225 blocks = 3,600 tokens). Doc 5 then takes
+    # doc 0's remaining 88 blocks 87..0 (1,408 tokens) before any of doc 1's.
+    doc0 = _requests(simulate(seed_scenario()), "gpu", 2)[0]
+    (entry,) = doc0["evicted_misses"]
+    assert (entry["tier"], entry["tokens"], entry["start"], entry["end"]) == ("gpu", 5008, 0, 5008)
+    assert entry["by"] == [{"seq": 4, "tokens": 3600}, {"seq": 5, "tokens": 1408}]
+
+
+def _pass2_gpu_hits(gpu_tokens: int) -> list[int]:
+    scenario = seed_scenario().replace(gpu_tokens=gpu_tokens, cpu_gb=None, cpu_tokens=None)
+    (engine,) = [e for e in engines(scenario) if e.run == "gpu"]
+    return [r.gpu_hit_tokens for r in engine.run_all(build_requests(scenario)) if r.pass_ == 2]
+
+
+def test_pass_2_first_hit_at_45248_and_whole_document_at_50240_by_resimulation() -> None:
+    scenario = seed_scenario()
+    requests = build_requests(scenario)
+    (engine,) = [e for e in engines(scenario, explain=True) if e.run == "gpu"]
+    records = engine.run_all(requests)
+    fill_needs(engine.spec, requests, records, engine.costs)
+    pass2 = [r.evicted_misses[0] for r in records if r.pass_ == 2]
+    assert {(e["first_hit_tokens"], e["needed_tokens"]) for e in pass2} == {(45_248, 50_240)}
+    # Independently, with the engine at those sizes and one block below them. At 45,248
+    # tokens (2,827 usable blocks) pass 1's 3,140 blocks overflow by 313: each document
+    # loses all but its first block, which every pass-2 request then hits; one block less
+    # and doc 0 loses that block too, and each miss evicts the next document's first block.
+    assert _pass2_gpu_hits(45_248) == [16] * 10
+    assert _pass2_gpu_hits(45_248 - 16) == [0] * 10
+    # At 50,240 (3,139 usable) only doc 0's question block is evicted; each request then
+    # hits all 313 blocks and evicts only the previous question block.
+    assert _pass2_gpu_hits(50_240) == [5008] * 10
+    assert all(h < 5008 for h in _pass2_gpu_hits(50_240 - 16))
+
+
+def test_pass_2_hits_grow_one_block_per_16_tokens_between_the_thresholds() -> None:
+    # The binary search assumes hits grow with capacity; check it where it matters.
+    for blocks in (0, 1, 2, 150, 311, 312):
+        assert _pass2_gpu_hits(45_248 + 16 * blocks) == [16 * (blocks + 1)] * 10
+
+
+def test_gpu_cpu_pass_2_computes_only_the_partial_chunk() -> None:
+    # The CPU tier (1.5 GB = 56,173 tokens = 219 chunks) holds all 190 full chunks of the
+    # ten documents, so pass 2 loads 4,864 tokens and computes the last 160: the partial
+    # chunk (3 document tokens past the 19th chunk... through the new question), never stored.
+    result = simulate(seed_scenario())
+    for r in _requests(result, "gpu+cpu", 2):
+        assert r["computed"] == {"partial-chunk": 160}
+        assert r["gpu_miss"] == {"last-token": 16, "evicted": 5008}  # the GPU alone fares as in the gpu run
+
+
+def test_pass_summaries_carry_totals_by_cause_and_the_infinite_cache_bound() -> None:
+    run = next(r for r in simulate(seed_scenario())["runs"] if r["name"] == "gpu")
+    pass2 = run["passes"][1]
+    assert pass2["gpu_miss"] == {"last-token": 160, "evicted": 50_080}
+    # An unbounded GPU would have served all 313 blocks of each of the ten documents.
+    assert (pass2["served_tokens"], pass2["infinite_hit_tokens"]) == (0, 50_080)
+    assert run["totals"]["computed"] == {"last-token": 480, "first-seen": 50_080, "evicted": 78_784}
+
+
+def test_needs_summarise_the_capacities_per_tier() -> None:
+    scenario = seed_scenario().replace(passes="forward,forward")
+    requests = build_requests(scenario)
+    (engine,) = [e for e in engines(scenario, explain=True) if e.run == "gpu"]
+    records = engine.run_all(requests)
+    fill_needs(engine.spec, requests, records, engine.costs)
+    gpu = needs([r for r in records if r.pass_ == 2])["gpu"]
+    assert gpu["needed_tokens"] == [{"tokens": 50_240, "requests": 10}]
+    assert gpu["all_hit_tokens"] == 50_240
+
+
+# -- precedence, on hand-made requests (4-token blocks) ---------------------------------
+
+
+def _engine(usable_blocks: int) -> Engine:
+    engine = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=4 * (usable_blocks + 1)))
+    attach(engine)
+    return engine
+
+
+def _req(seq: int, keys: list[int], n: int) -> Request:
+    return Request(seq, 1, "list", 0, n, keys, -(-n // 4), (n - 1) // 4, keys, 4)
+
+
+def test_a_partial_block_is_never_cacheable() -> None:
+    engine = _engine(8)
+    engine.process(_req(0, [1, 2], 10))
+    rec, _ = engine.process(_req(1, [1, 2], 10), emit=False)
+    # 10 tokens: 2 full blocks (both hit: (10 - 1) // 4 = 2) and a 2-token partial block.
+    assert (rec.gpu_hit_tokens, rec.gpu_miss) == (8, {"partial-block": 2})
+
+
+def test_the_last_token_costs_a_whole_block_on_the_gpu() -> None:
+    engine = _engine(8)
+    first, _ = engine.process(_req(0, [1, 2], 8), emit=False)
+    again, _ = engine.process(_req(1, [1, 2], 8), emit=False)
+    # 8 tokens = 2 full blocks, but only (8 - 1) // 4 = 1 may hit: the second is "last-token",
+    # whatever its history (structural causes come first).
+    assert first.gpu_miss == {"last-token": 4, "first-seen": 4}
+    assert (again.gpu_hit_tokens, again.gpu_miss) == (4, {"last-token": 4})
+
+
+def test_held_blocks_after_a_miss_are_chain_broken() -> None:
+    engine = _engine(8)
+    engine.process(_req(0, [1, 2, 3], 13))
+    rec, _ = engine.process(_req(1, [9, 2, 3], 13), emit=False)
+    # Block 0 (key 9) is new, so the lookup stops; keys 2 and 3 are cached but unreachable.
+    assert rec.gpu_miss == {"partial-block": 1, "first-seen": 4, "chain-broken": 8}
+    assert list(rec.gpu_miss) == [c for c in PRECEDENCE if c in rec.gpu_miss]
+
+
+def test_evicted_blocks_name_the_request_that_evicted_them() -> None:
+    engine = _engine(4)
+    engine.process(_req(0, [1, 2, 3], 12))
+    # Free queue after r0 (tail first): [empty b4, key 3, key 2, key 1]. r1 needs 3 blocks:
+    # b4, then keys 3 and 2 are evicted.
+    engine.process(_req(1, [4, 5, 6], 12))
+    rec, _ = engine.process(_req(2, [1, 2, 3], 12), emit=False)
+    # Key 1 hits; key 2 was evicted by r1; key 3 is the last-token block.
+    assert rec.gpu_miss == {"last-token": 4, "evicted": 4}
+    assert rec.evicted_misses[0]["by"] == [{"seq": 1, "tokens": 4}]
+
+
+def test_attaching_after_the_first_request_is_refused() -> None:
+    engine = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=40))
+    engine.process(_req(0, [1], 4))
+    with pytest.raises(ValueError, match="before the engine serves"):
+        attach(engine)
+
+
+# -- exact sums, and a naive reference --------------------------------------------------
+
+
+def _check_sums(rec: dict) -> None:
+    assert sum(rec["gpu_miss"].values()) == rec["prompt_tokens"] - rec["gpu_hit_tokens"], rec
+    assert sum(rec["computed"].values()) == rec["computed_tokens"], rec
+    for name in ("gpu_miss", "computed"):
+        assert set(rec[name]) <= set(PRECEDENCE) and all(v > 0 for v in rec[name].values())
+    gpu = [e for e in rec["evicted_misses"] if e["tier"] == "gpu"]
+    assert sum(e["tokens"] for e in gpu) == rec["gpu_miss"].get("evicted", 0)
+    offload = [e for e in rec["evicted_misses"] if e["tier"] != "gpu"]
+    if offload:
+        assert sum(e["tokens"] for e in offload) == rec["computed"].get("evicted", 0)
+    for e in rec["evicted_misses"]:
+        assert sum(b["tokens"] for b in e["by"]) == e["tokens"]
+        assert all(b["seq"] < rec["seq"] for b in e["by"])  # evicted before this request asked
+    # An unbounded stack serves at least what this one did.
+    assert rec["infinite_hit_tokens"] >= rec["prompt_tokens"] - rec["computed_tokens"]
+
+
+@SETTINGS
+@given(scenarios())
+def test_maps_sum_exactly_for_random_scenarios(scenario: Scenario) -> None:
+    for run in simulate(scenario)["runs"]:
+        for rec in run["requests"]:
+            _check_sums(rec)
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_maps_sum_exactly_for_every_preset(preset: str) -> None:
+    for run in simulate(Scenario(**preset_fields(preset)))["runs"]:
+        for rec in run["requests"]:
+            _check_sums(rec)
+        assert run["totals"]["computed"] == totals_of(run["requests"], "computed")
+
+
+def totals_of(rows: list[dict], name: str) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for r in rows:
+        for cause, tokens in r[name].items():
+            out[cause] += tokens
+    return {c: out[c] for c in PRECEDENCE if out.get(c)}
+
+
+@pytest.mark.parametrize("cpu_blocks", [None, 8000])
+def test_maps_sum_exactly_for_the_mooncake_sample_replay(cpu_blocks: int | None) -> None:
+    result = replay(open_trace("mooncake-synthetic"), ReplayTiers(1000, cpu_blocks))
+    for rec in result["requests"]:
+        _check_sums(rec)
+    assert result["totals"]["gpu_miss"] == totals_of(result["requests"], "gpu_miss")
+
+
+class Reference:
+    """The attribution the slow, obvious way: snapshots of each tier's keys before and after every request."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.ever: dict[str, set[int]] = defaultdict(set)
+        self.evicted_by: dict[str, dict[int, int]] = defaultdict(dict)
+        for store in (engine.cpu, engine.disk):
+            if store is not None:
+                store.put_many = self._recording(store)  # type: ignore[method-assign]
+
+    def _recording(self, store: object) -> object:
+        """A chunk can be stored and evicted by the same request's write-through: it did reach the tier."""
+        original = store.put_many  # type: ignore[attr-defined]
+
+        def put_many(items: list, evicted: list) -> dict:
+            for key, chunk in items:
+                if chunk[2] <= store.capacity_tokens:  # type: ignore[attr-defined]
+                    self.ever[store.name].add(key)  # type: ignore[attr-defined]
+            return original(items, evicted)
+
+        return put_many
+
+    def tiers(self) -> dict[str, set[int]]:
+        out = {"gpu": set(self.engine.gpu.cached)}
+        for store in (self.engine.cpu, self.engine.disk):
+            if store is not None:
+                out[store.name] = set(store.chunks)
+        return out
+
+    def serve(self, req: Request) -> tuple[dict[str, int], dict[str, int], dict[int, int]]:
+        engine, block, chunk, n = self.engine, self.engine.units.block, self.engine.units.chunk, req.prompt_tokens
+        before = self.tiers()
+        ever = {name: set(keys) for name, keys in self.ever.items()}
+        rec, _ = engine.process(req, emit=False)
+        after = self.tiers()
+        gpu = defaultdict(int)
+        by: dict[int, int] = defaultdict(int)
+        gpu["partial-block"] += n - len(req.block_keys) * block
+        for i in range(rec.gpu_hit_tokens // block, len(req.block_keys)):
+            key = req.block_keys[i]
+            cause = ("last-token" if i >= req.max_hit_blocks else "chain-broken" if key in before["gpu"]
+                     else "evicted" if key in ever.get("gpu", ()) else "first-seen")
+            gpu[cause] += block
+            if cause == "evicted":
+                by[self.evicted_by["gpu"][key]] += block
+        computed = gpu
+        offload = [name for name in before if name != "gpu"]
+        if offload:
+            computed = defaultdict(int)
+            keys = req.chunk_keys
+            covered = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys else 0
+            for p in range(n - rec.computed_tokens, n):
+                if p >= covered:
+                    cause = "partial-chunk"
+                elif p == n - 1:
+                    cause = "last-token"
+                else:
+                    key = keys[p // chunk]
+                    cause = ("chain-broken" if any(key in before[t] for t in offload)
+                             else "evicted" if any(key in ever.get(t, ()) for t in offload) else "first-seen")
+                computed[cause] += 1
+        for name, keys_now in after.items():
+            for key in before[name] - keys_now:
+                self.evicted_by[name][key] = req.seq
+            self.ever[name] |= keys_now
+        return {c: t for c, t in gpu.items() if t}, {c: t for c, t in computed.items() if t}, dict(by)
+
+
+@SETTINGS
+@given(scenarios())
+def test_attribution_equals_a_naive_reference(scenario: Scenario) -> None:
+    requests = build_requests(scenario)
+    for run in scenario.run_names:
+        engine = engines(scenario)[scenario.run_names.index(run)]
+        attach(engine)
+        reference = Reference(engine)
+        for req in requests:
+            gpu, computed, by = reference.serve(req)
+            rec = engine.records[-1]
+            assert rec.gpu_miss == gpu, (run, req.seq)
+            assert rec.computed == computed, (run, req.seq)
+            entries = [e for e in rec.evicted_misses if e["tier"] == "gpu"]
+            assert {b["seq"]: b["tokens"] for e in entries for b in e["by"]} == by, (run, req.seq)
+
+
+def test_capacity_search_resizes_by_tier_name() -> None:
+    spec = TierSpec(Units(16, 256), gpu_tokens=1600, cpu_tokens=2560)
+    assert resized(spec, "gpu", 3200).gpu_tokens == 3200
+    assert resized(spec, "cpu", 512).cpu_tokens == 512
+    assert totals([]) == {}
