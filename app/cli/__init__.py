@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "Fit the cost model's constants to a measurement file.",
     "capacity": "Simulate the scenario at many capacities of one tier.",
     "watch": "Follow a vLLM server's KV events: what each tier holds, live.",
+    "explain": "Why tokens missed, and the capacity that would have hit.",
 }
 
 

@@ -29,9 +29,12 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @click.option("--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
+@click.option("--no-explain", is_flag=True,
+              help="with --json: leave out each miss's cause (gpu_miss, computed), which only the Python engine tells; "
+              "a large trace then replays compiled")
 def command(
     trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
-    costs_file: Path | None, as_json: bool,
+    costs_file: Path | None, as_json: bool, no_explain: bool,
 ) -> None:
     """Replay TRACE (a Mooncake or Qwen-Bailian JSONL file, or a bundled trace's name: mooncake-synthetic)
     through the tiers.
@@ -41,7 +44,7 @@ def command(
     costs = load_costs(costs_file) if costs_file is not None else None
     loaded = load(trace, block_size, fmt)
     try:
-        outcome = run_replay(loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks), costs)
+        outcome = run_replay(loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks), costs, explain=as_json and not no_explain)
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
     if as_json:

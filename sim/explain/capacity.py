@@ -90,11 +90,12 @@ def fill_needs(
     records: Sequence[RequestRecord],
     costs: CostModel | None = None,
     max_runs: int = DEFAULT_MAX_RUNS,
+    seqs: set[int] | None = None,
 ) -> dict[str, Any]:
     """Set ``first_hit_tokens`` and ``needed_tokens`` on every evicted entry of ``records``; returns the work done.
 
     ``requests`` and ``records`` are one whole run, in order, attributed
-    (``sim.explain.attach``). The policy ``belady`` looks ahead, so its runs
+    (``sim.explain.attach``); ``seqs`` limits the search to those requests. The policy ``belady`` looks ahead, so its runs
     replay every request; the others stop after the last request asked about.
     """
     from sim.sweep import smallest  # sim.sweep imports sim.simulation, which imports this module
@@ -102,6 +103,8 @@ def fill_needs(
     by_tier: dict[str, list[dict[str, Any]]] = {}
     seq_of: dict[int, int] = {}
     for i, rec in enumerate(records):
+        if seqs is not None and rec.seq not in seqs:
+            continue
         for entry in rec.evicted_misses or ():
             by_tier.setdefault(entry["tier"], []).append(entry)
             seq_of[id(entry)] = i

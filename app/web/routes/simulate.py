@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
@@ -44,16 +44,23 @@ def router(*, web: Web) -> APIRouter:
     api = APIRouter(prefix="/api", tags=["simulate"])
 
     @api.post("/simulate", summary="Simulate a scenario", response_class=JSONResponse)
-    def simulate_route(scenario: Annotated[Scenario, Depends(scenario_of)]) -> JSONResponse:
+    def simulate_route(
+        scenario: Annotated[Scenario, Depends(scenario_of)],
+        explain: Annotated[bool, Query(description="each miss's cause (gpu_miss, computed); false is --no-explain")] = True,
+    ) -> JSONResponse:
         """The same JSON as ``kvscope simulate --json`` with the same flags: ``{"docs": 20}`` is ``--docs 20``."""
-        return JSONResponse(simulate(scenario))
+        return JSONResponse(simulate(scenario, explain=explain))
 
     @api.post("/simulate/stream", summary="Stream a simulation step by step", response_class=EventSourceResponse)
-    async def simulate_stream(job: Annotated[StreamJob, Depends(stream_job_of)]) -> AsyncIterator[ServerSentEvent]:
+    async def simulate_stream(
+        job: Annotated[StreamJob, Depends(stream_job_of)],
+        explain: Annotated[bool, Query(description="send each request's misses by cause (explain)")] = True,
+    ) -> AsyncIterator[ServerSentEvent]:
         """One SSE message per core event (``run``, ``request``, ``lookup``, ``evict``, ``load``, ``store``,
-        ``occupancy``, ``ttft``, ``pass``, ``done``; ``error`` on failure), runs interleaved request by request.
-        The message's ``event`` is the kind and its ``data`` the event as JSON. Disconnecting stops the work."""
-        async for item in event_stream(stream(job.scenario), web.streams, pace_s=job.pace_s):
+        ``occupancy``, ``explain``, ``ttft``, ``pass``, ``done``; ``error`` on failure), runs interleaved request
+        by request. The message's ``event`` is the kind and its ``data`` the event as JSON. Disconnecting stops
+        the work."""
+        async for item in event_stream(stream(job.scenario, explain=explain), web.streams, pace_s=job.pace_s):
             yield item
 
     @api.get("/presets", summary="The named starting points")

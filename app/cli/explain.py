@@ -1,0 +1,148 @@
+"""``kvscope explain``: why requests missed, per pass (or trace window) and for one request, with the capacities
+that would have hit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from app.cli.replay import REPLAY_FLAGS, load
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import format_table
+from sim.explain.capacity import DEFAULT_MAX_RUNS
+from sim.explain.causes import PRECEDENCE
+from sim.explain.narrate import label, sentences
+from sim.explain.report import explain_run, time_windows
+from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, replay_engine, trace_requests
+from sim.simulation import engines, scenario_summary
+from sim.trace import MOONCAKE_BLOCK_TOKENS
+from sim.workload import build_requests
+
+MAX_WINDOWS = 1000
+
+
+@click.command("explain")
+@scenario_options
+@click.option("--trace", "trace_name", default=None,
+              help="explain a trace replay instead (a Mooncake JSONL file, or mooncake-synthetic); --block-size is "
+              f"then tokens per hash id (default {MOONCAKE_BLOCK_TOKENS})")
+@click.option("--gpu-blocks", type=click.IntRange(1, MAX_GPU_BLOCKS), default=None, help="with --trace: usable GPU blocks")
+@click.option("--cpu-blocks", type=click.IntRange(1, MAX_CPU_BLOCKS), default=None, help="with --trace: a CPU tier of this many blocks")
+@click.option("--chunk-blocks", type=click.IntRange(1, MAX_CHUNK_BLOCKS), default=1, show_default=True,
+              help="with --trace: blocks per CPU chunk")
+@click.option("--windows", type=click.IntRange(1, MAX_WINDOWS), default=10, show_default=True,
+              help="with --trace: equal time windows to total apart")
+@click.option("--request", "seq", type=click.IntRange(0), default=None, help="explain this request (its seq) in words")
+@click.option("--max-runs", type=click.IntRange(0, 100_000), default=None,
+              help=f"re-simulations allowed per run for the capacities (default {DEFAULT_MAX_RUNS}; with --trace 60)")
+@click.option("--json", "as_json", is_flag=True, help="print the whole explanation as JSON")
+def command(
+    trace_name: str | None, gpu_blocks: int | None, cpu_blocks: int | None, chunk_blocks: int, windows: int,
+    seq: int | None, max_runs: int | None, as_json: bool, **flags: Any,
+) -> None:
+    """Why each request's prompt tokens were computed: a cause for every token, per pass (or trace window), the
+    tokens an unbounded cache would have served, and the capacities at which evicted tokens would have hit.
+
+    Capacities come from re-simulating the run at other sizes (bounded by --max-runs; what the bound leaves out
+    is counted, never guessed).
+    """
+    seqs = None if seq is None else {seq}
+    if trace_name is not None:
+        result = _trace(trace_name, flags.get("block_size"), gpu_blocks, cpu_blocks, chunk_blocks, windows,
+                        60 if max_runs is None else max_runs, seqs)
+    else:
+        for name, value in (("--gpu-blocks", gpu_blocks), ("--cpu-blocks", cpu_blocks)):
+            if value is not None:
+                raise click.UsageError(f"{name}: only with --trace")
+        scenario = build_scenario(**flags)
+        requests = build_requests(scenario)
+        limit = DEFAULT_MAX_RUNS if max_runs is None else max_runs
+        result = {
+            "scenario": scenario_summary(scenario),
+            "runs": [explain_run(e, requests, max_runs=limit, seqs=seqs) for e in engines(scenario)],
+        }
+    if seq is not None:
+        count = len(result["runs"][0]["requests"])
+        if seq >= count:
+            raise click.BadParameter(f"must be below the number of requests ({count:,}), got {seq:,}", param_hint="--request")
+        result["request"] = _one(result, seq)
+    if as_json:
+        click.echo(json.dumps(result, indent=1))
+    elif seq is not None:
+        click.echo(_request_text(result["request"]))
+    else:
+        click.echo(_table(result))
+
+
+def _trace(name: str, block_size: int | None, gpu_blocks: int | None, cpu_blocks: int | None, chunk_blocks: int,
+           windows: int, max_runs: int, seqs: set[int] | None) -> dict[str, Any]:
+    if gpu_blocks is None:
+        raise click.UsageError("--gpu-blocks: needed with --trace")
+    trace = load(name, block_size or MOONCAKE_BLOCK_TOKENS)
+    tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks)
+    try:
+        engine = replay_engine(trace, tiers)
+    except ReplayError as exc:
+        raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
+    groups = time_windows([r.timestamp_ms for r in trace.requests], windows)
+    run = explain_run(engine, trace_requests(trace, chunk_blocks), groups, max_runs, seqs)
+    return {"trace": trace.summary(), "runs": [run]}
+
+
+def _one(result: dict[str, Any], seq: int) -> dict[str, Any]:
+    out = []
+    for run in result["runs"]:
+        rec = run["requests"][seq]
+        offload = len(run["tiers"]) > 1
+        out.append(
+            {
+                "run": run["name"],
+                "record": rec,
+                "gpu_miss": sentences(rec, run["requests"], "gpu_miss", offload),
+                "computed": sentences(rec, run["requests"], "computed", offload),
+            }
+        )
+    return {"seq": seq, "runs": out}
+
+
+def _request_text(request: dict[str, Any]) -> str:
+    lines = []
+    for run in request["runs"]:
+        rec = run["record"]
+        where = label(rec) if rec["doc"] < 0 else f"{label(rec)} (request {rec['seq']})"
+        lines.append(
+            f"{where}, run {run['run']}: {rec['prompt_tokens']:,} prompt tokens, "
+            f"GPU hit {rec['gpu_hit_tokens']:,}, computed {rec['computed_tokens']:,}; "
+            f"an unbounded cache would have served {rec['infinite_hit_tokens']:,}"
+        )
+        if run["gpu_miss"] != run["computed"]:
+            lines.append("  GPU misses:")
+            lines += [f"    {s}" for s in run["gpu_miss"]]
+            lines.append("  computed (the offload tiers' verdict):")
+        lines += [f"    {s}" for s in run["computed"]]
+    return "\n".join(lines)
+
+
+def _table(result: dict[str, Any]) -> str:
+    causes = [c for c in PRECEDENCE if any(c in g.get(m, {}) for r in result["runs"] for g in r["groups"]
+                                             for m in ("computed", "gpu_miss"))]
+    rows = []
+    for run in result["runs"]:
+        offload = len(run["tiers"]) > 1
+        for g in run["groups"]:
+            where = f"{g['pass']} {g['order']}" if "pass" in g else f"window {g['window']}"
+            for name in ("gpu_miss", "computed") if offload else ("computed",):
+                needs = g["needs"].get("gpu" if name == "gpu_miss" or not offload else "cpu", {})
+                rows.append(
+                    [run["name"], where, "GPU misses" if name == "gpu_miss" else "computed", sum(g[name].values()),
+                     *[g[name].get(c, "") for c in causes],
+                     f"{g['hit_ratio']:.3f}", f"{g['infinite_hit_ratio']:.3f}", needs.get("all_hit_tokens")]
+                )
+    headers = ["config", "pass", "tokens", "total", *causes, "hit ratio", "bound", "all hit at tok"]
+    table = format_table(headers, rows, [False, False, False] + [True] * (len(headers) - 3))
+    return table + (
+        "\n\nbound: the hit ratio of tiers of unbounded size under the same rules; all hit at: the smallest "
+        "capacity of the tier at which every request of the pass keeps all its evicted tokens (re-simulated)"
+    )
