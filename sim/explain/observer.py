@@ -102,6 +102,20 @@ def _span(states: list[Any], match: Any) -> tuple[int, int]:
     return lo, hi
 
 
+def _count(states: list[Any]) -> dict[Any, int]:
+    """How many units are in each state. A request's units come in a few long runs of one state (the tail
+    evicted by one request, the head by the next), so the first and last states are counted first, in C."""
+    first, last = states[0], states[-1]
+    n = states.count(first)
+    if n == len(states):
+        return {first: n}
+    if last != first:
+        m = states.count(last)
+        if n + m == len(states):
+            return {first: n, last: m}
+    return Counter(states)
+
+
 def _is_evicted(state: Any) -> bool:
     return state is not None and state != HELD
 
@@ -115,10 +129,12 @@ class Attributor:
         self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached)
         self.offload = [TierHistory(s.name, s, s.chunks) for s in (engine.cpu, engine.disk) if s is not None]
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
+        self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
-        for tier in (self.gpu, *self.offload):
-            tier.tier.eviction_seq = req.seq  # what this request's allocation and stores evict, it evicts
+        seq = req.seq
+        for tier in self._tiers:
+            tier.eviction_seq = seq  # what this request's allocation and stores evict, it evicts
         gpu_miss, gpu_entry, gpu_bound = self._gpu(req, gpu_hit)
         if not self.offload:
             return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
@@ -143,7 +159,7 @@ class Attributor:
         unseen_at = 0
         if missed:
             states = self.gpu.states(missed)
-            counts = Counter(states)
+            counts = _count(states)
             unseen = counts.pop(None, 0)
             held = counts.pop(HELD, 0)
             unseen_at = states.index(None) if unseen else len(states)
@@ -252,7 +268,7 @@ class _Weights:
 
     def tokens_by_state(self, states: list[Any]) -> dict[Any, int]:
         """Tokens per state: whole chunks, corrected where the region starts or ends inside one."""
-        tokens = {s: c * self.chunk for s, c in Counter(states).items()}
+        tokens = {s: c * self.chunk for s, c in _count(states).items()}
         for i in {0, self.count - 1}:
             tokens[states[i]] -= self.chunk - (self.end(i) - self.start(i))
         return tokens

@@ -1,6 +1,8 @@
 // The event log: one line in words per request and configuration, newest first, e.g.
-// "req 11 · pass 2 · doc 0: GPU miss, CPU hit: loaded 4,864 tokens (19 chunks), computed 160 tokens;
-//  evicted doc 5 head, 1,408 tokens; doc 6 tail, 3,616 tokens · TTFT 48.7 ms".
+// "req 11 · pass 2 · doc 0: GPU miss, CPU hit: loaded 4,864 tokens (19 chunks), computed 160 tokens
+//  (partial-chunk 160); evicted doc 5 head, 1,408 tokens; doc 6 tail, 3,616 tokens · TTFT 48.7 ms".
+// Clicking a line explains that request's misses (its `explain` event) and marks the lines of the
+// requests that evicted its tokens.
 (() => {
   "use strict";
 
@@ -9,11 +11,14 @@
   const TIER = { gpu: "GPU", cpu: "CPU", disk: "disk" };
   let pending = new Map(); // run -> events of its current request
   let runIndex = new Map();
+  let explained = new Map(); // "run seq" -> its explain event
 
   const docName = (doc) => (doc < 0 ? "the shared prefix" : `doc ${doc}`);
 
   function reset(e) {
     pending = new Map();
+    explained = new Map();
+    showDetail(null);
     runIndex = new Map((e.detail?.runs ?? []).map((run, i) => [run, i]));
     document.getElementById("event-log")?.replaceChildren();
   }
@@ -34,7 +39,11 @@
         ? `${TIER[tier]} hit: loaded ${fmt.format(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
         : `${TIER[tier]} miss`);
     }
-    if (ttft?.computed_tokens) parts.push(`computed ${fmt.format(ttft.computed_tokens)} tokens`);
+    const why = events.find((e) => e.type === "explain");
+    if (ttft?.computed_tokens) {
+      const causes = why ? Object.entries(why.computed).map(([c, t]) => `${c} ${fmt.format(t)}`).join(", ") : "";
+      parts.push(`computed ${fmt.format(ttft.computed_tokens)} tokens${causes ? ` (${causes})` : ""}`);
+    }
     let text = `req ${request.seq + 1} · pass ${request.pass} · ${docName(request.doc)}: ${parts.join(", ")}`;
     const evicts = events.filter((e) => e.type === "evict");
     for (const tier of ["gpu", "cpu", "disk"]) {
@@ -46,10 +55,49 @@
     return text;
   }
 
+  function causeText(map, entries) {
+    return Object.entries(map).map(([cause, tokens]) => {
+      let text = `${fmt.format(tokens)} tokens ${cause}`;
+      if (cause === "evicted") {
+        text += entries.map((e) => ` from ${TIER[e.tier] ?? e.tier} by ${e.by.map((b) => `req ${b.seq + 1}`).join(", ")}`).join(";");
+      }
+      return text;
+    });
+  }
+
+  function showDetail(li) {
+    const box = document.getElementById("explain-detail");
+    for (const el of document.querySelectorAll("#event-log li.evictor, #event-log li.chosen")) el.classList.remove("evictor", "chosen");
+    if (!box) return;
+    const why = li && explained.get(`${li.dataset.run} ${li.dataset.seq}`);
+    if (!why) {
+      box.hidden = true;
+      return;
+    }
+    li.classList.add("chosen");
+    const gpuEntries = why.evicted.filter((e) => e.tier === "gpu");
+    const ownEntries = why.evicted.filter((e) => e.tier !== "gpu");
+    const lines = [`req ${why.seq + 1} · ${why.run}: ${docName(why.doc)}, pass ${why.pass}`];
+    const computed = causeText(why.computed, ownEntries.length ? ownEntries : gpuEntries);
+    lines.push(`Computed: ${computed.join("; ") || "nothing"}.`);
+    if (JSON.stringify(why.gpu_miss) !== JSON.stringify(why.computed)) {
+      lines.push(`GPU misses: ${causeText(why.gpu_miss, gpuEntries).join("; ") || "none"}.`);
+    }
+    lines.push(`An unbounded cache would have served ${fmt.format(why.infinite_hit_tokens)} tokens.`);
+    box.replaceChildren(...lines.map((text) => Object.assign(document.createElement("p"), { textContent: text })));
+    box.hidden = false;
+    const evictors = new Set(why.evicted.flatMap((e) => e.by.map((b) => String(b.seq))));
+    for (const el of document.querySelectorAll(`#event-log li[data-run="${CSS.escape(why.run)}"]`)) {
+      if (evictors.has(el.dataset.seq)) el.classList.add("evictor");
+    }
+  }
+
   function write(run, events) {
     const log = document.getElementById("event-log");
     const ttft = events.find((e) => e.type === "ttft");
     if (!log || !ttft || !events.some((e) => e.type === "request")) return;
+    const why = events.find((e) => e.type === "explain");
+    if (why) explained.set(`${run} ${why.seq}`, why);
     const li = document.createElement("li");
     li.dataset.run = run;
     li.dataset.seq = String(ttft.seq);
@@ -64,6 +112,11 @@
     time.className = `log-ttft source-${ttft.source}`;
     time.textContent = `TTFT ${ttft.ttft_ms.toFixed(1)} ms`;
     li.append(badge, text, time);
+    if (why) {
+      li.tabIndex = 0;
+      li.classList.add("explainable");
+      li.title = "Why were its tokens computed?";
+    }
     log.prepend(li);
     while (log.children.length > MAX_LINES) log.lastElementChild.remove();
   }
@@ -96,4 +149,15 @@
 
   document.addEventListener("kvscope:reset", reset);
   document.addEventListener("kvscope:event", (e) => handle(e.detail.event));
+  document.addEventListener("click", (e) => {
+    const li = e.target.closest?.("#event-log li.explainable");
+    if (li) showDetail(li);
+  });
+  document.addEventListener("keydown", (e) => {
+    const li = e.target.closest?.("#event-log li.explainable");
+    if (li && (e.key === "Enter" || e.key === " ")) {
+      e.preventDefault();
+      showDetail(li);
+    }
+  });
 })();

@@ -1,0 +1,95 @@
+"""The cost of explaining misses (sim.explain): the same runs with and without attribution, interleaved in one process.
+
+Figures are ratios, attributed time over plain time (the anchor), over
+``repeats`` pairs: the ratio of the best times and the median of the per-pair
+ratios. Times are the process's CPU time (``time.process_time``): the engine
+is single-threaded, and on a shared machine wall time mostly measures the
+neighbours. The workloads are ``bench.core``'s (the seed lab; 1,000 seed-sized
+documents in 10 passes) and ``bench.trace``'s (the bundled Mooncake sample at
+its GPU and CPU sizes). The target: at most 1.30.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench._trace_task import CPU_BLOCKS, GPU_BLOCKS
+from sim import stats
+from sim.calibrate import seed_scenario
+from sim.costs import default_costs
+from sim.engine import Engine
+from sim.explain import attach
+from sim.replay import ReplayTiers, replay_engine, trace_requests
+from sim.scenario import Scenario
+from sim.simulation import simulate, tier_spec
+from sim.trace import DEFAULT_TRACE, open_trace
+from sim.workload import build_requests
+
+TARGET_RATIO = 1.30
+
+
+def _pairs(plain: Callable[[], Any], explained: Callable[[], Any], repeats: int) -> dict[str, Any]:
+    """Interleaved timings, so that a busy machine slows both alike."""
+    off: list[float] = []
+    on: list[float] = []
+    for _ in range(repeats):
+        for fn, out in ((plain, off), (explained, on)):
+            started = time.process_time()
+            fn()
+            out.append(time.process_time() - started)
+    return {
+        "plain_best_s": round(min(off), 4),
+        "explained_best_s": round(min(on), 4),
+        "ratio_of_best": round(min(on) / min(off), 3),
+        "median_ratio": round(stats.p50([b / a for a, b in zip(off, on)]), 3),
+        "repeats": repeats,
+    }
+
+
+def _engine_run(make: Callable[[], Engine], requests: list[Any], explain: bool) -> Callable[[], Any]:
+    def run() -> Any:
+        engine = make()
+        if explain:
+            attach(engine)
+        return engine.run_all(requests)
+
+    return run
+
+
+def _scale(scenario: Scenario, run: str, repeats: int) -> dict[str, Any]:
+    requests = build_requests(scenario)
+    costs = default_costs()
+
+    def make() -> Engine:
+        return Engine(run, tier_spec(scenario, run), costs)
+
+    figures = _pairs(_engine_run(make, requests, False), _engine_run(make, requests, True), repeats)
+    return {"run": run, "gpu_tokens": scenario.gpu_tokens, "prompt_blocks": sum(len(r.block_keys) for r in requests), **figures}
+
+
+def run() -> dict[str, Any]:
+    default_costs()
+    seed = seed_scenario()
+    passes = "forward,reverse," + ",".join(f"random@{i}" for i in range(8))
+    big = seed.replace(docs=1000, passes=passes)
+    trace = open_trace(DEFAULT_TRACE)
+    replays = {}
+    for name, tiers in (("replay_gpu", ReplayTiers(GPU_BLOCKS)), ("replay_gpu_cpu", ReplayTiers(GPU_BLOCKS, CPU_BLOCKS))):
+        requests = trace_requests(trace, tiers.chunk_blocks)
+
+        def make(tiers: ReplayTiers = tiers) -> Engine:
+            return replay_engine(trace, tiers)
+
+        replays[name] = _pairs(_engine_run(make, requests, False), _engine_run(make, requests, True), 7)
+    return {
+        "target_ratio": TARGET_RATIO,
+        "seed_lab_simulate": _pairs(lambda: simulate(seed, explain=False), lambda: simulate(seed), 20),
+        "scale_1000_docs_x_10_passes": [
+            _scale(big, "gpu", 3),
+            _scale(big, "gpu+cpu", 3),
+            _scale(big.replace(gpu_tokens=2_600_000), "gpu", 3),
+        ],
+        "trace": replays,
+    }

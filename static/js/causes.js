@@ -1,0 +1,65 @@
+// Computed tokens by cause, one stacked bar per pass and configuration, from each `pass` event's summary
+// (sim.explain: its `computed` map and `infinite_hit_tokens`). The one palette of causes is here, on
+// window.kvscope.CAUSES, so the event log names and colours them alike.
+(() => {
+  "use strict";
+
+  // Precedence order (sim/explain/causes.py), each with its colour (Okabe-Ito) and label.
+  const CAUSES = [
+    ["partial-block", "#999999", "past the last full block"],
+    ["partial-chunk", "#BBBBBB", "past the last full chunk"],
+    ["last-token", "#56B4E9", "the last token"],
+    ["first-seen", "#009E73", "first seen"],
+    ["evicted", "#D55E00", "evicted"],
+    ["chain-broken", "#CC79A7", "after an earlier miss"],
+    ["not-asked", "#F0E442", "not asked"],
+  ];
+  window.kvscope = window.kvscope || {};
+  window.kvscope.CAUSES = CAUSES;
+
+  let div = null;
+  let bars = []; // {label, computed, bound}
+
+  function draw() {
+    if (!div || !window.Plotly) return;
+    const x = bars.map((b) => b.label);
+    const traces = CAUSES.filter(([cause]) => bars.some((b) => b.computed[cause])).map(([cause, colour, label]) => ({
+      type: "bar", name: label, x, y: bars.map((b) => b.computed[cause] ?? 0), marker: { color: colour },
+      hovertemplate: `${label}: %{y:,} tokens<extra>%{x}</extra>`,
+    }));
+    const layout = {
+      barmode: "stack", height: 260, margin: { l: 70, r: 10, t: 10, b: 60 },
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
+      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#222" },
+      yaxis: { title: { text: "computed tokens" }, gridcolor: "#eee", rangemode: "tozero" },
+      xaxis: { type: "category" },
+      legend: { orientation: "h", y: -0.3 },
+      shapes: bars.map((b, i) => ({
+        type: "rect", xref: "x", yref: "y", x0: i - 0.45, x1: i + 0.45, y0: 0, y1: b.floor,
+        line: { color: "#222", width: 1, dash: "dot" },
+      })),
+    };
+    window.Plotly.react(div, traces, layout, { displayModeBar: false, responsive: true });
+  }
+
+  function reset() {
+    div = document.getElementById("causes-chart");
+    bars = [];
+    if (div && window.Plotly) window.Plotly.purge(div);
+    draw();
+  }
+
+  function pass(ev) {
+    const s = ev.summary;
+    if (!s.computed) return; // a run without attribution (--no-explain)
+    bars.push({
+      label: `pass ${s.pass} · ${ev.run}`,
+      computed: s.computed,
+      floor: s.computed_tokens - (s.infinite_hit_tokens - s.served_tokens),
+    });
+    draw();
+  }
+
+  document.addEventListener("kvscope:reset", reset);
+  document.addEventListener("kvscope:event", (e) => { if (e.detail.event.type === "pass") pass(e.detail.event); });
+})();
