@@ -34,6 +34,8 @@ from app.live.shadow import ShadowError, shadow_engine
 from app.live.targets import Target
 from sim.engine import Engine
 from sim.events import Error, Event, Measured, PassDone, RunDone, RunWarning
+from sim.explain.stream import explained
+from sim.explain.summary import add_totals
 from sim.measurements import Measurement
 from sim.result import pass_summaries, run_totals
 from sim.scenario import Scenario
@@ -178,7 +180,7 @@ class _TargetRun:
             mine = [m for m in self.measured if m.pass_ == pass_]
             if len(mine) == pass_sizes[pass_]:
                 predicted = [r for r in engine.records if r.pass_ == pass_]
-                summary = {**pass_summaries(mine)[0], "predicted": pass_summaries(predicted)[0]}
+                summary = {**pass_summaries(mine)[0], "predicted": add_totals(pass_summaries(predicted), predicted)[0]}
                 self.emit(PassDone(self.target.name, summary))
 
         try:
@@ -187,7 +189,7 @@ class _TargetRun:
                     await slots.acquire()
                     # The prediction is sent as the request leaves; the measurement when it is answered.
                     _, predicted = engine.process(request)
-                    for event in predicted:
+                    for event in explained(engine, predicted):
                         self.emit(event)
                     group.create_task(one(request))
         except ExceptionGroup as group_error:

@@ -22,6 +22,7 @@ from app.live.client import TargetInfo
 from app.live.targets import Target
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine
+from sim.explain.observer import attach
 from sim.scenario import Scenario
 from sim.simulation import tier_spec
 
@@ -68,7 +69,9 @@ def shadow_costs(base: Scenario, info: TargetInfo) -> CostModel:
 
 
 def shadow_engine(base: Scenario, target: Target, info: TargetInfo) -> tuple[Scenario, Engine]:
-    """The shadow's scenario and its engine, whose run is named after the target."""
+    """The shadow's scenario and its engine, whose run is named after the target; its records explain misses."""
     scenario = shadow_scenario(base, target, info)
     run = "gpu+cpu" if scenario.cpu_capacity_tokens is not None else "gpu"
-    return scenario, Engine(target.name, tier_spec(scenario, run), shadow_costs(base, info))
+    engine = Engine(target.name, tier_spec(scenario, run), shadow_costs(base, info))
+    attach(engine)
+    return scenario, engine
