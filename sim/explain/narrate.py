@@ -44,10 +44,11 @@ def capacity(entry: dict[str, Any]) -> str:
         return f"no {name} size would have kept them: an earlier {unit} was never cached"
     if needed is not None and first == needed:
         return f"a {name} of {needed:,} tokens would have kept all of them"
+    first_one = f"the first {unit}" if entry["start"] == 0 else "the first of them"
     if needed is not None:
-        return f"a {name} of {first:,} tokens would have kept the first {unit}, {needed:,} all of them"
+        return f"a {name} of {first:,} tokens would have kept {first_one}, {needed:,} all of them"
     if first is not None:
-        return f"a {name} of {first:,} tokens would have kept the first {unit}; no size all of them"
+        return f"a {name} of {first:,} tokens would have kept {first_one}; no size all of them"
     return f"the {name} size that would have kept them was not searched"
 
 
