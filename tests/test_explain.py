@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from sim.calibrate import seed_scenario
-from sim.engine import Engine, TierSpec
+from sim.engine import Engine, RequestRecord, TierSpec
 from sim.explain import attach
 from sim.explain.capacity import fill_needs, resized
 from sim.explain.causes import PRECEDENCE
@@ -331,3 +331,25 @@ def test_capacity_search_resizes_by_tier_name() -> None:
     assert resized(spec, "gpu", 3200).gpu_tokens == 3200
     assert resized(spec, "cpu", 512).cpu_tokens == 512
     assert totals([]) == {}
+
+
+def test_cpu_capacities_hit_and_one_token_less_does_not() -> None:
+    # cpu-too-small: 0.9 GB = 33,703 tokens = 131 chunks for 190 chunks of documents, so pass 2 finds its
+    # chunks evicted from CPU. Each answer is checked against the engine alone: at the capacity found the
+    # request is served to the end of its evicted tokens, one token less and it is not.
+    scenario = Scenario(**preset_fields("cpu-too-small"))
+    requests = build_requests(scenario)
+    (engine,) = [e for e in engines(scenario, explain=True) if e.run == "gpu+cpu"]
+    records = engine.run_all(requests)
+    fill_needs(engine.spec, requests, records, engine.costs)
+    entries = [(r, e) for r in records for e in r.evicted_misses if e["tier"] == "cpu"]
+    assert entries
+    for rec, entry in entries[:4]:
+        for key, end in (("first_hit_tokens", entry["first_end"]), ("needed_tokens", entry["end"])):
+            capacity = entry[key]
+
+            def served(tokens: int, rec: RequestRecord = rec) -> int:
+                last = Engine("x", resized(engine.spec, "cpu", tokens)).run_all(requests[: rec.seq + 1])[-1]
+                return last.prompt_tokens - last.computed_tokens
+
+            assert served(capacity) >= end > served(capacity - 1), (rec.seq, key)
