@@ -8,6 +8,9 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
+from sim.explain.causes import LABELS as CAUSE_LABELS
+from sim.explain.causes import PRECEDENCE
+
 from app.live.targets import Target, configured_targets
 from app.web.sse import StreamStats
 
@@ -47,7 +50,9 @@ def times(value: float | None) -> str:
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=TEMPLATES_DIR)
     templates.env.filters.update(tokens=tokens, ms=ms, times=times)
-    templates.env.globals.update(static_version=_static_version())
+    # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
+    causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
+    templates.env.globals.update(static_version=_static_version(), causes=causes)
     return templates
 
 

@@ -49,6 +49,18 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
+# Short names for a legend.
+LABELS: dict[str, str] = {
+    PARTIAL_BLOCK: "past the last full block",
+    PARTIAL_CHUNK: "past the last full chunk",
+    LAST_TOKEN: "the last token",
+    FIRST_SEEN: "first seen",
+    EVICTED: "evicted",
+    CHAIN_BROKEN: "after an earlier miss",
+    NOT_ASKED: "not asked",
+}
+
+
 def ordered(causes: dict[str, int]) -> dict[str, int]:
     """The map in precedence order, without empty causes (the JSON form)."""
     return {c: causes[c] for c in PRECEDENCE if causes.get(c)}

@@ -1,24 +1,16 @@
 // Computed tokens by cause, one stacked bar per pass and configuration, from each `pass` event's summary
-// (sim.explain: its `computed` map and `infinite_hit_tokens`). The one palette of causes is here, on
-// window.kvscope.CAUSES, so the event log names and colours them alike.
+// (sim.explain: its `computed` map and `infinite_hit_tokens`). The causes, in precedence order, and their
+// labels come from the server (sim/explain/causes.py, on the chart's data-causes); their colours are here.
 (() => {
   "use strict";
 
-  // Precedence order (sim/explain/causes.py), each with its colour (Okabe-Ito) and label.
-  const CAUSES = [
-    ["partial-block", "#999999", "past the last full block"],
-    ["partial-chunk", "#BBBBBB", "past the last full chunk"],
-    ["last-token", "#56B4E9", "the last token"],
-    ["first-seen", "#009E73", "first seen"],
-    ["evicted", "#D55E00", "evicted"],
-    ["chain-broken", "#CC79A7", "after an earlier miss"],
-    ["not-asked", "#F0E442", "not asked"],
-  ];
-  window.kvscope = window.kvscope || {};
-  window.kvscope.CAUSES = CAUSES;
-
+  const COLOUR = {
+    "partial-block": "#999999", "partial-chunk": "#BBBBBB", "last-token": "#56B4E9", "first-seen": "#009E73",
+    evicted: "#D55E00", "chain-broken": "#CC79A7", "not-asked": "#F0E442",
+  }; // Okabe-Ito
+  let CAUSES = []; // [name, colour, label]
   let div = null;
-  let bars = []; // {label, computed, bound}
+  let bars = []; // {label, computed, floor}
 
   function draw() {
     if (!div || !window.Plotly) return;
@@ -45,6 +37,7 @@
   function reset() {
     div = document.getElementById("causes-chart");
     bars = [];
+    CAUSES = JSON.parse(div?.dataset.causes ?? "[]").map((c) => [c.name, COLOUR[c.name] ?? "#444", c.label]);
     if (div && window.Plotly) window.Plotly.purge(div);
     draw();
   }
