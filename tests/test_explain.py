@@ -353,3 +353,20 @@ def test_cpu_capacities_hit_and_one_token_less_does_not() -> None:
                 return last.prompt_tokens - last.computed_tokens
 
             assert served(capacity) >= end > served(capacity - 1), (rec.seq, key)
+
+
+@SETTINGS
+@given(scenarios())
+def test_the_infinite_cache_bound_is_what_unbounded_tiers_serve(scenario: Scenario) -> None:
+    # Tiers big enough never to evict anything (every block any request allocates; every chunk it stores) are
+    # the unbounded tiers: the bound must be exactly what such a run serves, request by request.
+    requests = build_requests(scenario)
+    for engine in engines(scenario, explain=True):
+        records = engine.run_all(requests)
+        spec = engine.spec
+        huge = resized(spec, "gpu", (sum(r.alloc_blocks for r in requests) + 1) * spec.units.block)
+        for tier in ("cpu", "disk"):
+            if getattr(spec, f"{tier}_tokens"):
+                huge = resized(huge, tier, sum(len(r.chunk_keys) for r in requests) * spec.units.chunk)
+        unbounded = Engine("unbounded", huge).run_all(requests)
+        assert [r.infinite_hit_tokens for r in records] == [r.prompt_tokens - r.computed_tokens for r in unbounded]
