@@ -11,7 +11,7 @@ import click
 from app.cli.replay import REPLAY_FLAGS, load
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
-from sim.explain.capacity import DEFAULT_MAX_RUNS
+from sim.explain.capacity import DEFAULT_MAX_RUNS, MAX_SEARCH_BLOCKS
 from sim.explain.causes import PRECEDENCE
 from sim.explain.narrate import label, sentences
 from sim.explain.report import explain_run, time_windows
@@ -36,7 +36,8 @@ MAX_WINDOWS = 1000
               help="with --trace: equal time windows to total apart")
 @click.option("--request", "seq", type=click.IntRange(0), default=None, help="explain this request (its seq) in words")
 @click.option("--max-runs", type=click.IntRange(0, 100_000), default=None,
-              help=f"re-simulations allowed per run for the capacities (default {DEFAULT_MAX_RUNS}; with --trace 60)")
+              help=f"re-simulations allowed per configuration for the capacities (default {DEFAULT_MAX_RUNS}; with "
+              f"--trace 60; and at most {MAX_SEARCH_BLOCKS:,} block lookups)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole explanation as JSON")
 def command(
     trace_name: str | None, gpu_blocks: int | None, cpu_blocks: int | None, chunk_blocks: int, windows: int,

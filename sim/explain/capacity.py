@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 # Where each tier's capacity lives in a run's tier spec (tokens).
 TIER_FIELDS = {GPU: "gpu_tokens", CPU: "cpu_tokens", DISK: "disk_tokens"}
 DEFAULT_MAX_RUNS = 400
+# Block lookups all the runs of one search may make (about ten seconds of engine time).
+MAX_SEARCH_BLOCKS = 20_000_000
 
 
 def resized(spec: TierSpec, tier: str, tokens: int) -> TierSpec:
@@ -48,17 +50,20 @@ class Probe:
     """Runs of the same requests with one tier resized, memoized by capacity: per request, the tokens served."""
 
     def __init__(self, spec: TierSpec, requests: Sequence[Request], tier: str, costs: CostModel | None,
-                 max_runs: int) -> None:
+                 max_runs: int, max_blocks: int) -> None:
         self.spec, self.requests, self.tier, self.costs = spec, requests, tier, costs
         self.runs_left = max_runs
+        self.blocks_left = max_blocks
+        self.run_blocks = sum(len(r.block_keys) for r in requests)
         self.memo: dict[int, list[int]] = {}
 
     def served(self, tokens: int) -> list[int]:
         found = self.memo.get(tokens)
         if found is None:
-            if self.runs_left <= 0:
+            if self.runs_left <= 0 or self.blocks_left < self.run_blocks:
                 raise _OutOfRuns
             self.runs_left -= 1
+            self.blocks_left -= self.run_blocks
             engine = Engine("probe", resized(self.spec, self.tier, tokens), self.costs)
             records = engine.run_all(list(self.requests))
             if self.tier == GPU:
@@ -91,11 +96,13 @@ def fill_needs(
     costs: CostModel | None = None,
     max_runs: int = DEFAULT_MAX_RUNS,
     seqs: set[int] | None = None,
+    max_blocks: int = MAX_SEARCH_BLOCKS,
 ) -> dict[str, Any]:
     """Set ``first_hit_tokens`` and ``needed_tokens`` on every evicted entry of ``records``; returns the work done.
 
     ``requests`` and ``records`` are one whole run, in order, attributed
-    (``sim.explain.attach``); ``seqs`` limits the search to those requests. The policy ``belady`` looks ahead, so its runs
+    (``sim.explain.attach``); ``seqs`` limits the search to those requests; ``max_runs`` and ``max_blocks``
+    (block lookups over all runs) bound the work. The policy ``belady`` looks ahead, so its runs
     replay every request; the others stop after the last request asked about.
     """
     from sim.sweep import smallest  # sim.sweep imports sim.simulation, which imports this module
@@ -108,12 +115,12 @@ def fill_needs(
         for entry in rec.evicted_misses or ():
             by_tier.setdefault(entry["tier"], []).append(entry)
             seq_of[id(entry)] = i
-    work = {"runs": 0, "answers": 0, "left_out": 0, "max_runs": max_runs}
-    runs_left = max_runs
+    work = {"runs": 0, "answers": 0, "left_out": 0, "max_runs": max_runs, "max_blocks": max_blocks}
+    runs_left, blocks_left = max_runs, max_blocks
     for tier, entries in by_tier.items():
         last = max(seq_of[id(e)] for e in entries)
         upto = requests if spec.gpu_policy == "belady" else requests[: last + 1]
-        probe = Probe(spec, upto, tier, costs, runs_left)
+        probe = Probe(spec, upto, tier, costs, runs_left, blocks_left)
         current = getattr(spec, TIER_FIELDS[tier]) or 0
         unit = _unit(spec, tier)
         top = max(_upper(spec, tier, upto), current + unit) // unit
@@ -133,6 +140,6 @@ def fill_needs(
                     work["answers"] += 1
             except _OutOfRuns:
                 work["left_out"] += 1
-        runs_left = probe.runs_left
+        runs_left, blocks_left = probe.runs_left, probe.blocks_left
         work["runs"] += len(probe.memo)
     return work
