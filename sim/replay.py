@@ -280,7 +280,7 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None,
 
 
 def replay(
-    trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, timeline_buckets: int = 50, explain: bool = False
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, timeline_buckets: int = 50, explain: bool = True
 ) -> dict[str, Any]:
     """The whole replay as ``kvscope replay --json`` prints it: per-request records, per-tier totals, a timeline.
 

@@ -177,4 +177,7 @@ def test_json_is_written_one_request_at_a_time() -> None:
     trace = open_trace("mooncake-synthetic")
     text = io.StringIO()
     write_replay_json(run_replay(trace, tiers), text)
+    assert json.loads(text.getvalue()) == json.loads(json.dumps(replay(trace, tiers, explain=False)))
+    text = io.StringIO()
+    write_replay_json(run_replay(trace, tiers, explain=True), text)  # with each miss's cause too
     assert json.loads(text.getvalue()) == json.loads(json.dumps(replay(trace, tiers)))

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from app.cli.replay import REPLAY_FLAGS, load
+from app.cli.replay import REPLAY_FLAGS
+from app.cli.trace_options import format_option, load
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from sim.explain.capacity import DEFAULT_MAX_RUNS, MAX_SEARCH_BLOCKS
@@ -17,7 +18,7 @@ from sim.explain.narrate import label, sentences
 from sim.explain.report import explain_run, time_windows
 from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, replay_engine, trace_requests
 from sim.simulation import engines, scenario_summary
-from sim.trace import MOONCAKE_BLOCK_TOKENS
+from sim.trace import TraceFormat
 from sim.workload import build_requests
 
 MAX_WINDOWS = 1000
@@ -26,8 +27,9 @@ MAX_WINDOWS = 1000
 @click.command("explain")
 @scenario_options
 @click.option("--trace", "trace_name", default=None,
-              help="explain a trace replay instead (a Mooncake JSONL file, or mooncake-synthetic); --block-size is "
-              f"then tokens per hash id (default {MOONCAKE_BLOCK_TOKENS})")
+              help="explain a trace replay instead (a Mooncake or Bailian JSONL file, or mooncake-synthetic); "
+              "--block-size is then tokens per hash id (default: the format's)")
+@format_option()
 @click.option("--gpu-blocks", type=click.IntRange(1, MAX_GPU_BLOCKS), default=None, help="with --trace: usable GPU blocks")
 @click.option("--cpu-blocks", type=click.IntRange(1, MAX_CPU_BLOCKS), default=None, help="with --trace: a CPU tier of this many blocks")
 @click.option("--chunk-blocks", type=click.IntRange(1, MAX_CHUNK_BLOCKS), default=1, show_default=True,
@@ -40,7 +42,8 @@ MAX_WINDOWS = 1000
               f"--trace 60; and at most {MAX_SEARCH_BLOCKS:,} block lookups)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole explanation as JSON")
 def command(
-    trace_name: str | None, gpu_blocks: int | None, cpu_blocks: int | None, chunk_blocks: int, windows: int,
+    trace_name: str | None, fmt: TraceFormat | None, gpu_blocks: int | None, cpu_blocks: int | None,
+    chunk_blocks: int, windows: int,
     seq: int | None, max_runs: int | None, as_json: bool, **flags: Any,
 ) -> None:
     """Why each request's prompt tokens were computed: a cause for every token, per pass (or trace window), the
@@ -51,10 +54,10 @@ def command(
     """
     seqs = None if seq is None else {seq}
     if trace_name is not None:
-        result = _trace(trace_name, flags.get("block_size"), gpu_blocks, cpu_blocks, chunk_blocks, windows,
+        result = _trace(trace_name, flags.get("block_size"), fmt, gpu_blocks, cpu_blocks, chunk_blocks, windows,
                         60 if max_runs is None else max_runs, seqs)
     else:
-        for name, value in (("--gpu-blocks", gpu_blocks), ("--cpu-blocks", cpu_blocks)):
+        for name, value in (("--gpu-blocks", gpu_blocks), ("--cpu-blocks", cpu_blocks), ("--format", fmt)):
             if value is not None:
                 raise click.UsageError(f"{name}: only with --trace")
         scenario = build_scenario(**flags)
@@ -77,17 +80,17 @@ def command(
         click.echo(_table(result))
 
 
-def _trace(name: str, block_size: int | None, gpu_blocks: int | None, cpu_blocks: int | None, chunk_blocks: int,
-           windows: int, max_runs: int, seqs: set[int] | None) -> dict[str, Any]:
+def _trace(name: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int | None, cpu_blocks: int | None,
+           chunk_blocks: int, windows: int, max_runs: int, seqs: set[int] | None) -> dict[str, Any]:
     if gpu_blocks is None:
         raise click.UsageError("--gpu-blocks: needed with --trace")
-    trace = load(name, block_size or MOONCAKE_BLOCK_TOKENS)
+    trace = load(name, block_size, fmt)
     tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks)
     try:
         engine = replay_engine(trace, tiers)
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
-    groups = time_windows([r.timestamp_ms for r in trace.requests], windows)
+    groups = time_windows(list(trace.timestamps_ms), windows)
     run = explain_run(engine, trace_requests(trace, chunk_blocks), groups, max_runs, seqs)
     return {"trace": trace.summary(), "runs": [run]}
 
