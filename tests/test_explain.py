@@ -22,7 +22,7 @@ from sim.explain.capacity import fill_needs, resized
 from sim.explain.causes import PRECEDENCE
 from sim.explain.summary import needs, totals
 from sim.presets import PRESETS, preset_fields
-from sim.replay import ReplayTiers, replay
+from sim.replay import ReplayTiers, replay, replay_engine, trace_requests
 from sim.scenario import Scenario
 from sim.simulation import engines, simulate
 from sim.trace import open_trace
@@ -370,3 +370,18 @@ def test_the_infinite_cache_bound_is_what_unbounded_tiers_serve(scenario: Scenar
                 huge = resized(huge, tier, sum(len(r.chunk_keys) for r in requests) * spec.units.chunk)
         unbounded = Engine("unbounded", huge).run_all(requests)
         assert [r.infinite_hit_tokens for r in records] == [r.prompt_tokens - r.computed_tokens for r in unbounded]
+
+
+def test_the_infinite_cache_bound_on_the_mooncake_sample() -> None:
+    # As above, on the bundled trace with 2-block CPU chunks: tiers too big to evict serve exactly the bound.
+    trace = open_trace("mooncake-synthetic")
+    tiers = ReplayTiers(1000, 8000, 2)
+    requests = trace_requests(trace, tiers.chunk_blocks)
+    engine = replay_engine(trace, tiers)
+    attach(engine)
+    records = engine.run_all(requests)
+    spec = engine.spec
+    huge = resized(spec, "gpu", (sum(r.alloc_blocks for r in requests) + 1) * spec.units.block)
+    huge = resized(huge, "cpu", sum(len(r.chunk_keys) for r in requests) * spec.units.chunk)
+    unbounded = Engine("unbounded", huge).run_all(requests)
+    assert [r.infinite_hit_tokens for r in records] == [r.prompt_tokens - r.computed_tokens for r in unbounded]
