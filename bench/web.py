@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-_SERVE = [sys.executable, "-c", "from app.cli import main; main()", "serve", "--log-level", "warning"]
+# Runs kept in memory: a benchmark never writes to the user's runs database (the store's cost is bench/runs.py's).
+_SERVE = [sys.executable, "-c", "from app.cli import main; main()", "serve", "--log-level", "warning", "--db", ":memory:"]
 _CHROMIUM = "/usr/bin/chromium"
 _CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 

@@ -368,7 +368,7 @@ class Engine:
         events.append(
             Ttft(
                 run, seq, req.pass_, req.doc, rec.ttft_ms, rec.source, rec.gpu_hit_tokens, rec.cpu_hit_tokens,
-                rec.disk_hit_tokens, rec.computed_tokens,
+                rec.disk_hit_tokens, rec.computed_tokens, rec.stored_tokens,
             )
         )
         return events

@@ -147,6 +147,7 @@ class Ttft(Event):
     cpu_hit_tokens: int
     disk_hit_tokens: int
     computed_tokens: int
+    stored_tokens: int = 0  # computed tokens written through to the CPU tier (what the store cost applies to)
 
 
 @dataclass(frozen=True, slots=True)

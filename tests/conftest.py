@@ -21,6 +21,13 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from live_servers import KVSCOPE, ROOT, free_port, stop, wait_until_up
 
+# Tests never touch the user's runs database: every server, CLI run and in-process app keeps runs in memory unless a
+# test names a temporary file itself; and the data directory points at a throwaway folder in case anything asks it.
+os.environ["KVSCOPE_DB"] = ":memory:"
+os.environ["XDG_DATA_HOME"] = str(ROOT / "test-artifacts" / "xdg-data")
+for _name in ("KVSCOPE_KEEP_RUNS", "KVSCOPE_DB_MAX_MB"):
+    os.environ.pop(_name, None)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 ARTIFACTS = ROOT / "test-artifacts"

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "capacity": "Simulate the scenario at many capacities of one tier.",
     "watch": "Follow a vLLM server's KV events: what each tier holds, live.",
     "explain": "Why tokens missed, and the capacity that would have hit.",
+    "runs": "The kept runs: list, show, diff, export, delete, import.",
 }
 
 

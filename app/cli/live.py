@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
+from app.cli import runs_db
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from app.live.session import MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, LiveOptions, LiveRun
 from app.live.targets import Target, TargetSpecError, parse_targets
+from app.runs.recording import LiveRecorder
 from sim import measurements
 from sim.events import Error, Event, Measured, PassDone, RunStarted, RunWarning
 from sim.result import comparison
@@ -34,9 +37,10 @@ from sim.result import comparison
     help="measure all targets at the same time (only if they share no GPU, and this machine has CPU to spare)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print the measured and predicted summaries as JSON")
+@runs_db.db_options
 def command(
     target_specs: tuple[str, ...], out: Path | None, concurrency: int, max_tokens: int, timeout_s: float,
-    side_by_side: bool, as_json: bool, **flags: Any,
+    side_by_side: bool, as_json: bool, db: str | None, keep_runs: int | None, db_max_mb: int | None, **flags: Any,
 ) -> None:
     """Send the scenario's requests to each target (one target after the other, requests one at a time), record TTFT
     and per-request GPU and CPU hit tokens from /metrics, and print them beside a simulation of the same
@@ -52,17 +56,30 @@ def command(
     # "x" refuses a file that appeared since the check; one holding no records is reused.
     fh = open(out, "w" if out.exists() else "x", newline="") if out is not None else None
     writer = measurements.MeasurementWriter(fh, jsonl=out.suffix == ".jsonl") if fh is not None and out is not None else None
-    live = LiveRun(scenario, targets, options, sink=writer.append if writer is not None else None)
+    store = runs_db.configure(db, keep_runs, db_max_mb)
+    recorder = LiveRecorder(store, scenario, [t.name for t in targets], asdict(options))
+
+    def sink(row: measurements.Measurement) -> None:
+        if writer is not None:
+            writer.append(row)
+        recorder.sink(row)  # committed to the runs database before the next request goes out
+
+    live = LiveRun(scenario, targets, options, sink=sink)
     predicted: dict[str, list[dict[str, Any]]] = {}
     try:
         asyncio.run(_consume(live, targets, predicted, sys.stderr))
     except KeyboardInterrupt:
+        recorder.finish("stopped")
         click.echo(f"\ninterrupted: {len(live.measurements)} requests measured" + (f", kept in {out}" if out else ""), err=True)
         raise SystemExit(130) from None
     finally:
         if fh is not None:
             fh.close()
+    recorder.finish("failed" if live.failed else "done")
+    store.close()
     _report(live, predicted, as_json, out)
+    kept = f"kept as run {recorder.run_id} (kvscope runs show {recorder.run_id})" if recorder.problem is None else f"not kept: {recorder.problem}"
+    click.echo(kept, err=True)
     if live.failed:
         raise SystemExit(1)
 

@@ -9,6 +9,7 @@ import click
 import uvicorn
 
 from app import costs_profile
+from app.cli import runs_db
 from app.cli.serve_upstreams import configure_upstreams, upstream_options
 from app.live.targets import ENV_VAR, TargetSpecError, env_value, parse_targets, targets_from_env
 
@@ -29,13 +30,16 @@ GRACEFUL_SHUTDOWN_S = 2
     help=f"cost profile JSON (from kvscope calibrate) for every simulation of the page and API (replaces ${costs_profile.ENV_VAR})",
 )
 @upstream_options
+@runs_db.db_options
 def command(
     host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None,
     upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...],
+    db: str | None, keep_runs: int | None, db_max_mb: int | None,
 ) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
     _configure_live_targets(targets)
     configure_upstreams(upstreams, kv_events, kv_replay)
+    runs_db.configure(db, keep_runs, db_max_mb).close()  # checked now, reopened by the app
     try:
         costs_profile.configure(costs_file)
     except ValueError as exc:

@@ -18,9 +18,9 @@ from starlette.middleware.gzip import GZipMiddleware
 from app.web.context import STATIC_DIR, Web
 from app.web.disconnects import QuietDisconnects
 from app.web.headers import SecurityHeaders
-from app.web.routes import analysis, calibrate, dashboard, docs, health, live, replay, simulate, watch
+from app.web.routes import analysis, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
 
-ROUTERS = [health, simulate, dashboard, live, replay, analysis, calibrate, watch, docs]
+ROUTERS = [health, simulate, dashboard, live, replay, analysis, calibrate, watch, docs, runs]
 
 # plotly.js as bundled with the installed plotly package, so Python and JS plotly stay in step.
 PLOTLY_JS = Path(find_spec("plotly").origin or "").parent / "package_data" / "plotly.min.js"  # type: ignore[union-attr]
@@ -37,6 +37,7 @@ def make_app(web: Web | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.web = web
+    web.runs.mark_interrupted()  # runs a killed server left 'running'
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)
     app.add_middleware(QuietDisconnects)

@@ -1,4 +1,4 @@
-"""What every router shares: the page templates (with number filters), where the static files are, the stream counters."""
+"""What every router shares: the page templates (with number filters), the static files, the stream counters, the runs database."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
 
 from app.live.targets import Target, configured_targets
+from app.runs.store import RunStore
 from app.web.sse import StreamStats
 
 
@@ -70,3 +71,5 @@ class Web:
     streams: StreamStats = field(default_factory=StreamStats)
     # Live mode's targets, fixed at start-up (``kvscope serve --target``, ``KVSCOPE_TARGETS``).
     live_targets: tuple[Target, ...] = field(default_factory=configured_targets)
+    # Where runs are kept (``kvscope serve --db``, ``KVSCOPE_DB``; ``:memory:`` keeps them only while serving).
+    runs: RunStore = field(default_factory=RunStore.from_env)

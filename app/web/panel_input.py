@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import UploadFile
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.web import scenario_form
 from app.web.inputs import InputErrors, check, errors_of
@@ -38,6 +39,16 @@ async def upload_text(file: UploadFile | None, field: str) -> tuple[str, str] | 
         return file.filename, textfile.decode(data)  # as the CLI reads a file: BOM dropped, UTF-16 and binary named
     except textfile.FileProblem as exc:
         raise Problem(field, f"{file.filename}: {exc}") from None
+
+
+async def uploaded_files(*files: Any) -> list[tuple[str, bytes]]:
+    """(name, bytes as uploaded) of each chosen file, read again from its start: what a kept run records of it."""
+    out = []
+    for file in files:
+        if isinstance(file, StarletteUpload) and file.filename:  # FastAPI's UploadFile is one too
+            await file.seek(0)
+            out.append((file.filename, await file.read(MAX_UPLOAD_BYTES + 1)))
+    return out
 
 
 def form_values(form: Any) -> dict[str, str]:

@@ -3,8 +3,10 @@ beside the predictions when the scenario is the lab's), the pass boundaries and 
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from app.scenario_input import resolve
 from sim.calibrate import read_table
@@ -93,6 +95,15 @@ class RunView:
     ttft_max_ms: float
     facts: Facts
     stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
+    stored_run: int | None = None  # a kept run, replayed from its stored events instead of a new stream
+    stored_note: str | None = None  # what a kept run lacks, said above its panels
+
+    @property
+    def scenario_link(self) -> str | None:
+        """``/?scenario=PRESET&field=value...``: the page that runs this scenario again."""
+        if self.stream_body is None:
+            return None
+        return "/?" + urlencode(scenario_query(self.stream_body))
 
     @property
     def runs(self) -> list[str]:
@@ -103,7 +114,19 @@ class RunView:
         return [asdict(p) for p in self.passes]
 
 
-def build(scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None) -> RunView:
+def scenario_query(body: dict[str, Any]) -> dict[str, str]:
+    """A scenario body as query fields: ``scenario`` names the preset; values that are not text are JSON."""
+    query = {"scenario": str(body.get("preset", "seed-lab"))}
+    for name, value in body.items():
+        if name not in ("preset", "pace_ms"):
+            query[name] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return query
+
+
+def build(
+    scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None,
+    stored_run: int | None = None, stored_note: str | None = None,
+) -> RunView:
     """The view of ``result`` (what ``sim.simulation.simulate(scenario)`` returned)."""
     prompt = scenario.prompt_tokens
     lanes = [
@@ -132,6 +155,8 @@ def build(scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any
         ttft_max_ms=max(r["ttft_ms"] for run in result["runs"] for r in run["requests"]),
         facts=_facts(scenario, lanes),
         stream_body=stream_body,
+        stored_run=stored_run,
+        stored_note=stored_note,
     )
 
 

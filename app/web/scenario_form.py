@@ -125,21 +125,25 @@ def view(preset: str, values: Mapping[str, str], errors: list[dict[str, Any]] | 
     return FormView(preset, fields, general)
 
 
+def values_of(scenario: Scenario) -> dict[str, str]:
+    """The form's fields as they show ``scenario``."""
+    return {name: _text(value) for name, value in scenario_summary(scenario).items() if name in FIELD_NAMES}
+
+
 def preset_view(preset: str) -> FormView:
     """The form filled with a preset's values (Scenario defaults where the preset is silent)."""
-    values = {name: _text(value) for name, value in scenario_summary(resolve(preset, {})).items() if name in FIELD_NAMES}
-    return view(preset, values)
+    return view(preset, values_of(resolve(preset, {})))
 
 
 def parse(form: Mapping[str, str]) -> ScenarioInput:
     """Raises ``ValidationError`` naming the fields; empty fields keep the preset's value, and no ``costs`` the server's."""
     data: dict[str, Any] = {name: form[name].strip() for name in FIELD_NAMES if form.get(name, "").strip()}
     if costs := form.get("costs", "").strip():  # the constants "Use these costs" put in the form, as JSON
-        data["costs"] = _json(costs)
+        data["costs"] = json_value(costs)
     return ScenarioInput(preset=form.get("preset", "seed-lab"), **data)
 
 
-def _json(text: str) -> Any:
+def json_value(text: str) -> Any:
     """The parsed value, or the text itself for pydantic to refuse with the field's name."""
     try:
         return json.loads(text)

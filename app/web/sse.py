@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 from fastapi.sse import ServerSentEvent
 
-from sim.events import Error, Event
+from sim.events import Error
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +43,37 @@ class StreamStats:
         return asdict(self)
 
 
-def message(event: Event) -> ServerSentEvent:
-    """The SSE message of one core event: ``event:`` is its kind, ``data:`` its JSON form."""
+class Streamable(Protocol):
+    """A core event (``sim.events.Event``), or one read back from the runs database, which carries the same JSON."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """An event whose JSON is already made (by whoever also keeps it): sent as it is, not encoded again."""
+
+    kind: str
+    text: str
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+
+def message(event: Streamable) -> ServerSentEvent:
+    """The SSE message of one core event: ``event:`` is its kind, ``data:`` its JSON form (an ``Encoded`` event's
+    text as it is: the same bytes FastAPI's encoder would make of its data, events holding only JSON types)."""
+    if isinstance(event, Encoded):
+        return ServerSentEvent(event=event.kind, raw_data=event.text)
     return ServerSentEvent(event=event.kind, data=event.to_dict())
 
 
 async def event_stream(
-    events: Iterable[Event] | AsyncIterable[Event],
+    events: Iterable[Streamable] | AsyncIterable[Streamable],
     stats: StreamStats,
     *,
     pace_s: float = 0.0,
@@ -86,6 +110,6 @@ async def event_stream(
             await aclose()
 
 
-async def _each(events: Iterable[Event]) -> AsyncIterator[Event]:
+async def _each(events: Iterable[Streamable]) -> AsyncIterator[Streamable]:
     for event in events:
         yield event

@@ -1,4 +1,5 @@
-// The player: takes a run's step stream (opened by htmx's SSE extension from #run-stream), groups its events
+// The player: takes a run's step stream (opened by htmx's SSE extension from #run-stream: a new simulation's, or a
+// kept run's stored events, which play exactly as they were sent), groups its events
 // by request, and applies one request at a time (Step), at the chosen speed (Play), or not at all (Pause).
 //
 // Panels never read the stream; they listen on `document` for:
@@ -29,6 +30,10 @@
     startPaused: false,
     view: null, // the #run-view the panels were last reset for
   };
+
+  // Panels' scripts load after this one; a stream started before they have (a page opened from a link) is held
+  // until the document is loaded, then shown from its start.
+  let loaded = false;
 
   const $ = (selector) => document.querySelector(selector);
   const emit = (name, detail) => document.dispatchEvent(new CustomEvent(name, { detail }));
@@ -61,7 +66,7 @@
     state.startPaused = false;
     state.view = view;
     stream.dataset.player = "attached";
-    emit("kvscope:reset", { runs: state.runs, requests: state.total });
+    if (loaded) emit("kvscope:reset", { runs: state.runs, requests: state.total });
     render();
   }
 
@@ -90,7 +95,7 @@
     }
     if (!step) {
       state.preamble.push(event);
-      emit("kvscope:event", { event });
+      if (loaded) emit("kvscope:event", { event });
       return;
     }
     step.events.push(event);
@@ -119,6 +124,7 @@
   }
 
   function pump() {
+    if (!loaded) return;
     clearTimeout(state.timer);
     state.timer = null;
     if (state.failed) {
@@ -217,10 +223,12 @@
   document.addEventListener("htmx:before:request", (evt) => {
     const ctx = evt.detail.ctx;
     const source = ctx.sourceElement;
-    if (!source?.hasAttribute("data-json-body")) return;
-    ctx.request.body = JSON.stringify(ctx.vals ?? {});
-    ctx.request.headers["Content-Type"] = "application/json";
-    begin(source);
+    if (source?.id !== "run-stream") return;
+    if (source.hasAttribute("data-json-body")) {
+      ctx.request.body = JSON.stringify(ctx.vals ?? {});
+      ctx.request.headers["Content-Type"] = "application/json";
+    }
+    begin(source); // a new simulation's stream, or a kept run's stored events (GET /api/runs/{id}/events)
   });
 
   // Every SSE message of the run stream comes here; htmx is told not to dispatch it as a DOM event itself.
@@ -263,6 +271,15 @@
     if (evt.target.matches?.("[data-role=speed]")) pump();
   });
 
-  document.addEventListener("htmx:after:swap", viewChanged);
-  document.addEventListener("DOMContentLoaded", () => { viewChanged(); render(); });
+  document.addEventListener("htmx:after:swap", () => { if (loaded) viewChanged(); });
+  document.addEventListener("DOMContentLoaded", () => {
+    loaded = true;
+    if (state.streaming || state.steps.length) {
+      rewind(); // the held stream, from its start, now that every panel listens
+      pump();
+    } else {
+      viewChanged();
+    }
+    render();
+  });
 })();

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
+from app.runs.recording import keep, run_headers, save_rows
+from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from sim import measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
@@ -154,7 +155,9 @@ def router(*, web: Web) -> APIRouter:
         except Problem as exc:
             return problem(request, exc)
         baseline = values.get("baseline", "").strip() or "gpu"
-        return render(request, "analysis/measurements.html", view=measurements_view(rows, baseline, failures))
+        files = await uploaded_files(form.get("file"), form.get("warmup"), form.get("query"))
+        run_id, _ = keep(lambda: save_rows(web.runs, "analysis", files, rows))
+        return render(request, "analysis/measurements.html", view=measurements_view(rows, baseline, failures), run_id=run_id)
 
     @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
     async def capacity_panel(request: Request) -> HTMLResponse:
@@ -208,7 +211,9 @@ def router(*, web: Web) -> APIRouter:
             found = _measurement_set(*upload)
         except Problem as exc:
             raise exc.for_body() from None
-        return JSONResponse({**measurements.analyze(found.rows, baseline), "failures": found.failures_json()})
+        files = await uploaded_files(file)
+        kept = run_headers(*keep(lambda: save_rows(web.runs, "analysis", files, found.rows)))
+        return JSONResponse({**measurements.analyze(found.rows, baseline), "failures": found.failures_json()}, headers=kept)
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
     def capacity_route(body: CapacityInput) -> JSONResponse:

@@ -22,7 +22,9 @@ from app.costs_profile import profile_name, profile_text
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
+from app.runs.recording import keep, run_headers, save_rows
+from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
+from sim import measurements
 from sim.calibrate import SAMPLE_COEFFICIENTS, Calibration, calibrate_text, parse_profile
 from sim.identify import Identifiability
 from sim.costs import CostModel
@@ -117,6 +119,20 @@ async def _calibrate(name: str, text: str, scenario: Scenario) -> Calibration:
         raise Problem("file", f"{name}: cannot fit the cost model ({exc})") from None
 
 
+async def _keep(
+    web: Web, calibration: Calibration, upload: tuple[str, str], scenario: Scenario, files: list[tuple[str, bytes]]
+) -> tuple[int | None, str | None]:
+    """Keep the calibration as a run: the file's rows (a table of cells has none), the fit, the fitted constants."""
+    try:
+        rows = measurements.parse_text(upload[1], jsonl=upload[0].endswith(".jsonl") or upload[1].lstrip().startswith("{"))
+    except MeasurementError:
+        rows = []  # a p50/mean table: kept as the file and the fit
+    profile = calibration.profile()
+    return await run_in_threadpool(
+        keep, lambda: save_rows(web.runs, "calibration", files, rows, result=profile, costs=profile["costs"], scenario=scenario)
+    )
+
+
 def router(*, web: Web) -> APIRouter:
     routes = APIRouter(tags=["analysis"])
     templates = web.templates
@@ -134,10 +150,12 @@ def router(*, web: Web) -> APIRouter:
         form = await request.form()
         try:
             upload = await _required_upload(form.get("file"), "file", "choose a measurement file")
-            calibration = await _calibrate(*upload, sidebar_scenario(form_values(form)))
+            scenario = sidebar_scenario(form_values(form))
+            calibration = await _calibrate(*upload, scenario)
         except Problem as exc:
             return problem(request, exc)
-        return render(request, "analysis/calibration.html", view=calibration_view(upload[0], calibration))
+        run_id, _ = await _keep(web, calibration, upload, scenario, await uploaded_files(form.get("file")))
+        return render(request, "analysis/calibration.html", view=calibration_view(upload[0], calibration), run_id=run_id)
 
     @routes.post("/ui/analysis/profile", response_class=HTMLResponse, include_in_schema=False)
     async def profile_panel(request: Request) -> HTMLResponse:
@@ -193,12 +211,14 @@ def router(*, web: Web) -> APIRouter:
                 scenario = check(ScenarioInput(**fields))
             except ValidationError as exc:
                 raise InputErrors(errors_of(exc)) from None
-            calibration = await _calibrate(*await _required_upload(file, "file", "no file was uploaded"), scenario)
+            upload = await _required_upload(file, "file", "no file was uploaded")
+            calibration = await _calibrate(*upload, scenario)
         except InputErrors as exc:
             raise exc.for_body() from None
         except Problem as exc:
             raise exc.for_body() from None
-        return JSONResponse(calibration.profile())
+        kept = run_headers(*await _keep(web, calibration, upload, scenario, await uploaded_files(file)))
+        return JSONResponse(calibration.profile(), headers=kept)
 
     return routes
 

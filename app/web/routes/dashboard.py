@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from app.web import run_view, scenario_form
+from app.web import run_view, scenario_form, stored
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.scenario_form import FormView
@@ -59,8 +59,41 @@ def router(*, web: Web) -> APIRouter:
         return templates.TemplateResponse(request, name, {"panels": PANELS, **context}, status_code=status_code, headers=headers)
 
     @pages.get("/", response_class=HTMLResponse)
-    def dashboard(request: Request) -> HTMLResponse:
+    async def dashboard(request: Request) -> HTMLResponse:
+        """The page; ``?run=ID`` replays a kept run, ``?scenario=PRESET&docs=12...`` runs a scenario."""
+        query = dict(request.query_params)
+        if "run" in query:
+            return await stored_run(request, query["run"])
+        if "scenario" in query:
+            return await linked_scenario(request, query)
         return render(request, "dashboard.html", form=scenario_form.preset_view(DEFAULT_PRESET), run=_initial_run())
+
+    async def stored_run(request: Request, raw_id: str) -> HTMLResponse:
+        """A kept simulation in the lanes, played from its stored events; any other kind opens in the Runs area."""
+        default = {"form": scenario_form.preset_view(DEFAULT_PRESET), "run": _initial_run()}
+        try:
+            opened = await run_in_threadpool(stored.open_run, web.runs, raw_id)
+        except stored.NotOpened as exc:
+            return render(request, "dashboard.html", status_code=exc.status, runs_notice=str(exc), **default)
+        if opened.live is not None:
+            return render(request, "dashboard.html", live_run=opened.live, **default)
+        if opened.view is None:
+            return render(request, "dashboard.html", open_run=opened.id, **default)
+        return render(request, "dashboard.html", form=opened.form, run=opened.view, costs=opened.costs)
+
+    async def linked_scenario(request: Request, query: dict[str, str]) -> HTMLResponse:
+        """The scenario a link names, run at once; a bad field is shown beside it (422) as the Run button would."""
+        preset = query.get("scenario") or DEFAULT_PRESET
+        try:
+            body = stored.scenario_input(preset, query)
+            scenario = check(body, streamed=True)
+        except ValidationError as exc:
+            return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, errors_of(exc)), run=_initial_run())
+        except InputErrors as exc:
+            return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, exc.errors), run=_initial_run())
+        stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        view = await run_in_threadpool(lambda: run_view.build(scenario, simulate(scenario), stream_body=stream_body))
+        return render(request, "dashboard.html", form=stored.form_of(preset, query), run=view, costs=stored.costs_of(scenario, "the link's costs"))
 
     @pages.get("/ui/fields", response_class=HTMLResponse)
     def fields(request: Request, preset: str = Query(DEFAULT_PRESET)) -> HTMLResponse:
@@ -84,7 +117,7 @@ def router(*, web: Web) -> APIRouter:
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         # Off the event loop: a large scenario takes a while, and open streams must keep flowing meanwhile.
         run = await run_in_threadpool(lambda: run_view.build(scenario, simulate(scenario), stream_body=stream_body))
-        return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values))
+        return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values), swap_fields=True)
 
     def invalid(request: Request, form: FormView) -> HTMLResponse:
         # The fields (not the whole run area) are redrawn with their errors; morphing keeps the focus where it was.

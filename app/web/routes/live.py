@@ -16,7 +16,7 @@ at start-up is refused too. Responses carry target names, never URLs.
 import asyncio
 import io
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -28,11 +28,14 @@ from app.live.client import TargetError, VllmClient
 from app.live.registry import KEPT_RUNS, BusyTargets, LiveRunEntry, LiveRuns, RunState
 from app.live.session import MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, LiveOptions, LiveRun
 from app.live.targets import Target
+from app.runs.recording import LiveRecorder
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.web.sse import Outcome, event_stream
+from app.web.routes.simulate import STATUS_OF
+from app.web.sse import Encoded, Outcome, Streamable, event_stream
 from sim import measurements
+from sim.events import Event
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
 
@@ -71,7 +74,28 @@ def router(*, web: Web) -> APIRouter:
             )
         scenario = check(body, streamed=True)
         options = LiveOptions(body.concurrency, body.max_tokens, body.timeout_s, body.side_by_side)
-        return runs.create(LiveRun(scenario, [configured[n] for n in body.targets], options))
+        run = LiveRun(scenario, [configured[n] for n in body.targets], options)
+        entry = runs.create(run)  # before the recorder: a busy target keeps nothing
+        forget_unstarted()
+        recorder = LiveRecorder(web.runs, scenario, body.targets, asdict(options))
+        run.sink = recorder.sink
+        recorders[entry.id] = recorder
+        return entry
+
+    # The kept run of each live run, until its stream ends (or it expires unstarted).
+    recorders: dict[str, LiveRecorder] = {}
+
+    def forget_unstarted() -> None:
+        for run_id in list(recorders):
+            entry = runs.get(run_id)
+            if entry is None or entry.state is RunState.EXPIRED or (entry.state is RunState.CREATED and not entry.holds_targets):
+                recorders.pop(run_id).finish("stopped")
+
+    def kept(entry: LiveRunEntry) -> dict[str, Any]:
+        recorder = recorders.get(entry.id)
+        if recorder is None:
+            return {}
+        return {"run_id": recorder.run_id, **({"run_error": recorder.problem} if recorder.problem else {})}
 
     def created(body: LiveRunInput) -> LiveRunEntry:
         # A dependency, so that a bad body gets its 422 (or a busy target its 409) as plain JSON.
@@ -102,7 +126,10 @@ def router(*, web: Web) -> APIRouter:
     @api.post("/api/live/runs", status_code=201, summary="Create a live run")
     def create_run(entry: Annotated[LiveRunEntry, Depends(created)]) -> dict[str, Any]:
         """Reserve the targets and return where to stream the run from and where its records will be."""
-        return {**entry.summary(), "events": f"/api/live/runs/{entry.id}/events", "records": f"/api/live/runs/{entry.id}/records"}
+        return {
+            **entry.summary(), "events": f"/api/live/runs/{entry.id}/events", "records": f"/api/live/runs/{entry.id}/records",
+            **kept(entry),
+        }
 
     @api.get("/api/live/runs/{run_id}", summary="A live run's state")
     def run_state(entry: Annotated[LiveRunEntry, Depends(entry_of)]) -> dict[str, Any]:
@@ -117,8 +144,11 @@ def router(*, web: Web) -> APIRouter:
         def ended(outcome: Outcome) -> None:
             # Either way the run's targets are free again; a run its client left is stopped, not finished.
             entry.state = RunState.STOPPED if outcome == "abandoned" else RunState.FINISHED
+            recorder = recorders.pop(entry.id, None)
+            if recorder is not None:
+                recorder.finish(STATUS_OF[outcome])
 
-        async for item in event_stream(entry.run.events(), web.streams, on_end=ended):
+        async for item in event_stream(kept_events(entry.run.events(), recorders.get(entry.id)), web.streams, on_end=ended):
             yield item
 
     @api.get("/api/live/runs/{run_id}/records", summary="A live run's measurement file")
@@ -159,12 +189,27 @@ def router(*, web: Web) -> APIRouter:
             return problem(request, [_say(e) for e in exc.errors])
         except BusyTargets as exc:
             return problem(request, [str(exc)], 409)
-        return templates.TemplateResponse(request, "live/run.html", {"run": run_view(entry)})
+        return templates.TemplateResponse(request, "live/run.html", {"run": {**run_view(entry), **kept(entry)}})
 
     def problem(request: Request, messages: list[str], status: int = 422) -> HTMLResponse:
         return templates.TemplateResponse(request, "live/problem.html", {"messages": messages}, status_code=status)
 
     return api
+
+
+async def kept_events(events: AsyncIterator[Event], recorder: LiveRecorder | None) -> AsyncIterator[Streamable]:
+    """The live run's events, each kept by its recorder too (encoded once for both)."""
+    try:
+        async for event in events:
+            if recorder is None:
+                yield event
+            else:
+                data, text = recorder.add(event)
+                yield Encoded(event.kind, text, data)
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()  # a client that left stops the run at once
 
 
 async def probe_all(targets: list[Target]) -> list[dict[str, Any]]:
@@ -184,18 +229,21 @@ def panel_view(names: list[str]) -> dict[str, Any]:
 
 def run_view(entry: LiveRunEntry) -> dict[str, Any]:
     """What the live run's partial needs: targets, request count, pass boundaries, where to stream from."""
-    scenario: Scenario = entry.run.scenario
+    return live_view(
+        entry.id, entry.run.scenario, entry.target_names,
+        events=f"/api/live/runs/{entry.id}/events", records=f"/api/live/runs/{entry.id}/records",
+    )
+
+
+def live_view(run_id: str | int, scenario: Scenario, targets: list[str], *, events: str, records: str) -> dict[str, Any]:
+    """The live run partial's context, for a run under way or a kept one (replayed from its stored events)."""
     marks, first = [], 1
     for number, spec in enumerate(scenario.passes, start=1):
         marks.append({"number": number, "order": spec.label, "first_request": first})
         first += scenario.pass_length(spec)
     return {
-        "id": entry.id,
-        "targets": entry.target_names,
-        "requests": scenario.total_requests,
-        "passes": marks,
-        "events": f"/api/live/runs/{entry.id}/events",
-        "records": f"/api/live/runs/{entry.id}/records",
+        "id": run_id, "targets": targets, "requests": scenario.total_requests, "passes": marks,
+        "events": events, "records": records,
     }
 
 

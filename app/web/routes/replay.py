@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.runs.recording import keep, run_headers, save_replay
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check
@@ -111,6 +112,12 @@ def load_trace(form: TraceForm) -> Trace:
         raise _invalid("block_size", f"{form.trace}: {exc}", form.block_size) from None
 
 
+def _reread(file: UploadFile) -> bytes:
+    """The uploaded trace as sent, for the kept run (its sha256; its content up to the size kept)."""
+    file.file.seek(0)
+    return file.file.read(WEB_LIMITS.max_bytes + 1)
+
+
 def router(*, web: Web) -> APIRouter:
     api = APIRouter(tags=["traces"])
 
@@ -127,13 +134,16 @@ def router(*, web: Web) -> APIRouter:
     @api.post("/api/replay", summary="Replay a trace through the tiers", response_class=JSONResponse)
     def replay_route(form: Annotated[ReplayForm, Form()]) -> JSONResponse:
         """The same JSON as ``kvscope replay TRACE --json``: ``trace``, ``run``, ``tiers`` (each with
-        ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``."""
+        ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``;
+        the ``X-Kvscope-Run`` header names the run kept of it."""
         trace = load_trace(form)
         tiers = ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks)
         try:
-            return JSONResponse(replay(trace, tiers, timeline_buckets=form.timeline_buckets))
+            result = replay(trace, tiers, timeline_buckets=form.timeline_buckets)
         except ReplayError as exc:
             raise _invalid(exc.field, str(exc), getattr(form, exc.field)) from None
+        files = [(form.file.filename, _reread(form.file))] if form.file is not None and form.file.filename else []
+        return JSONResponse(result, headers=run_headers(*keep(lambda: save_replay(web.runs, result, files))))
 
     @api.post("/api/curve", summary="Plain-LRU hit-ratio curve of a trace", response_class=JSONResponse)
     def curve_route(form: Annotated[CurveForm, Form()]) -> JSONResponse:

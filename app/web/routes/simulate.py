@@ -1,28 +1,46 @@
-"""The simulation API: ``POST /api/simulate`` (the ``simulate --json`` result), its SSE step stream, and the presets."""
+"""The simulation API: ``POST /api/simulate`` (the ``simulate --json`` result), its SSE step stream, and the presets.
+
+Both keep the run in the runs database and name it in the ``X-Kvscope-Run``
+header; the stream keeps each request's events as they are sent.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
+from app.runs.recording import RUN_HEADER, StreamRecorder, keep, run_headers, save_simulation
+from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check
-from app.web.sse import event_stream
+from app.web.sse import Encoded, Outcome, Streamable, event_stream
+from sim.events import Event, RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
 from sim.simulation import simulate, stream
+
+STATUS_OF: dict[Outcome, str] = {"completed": "done", "abandoned": "stopped", "failed": "failed"}
 
 
 @dataclass(frozen=True, slots=True)
 class StreamJob:
     scenario: Scenario
     pace_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class KeptStream:
+    """A stream to send and the run that keeps it (None, and why, when it cannot be kept)."""
+
+    job: StreamJob
+    recorder: StreamRecorder | None
+    problem: str | None
 
 
 def scenario_of(body: ScenarioInput) -> Scenario:
@@ -40,6 +58,30 @@ def stream_job_of(body: StreamInput) -> StreamJob:
         raise exc.for_body() from None
 
 
+def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
+    """A dependency too: the run is opened, and named in a header, before the stream's headers go out."""
+    try:
+        recorder = StreamRecorder(request.app.state.web.runs, job.scenario)
+    except StoreError as exc:
+        return KeptStream(job, None, str(exc))
+    response.headers[RUN_HEADER] = str(recorder.run_id)
+    return KeptStream(job, recorder, None)
+
+
+def recorded(events: Iterator[Event], recorder: StreamRecorder | None, problem: str | None) -> Iterator[Streamable]:
+    """The events, each also kept by the recorder (encoded once for both); first a warning if the run cannot be kept."""
+    if problem:
+        yield RunWarning("", f"this run is not kept: {problem}")
+    for event in events:
+        if recorder is None:
+            yield event
+        else:
+            data, text = recorder.add(event)
+            yield Encoded(event.kind, text, data)
+    if recorder is not None and recorder.problem:
+        yield RunWarning("", f"the run is kept only up to here: {recorder.problem}")
+
+
 def router(*, web: Web) -> APIRouter:
     api = APIRouter(prefix="/api", tags=["simulate"])
 
@@ -48,19 +90,29 @@ def router(*, web: Web) -> APIRouter:
         scenario: Annotated[Scenario, Depends(scenario_of)],
         explain: Annotated[bool, Query(description="each miss's cause (gpu_miss, computed); false is --no-explain")] = True,
     ) -> JSONResponse:
-        """The same JSON as ``kvscope simulate --json`` with the same flags: ``{"docs": 20}`` is ``--docs 20``."""
-        return JSONResponse(simulate(scenario, explain=explain))
+        """The same JSON as ``kvscope simulate --json`` with the same flags: ``{"docs": 20}`` is ``--docs 20``.
+        The ``X-Kvscope-Run`` header names the run kept of it (``X-Kvscope-Run-Error`` says why none was)."""
+        result = simulate(scenario, explain=explain)
+        return JSONResponse(result, headers=run_headers(*keep(lambda: save_simulation(web.runs, scenario, result))))
 
     @api.post("/simulate/stream", summary="Stream a simulation step by step", response_class=EventSourceResponse)
     async def simulate_stream(
-        job: Annotated[StreamJob, Depends(stream_job_of)],
+        kept: Annotated[KeptStream, Depends(kept_stream)],
         explain: Annotated[bool, Query(description="send each request's misses by cause (explain)")] = True,
     ) -> AsyncIterator[ServerSentEvent]:
         """One SSE message per core event (``run``, ``request``, ``lookup``, ``evict``, ``load``, ``store``,
         ``occupancy``, ``explain``, ``ttft``, ``pass``, ``done``; ``error`` on failure), runs interleaved request
         by request. The message's ``event`` is the kind and its ``data`` the event as JSON. Disconnecting stops
-        the work."""
-        async for item in event_stream(stream(job.scenario, explain=explain), web.streams, pace_s=job.pace_s):
+        the work. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
+        cannot be)."""
+        recorder = kept.recorder
+
+        def ended(outcome: Outcome) -> None:
+            if recorder is not None:
+                recorder.finish(STATUS_OF[outcome])
+
+        events = recorded(stream(kept.job.scenario, explain=explain), recorder, kept.problem)
+        async for item in event_stream(events, web.streams, pace_s=kept.job.pace_s, on_end=ended):
             yield item
 
     @api.get("/presets", summary="The named starting points")

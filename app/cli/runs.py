@@ -1,0 +1,188 @@
+"""``kvscope runs``: the kept runs: list, show, diff, export, delete, import (``--db`` names the database)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from app.cli import runs_db
+from app.cli.table import format_table
+from app.runs import compare, export, importer
+from app.runs.recording import result_of
+from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunStore, StoreError, StoreFull, check_id
+from sim import textfile
+
+
+class RunIdType(click.ParamType):
+    """A run id: a positive whole number (anything else exits 2 before the database is touched)."""
+
+    name = "ID"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            return check_id(value)
+        except StoreError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+RUN_ID = RunIdType()
+
+
+def _store(ctx: click.Context) -> RunStore:
+    return ctx.obj  # type: ignore[no-any-return]
+
+
+def _missing(exc: NoSuchRun) -> click.ClickException:
+    error = click.ClickException(f"{exc} in {click.get_current_context().obj.path}")
+    error.exit_code = 1
+    return error
+
+
+def _headline(summary: dict[str, Any]) -> str:
+    best = summary.get("best_speedup")
+    text = f"{summary['requests']:,} requests" if summary.get("requests") else ""
+    if best:
+        text += f"; pass {best['pass']}: {best['candidate']} {best['p50_speedup']:.2f}x p50 over {best['baseline']}"
+    return text
+
+
+@click.group("runs")
+@runs_db.db_options
+@click.pass_context
+def command(ctx: click.Context, db: str | None, keep_runs: int | None, db_max_mb: int | None) -> None:
+    """The kept runs: every simulation, live run, replay, analysis and calibration of the dashboard and API."""
+    ctx.obj = runs_db.configure(db, keep_runs, db_max_mb)
+    ctx.call_on_close(ctx.obj.close)
+
+
+@command.command("list")
+@click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True, help="runs to list, newest first")
+@click.option("--kind", type=click.Choice(KINDS), default=None, help="only runs of this kind")
+@click.option("--json", "as_json", is_flag=True, help="print as JSON (as GET /api/runs)")
+@click.pass_context
+def list_runs(ctx: click.Context, limit: int, kind: str | None, as_json: bool) -> None:
+    """The newest runs: id, kind, when, status, scenario (or file) and headline figures."""
+    runs = _store(ctx).list(limit=limit, kind=kind)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in runs], indent=1))
+        return
+    if not runs:
+        click.echo(f"no runs kept in {_store(ctx).path}")
+        return
+    rows = [[r.id, r.kind, r.created_at[:19].replace("T", " "), r.status, r.summary.get("scenario") or r.name, _headline(r.summary)] for r in runs]
+    click.echo(format_table(["id", "kind", "when (UTC)", "status", "scenario or file", "headline"], rows, [True, False, False, False, False, False]))
+
+
+@command.command("show")
+@click.argument("run_id", type=RUN_ID)
+@click.option("--json", "as_json", is_flag=True, help="print the whole run as JSON (as GET /api/runs/ID)")
+@click.pass_context
+def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
+    """One run: what it was and its figures per configuration and pass."""
+    store = _store(ctx)
+    try:
+        run = store.get(run_id)
+        view = compare.diff(store, run_id, run_id)
+    except NoSuchRun as exc:
+        raise _missing(exc) from None
+    if as_json:
+        click.echo(json.dumps({**run.to_dict(), "result": result_of(store, run), "uploads": store.uploads(run_id)}, indent=1))
+        return
+    info = run.info
+    click.echo(f"run {info.id}: {info.kind}, {info.status}, {info.created_at}")
+    click.echo(f"  {info.summary.get('scenario') or info.name}")
+    if run.source:
+        click.echo(f"  source: {json.dumps(run.source)}")
+    click.echo("")
+    rows = [[p["config"], f"{p['pass']} {p['order'] or ''}", p["requests"]["a"], p["p50_ms"]["a"], p["mean_ms"]["a"],
+             p["gpu_hit_tokens"]["a"], p["cpu_hit_tokens"]["a"]] for p in view["passes"]]
+    click.echo(format_table(["config", "pass", "n", "p50 ms", "mean ms", "GPU hit tok", "CPU hit tok"], rows) if rows else "no requests")
+
+
+@command.command("diff")
+@click.argument("a", type=RUN_ID)
+@click.argument("b", type=RUN_ID)
+@click.option("--json", "as_json", is_flag=True, help="print as JSON (as GET /api/runs/A/diff/B)")
+@click.pass_context
+def diff(ctx: click.Context, a: int, b: int, as_json: bool) -> None:
+    """Run B against run A: what differs in scenario and costs, and per configuration and pass p50 and mean with B/A."""
+    try:
+        view = compare.diff(_store(ctx), a, b)
+    except NoSuchRun as exc:
+        raise _missing(exc) from None
+    if as_json:
+        click.echo(json.dumps(view, indent=1))
+        return
+    changes = [f"  {c['field']}: {json.dumps(c['a'])} -> {json.dumps(c['b'])}" for c in view["scenario"]]
+    changes += [f"  cost {c['field']}: {c['a']} -> {c['b']}" for c in view["costs"]]
+    if not view["scenarios_known"]:
+        said = "one of them has no scenario (imported measurements): only their requests are compared"
+    else:
+        said = "scenario and costs differ in" if changes else "same scenario and costs"
+    click.echo(f"run {b} against run {a}: {said}")
+    for line in changes:
+        click.echo(line)
+    click.echo("")
+    ratio = lambda c: "" if c is None else f"{c:.3f}"  # noqa: E731
+    rows = [
+        [p["config"], f"{p['pass']} {p['order'] or ''}", p["p50_ms"]["a"], p["p50_ms"]["b"], ratio(p["p50_ms"]["change"]),
+         p["mean_ms"]["a"], p["mean_ms"]["b"], ratio(p["mean_ms"]["change"]), "*" if p["differs"] else ""]
+        for p in view["passes"]
+    ]
+    click.echo(format_table(["config", "pass", f"p50 ms {a}", f"p50 ms {b}", "b/a", f"mean ms {a}", f"mean ms {b}", "b/a", "differs"], rows))
+
+
+@command.command("export")
+@click.argument("run_id", type=RUN_ID)
+@click.option("--format", "fmt", type=click.Choice(export.FORMATS), default="csv", show_default=True,
+              help="csv or jsonl: the requests as a measurement file; json: the whole run")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write here (never overwrites) instead of printing")
+@click.pass_context
+def export_run(ctx: click.Context, run_id: int, fmt: export.Format, out: Path | None) -> None:
+    """A run's requests (``kvscope analyze`` reads them), or the whole run as JSON (``runs import`` reads it back)."""
+    try:
+        text = export.export(_store(ctx), run_id, fmt)
+    except NoSuchRun as exc:
+        raise _missing(exc) from None
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(out, "x") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise click.BadParameter(f"{out} exists; kvscope never overwrites a file", param_hint="--out") from None
+    click.echo(f"wrote run {run_id} to {out}")
+
+
+@command.command("delete")
+@click.argument("run_ids", type=RUN_ID, nargs=-1, required=True)
+@click.pass_context
+def delete(ctx: click.Context, run_ids: tuple[int, ...]) -> None:
+    """Delete runs (their records and events go with them)."""
+    missing = [i for i in run_ids if not _store(ctx).delete(i)]
+    for i in run_ids:
+        if i not in missing:
+            click.echo(f"deleted run {i}")
+    if missing:
+        raise _missing(NoSuchRun(missing[0]))
+
+
+@command.command("import")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.pass_context
+def import_file(ctx: click.Context, file: Path) -> None:
+    """Keep a file as a run: a measurement file (CSV or JSONL), kvscope simulate --json output, or an exported run."""
+    try:
+        run_id = importer.import_bytes(_store(ctx), file.name, textfile.read_bytes(file, importer.MAX_IMPORT_BYTES))
+    except textfile.FileProblem as exc:
+        raise click.BadParameter(f"{file}: {exc}", param_hint="FILE") from None
+    except importer.ImportProblem as exc:
+        raise click.BadParameter(str(exc), param_hint="FILE") from None
+    except StoreFull as exc:
+        raise click.ClickException(str(exc)) from None
+    run = _store(ctx).get(run_id).info
+    click.echo(f"imported {file} as run {run_id} ({run.kind}, {run.summary.get('requests', 0):,} requests)")

@@ -1,0 +1,1 @@
+"""Runs kept in SQLite: every simulation, live run, replay, analysis and calibration, to list, compare, export and share."""

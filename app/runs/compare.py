@@ -1,0 +1,92 @@
+"""Two runs side by side: what differs in their scenarios and cost constants, and per (configuration, pass)
+their p50, mean and hit tokens with the change from the first to the second."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from sim.measurements import Measurement
+from sim.result import pass_summaries
+from sim.scenario import PassSpec
+from sim.stats import speedup
+
+from app.runs.recording import rows_of
+from app.runs.store import RunStore
+
+# A change of less than this (relative) is not highlighted: TTFTs are rounded to the microsecond.
+SAME_WITHIN = 0.005
+MAX_SERIES_POINTS = 20_000  # per run, for the overlaid TTFT chart
+
+
+def _changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Fields whose values differ; nothing when either run has none (an imported measurement file has no scenario)."""
+    if not a or not b:
+        return []
+    return [{"field": k, "a": a.get(k), "b": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _scenario(fields: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A kept scenario as compared: passes as their text (``forward,reverse``); its costs are compared apart."""
+    if not fields:
+        return None
+    out = {k: v for k, v in fields.items() if k != "costs"}
+    try:
+        out["passes"] = ",".join(PassSpec.model_validate(p).text for p in fields.get("passes") or [])
+    except ValidationError:
+        pass
+    return out
+
+
+def _cells(rows: list[Measurement]) -> dict[tuple[str, int], dict[str, Any]]:
+    by_config: dict[str, list[Measurement]] = {}
+    for r in rows:
+        by_config.setdefault(r.config, []).append(r)
+    return {(config, p["pass"]): p for config, rs in by_config.items() for p in pass_summaries(rs)}
+
+
+def _change(a: float | None, b: float | None) -> float | None:
+    """b relative to a: 1.25 is 25% higher. None when either is missing or a is 0."""
+    if a is None or b is None or a == 0:
+        return None
+    return round(b / a, 4)
+
+
+def series(rows: list[Measurement]) -> list[dict[str, Any]]:
+    """Per configuration, each request's TTFT in request order (x counts the configuration's requests from 1)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows[:MAX_SERIES_POINTS]:
+        s = out.setdefault(r.config, {"config": r.config, "x": [], "ttft_ms": []})
+        s["x"].append(len(s["x"]) + 1)
+        s["ttft_ms"].append(r.ttft_ms)
+    return list(out.values())
+
+
+def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
+    """``/api/runs/{a}/diff/{b}`` and ``kvscope runs diff A B``."""
+    a, b = store.get(a_id), store.get(b_id)
+    rows_a, rows_b = rows_of(store, a_id), rows_of(store, b_id)
+    cells_a, cells_b = _cells(rows_a), _cells(rows_b)
+    passes = []
+    for key in sorted(set(cells_a) | set(cells_b), key=lambda k: (k[1], k[0])):
+        ca, cb = cells_a.get(key), cells_b.get(key)
+        row: dict[str, Any] = {"config": key[0], "pass": key[1], "order": (ca or cb or {}).get("order")}
+        for name in ("requests", "p50_ms", "mean_ms", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens"):
+            va, vb = (ca or {}).get(name), (cb or {}).get(name)
+            row[name] = {"a": va, "b": vb, "change": _change(va, vb)}
+        row["differs"] = ca is None or cb is None or any(
+            row[n]["a"] != row[n]["b"] and (row[n]["change"] is None or abs(row[n]["change"] - 1) > SAME_WITHIN)
+            for n in ("requests", "p50_ms", "mean_ms", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+        )
+        row["p50_speedup_b_over_a"] = None if not (ca and cb) else round(speedup(ca["p50_ms"], cb["p50_ms"]), 3)
+        passes.append(row)
+    return {
+        "a": a.info.to_dict(),
+        "b": b.info.to_dict(),
+        "scenarios_known": bool(a.scenario and b.scenario),  # an imported measurement file has none
+        "scenario": _changes(_scenario(a.scenario), _scenario(b.scenario)),
+        "costs": _changes(a.costs, b.costs),
+        "passes": passes,
+        "ttft": {"a": series(rows_a), "b": series(rows_b)},
+    }

@@ -1,0 +1,44 @@
+"""A run written out: its requests as a measurement file (CSV or JSONL, which ``kvscope analyze`` and ``runs
+import`` read back), or the whole run as JSON (list entry, scenario, costs, source, result, records, events)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, Literal
+
+from sim.measurements import MeasurementWriter
+
+from app.runs.recording import result_of, rows_of
+from app.runs.store import RunStore
+
+Format = Literal["csv", "jsonl", "json"]
+FORMATS: tuple[str, ...] = ("csv", "jsonl", "json")
+MEDIA = {"csv": "text/csv", "jsonl": "application/x-ndjson", "json": "application/json"}
+EXPORT_MARK = "kvscope-run"  # the ``format`` key of a JSON export, by which import knows one
+
+
+def whole(store: RunStore, run_id: int) -> dict[str, Any]:
+    run = store.get(run_id)
+    return {
+        "format": EXPORT_MARK,
+        **run.to_dict(),
+        "result": result_of(store, run),
+        "uploads": store.uploads(run_id),
+        "records": store.records(run_id),
+        "events": store.events(run_id),
+    }
+
+
+def export(store: RunStore, run_id: int, fmt: Format) -> str:
+    if fmt == "json":
+        return json.dumps(whole(store, run_id), indent=1) + "\n"
+    buffer = io.StringIO()
+    writer = MeasurementWriter(buffer, jsonl=fmt == "jsonl")
+    for row in rows_of(store, run_id):
+        writer.append(row)
+    return buffer.getvalue()
+
+
+def filename(run_id: int, fmt: str) -> str:
+    return f"kvscope-run-{run_id}.{fmt}"

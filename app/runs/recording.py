@@ -1,0 +1,404 @@
+"""What each kind of run keeps, built from what the feature already has: no run is simulated again to be saved.
+
+A simulated run keeps its scenario, cost constants and result (and, when it
+was streamed to the page, its step events, one batch per request, from which
+its result is rebuilt); a live run its measurement rows as they arrive; a
+replay its result and the trace's identity; an analysis or calibration the
+parsed rows, the file's sha256 and size, and its content only up to
+``UPLOAD_KEEP_BYTES``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sim import measurements
+from sim.events import Event
+from sim.measurements import Measurement
+from sim.result import comparison, pass_summaries, run_totals
+from sim.scenario import Scenario
+from sim.simulation import scenario_summary
+
+from app.runs.store import NewRun, Run, RunStore, RunWriter, StoreError
+
+UPLOAD_KEEP_BYTES = 1 * 2**20  # an upload's content is kept up to this size; above it only its sha256 and size
+
+
+def scenario_fields(scenario: Scenario) -> dict[str, Any]:
+    """What reopens the scenario: ``Scenario.model_validate`` of it gives it back."""
+    return scenario.model_dump(mode="json")
+
+
+def scenario_text(scenario: Scenario) -> str:
+    """One line for the runs list: documents, GPU and offload sizes, passes."""
+    parts = [f"{scenario.docs} docs x {scenario.doc_tokens:,} tok", f"GPU {scenario.gpu_tokens:,} tok"]
+    if scenario.cpu_capacity_tokens:
+        parts.append(f"CPU {scenario.cpu_gb} GiB" if scenario.cpu_gb else f"CPU {scenario.cpu_capacity_tokens:,} tok")
+    if scenario.disk_capacity_tokens:
+        parts.append(f"disk {scenario.disk_capacity_tokens:,} tok")
+    parts.append(",".join(p.text for p in scenario.passes))
+    return " · ".join(parts)
+
+
+def figures(rows: list[Measurement]) -> dict[str, Any]:
+    """The headline figures of per-request rows: requests, configurations, the best p50 speed-up."""
+    configs: dict[str, list[Measurement]] = {}
+    for r in rows:
+        configs.setdefault(r.config, []).append(r)
+    return headline([{"name": c, "passes": pass_summaries(rs)} for c, rs in configs.items()], len(rows))
+
+
+def headline(runs: list[dict[str, Any]], requests: int) -> dict[str, Any]:
+    """Requests, configurations and the best p50 speed-up over the first configuration, from per-pass summaries."""
+    speedups = comparison(runs, baseline=runs[0]["name"]) if runs else []
+    best = max(speedups, key=lambda s: s["p50_speedup"], default=None)
+    return {
+        "requests": requests,
+        "configs": [r["name"] for r in runs],
+        "best_speedup": None if best is None else {k: best[k] for k in ("pass", "baseline", "candidate", "p50_speedup")},
+    }
+
+
+def summary(scenario: Scenario | None, rows: list[Measurement], **extra: Any) -> dict[str, Any]:
+    return {"scenario": scenario_text(scenario) if scenario else None, **figures(rows), **extra}
+
+
+# -- simulated runs -------------------------------------------------------------
+
+
+def save_simulation(store: RunStore, scenario: Scenario, result: dict[str, Any], *, name: str = "", source: dict[str, Any] | None = None) -> int:
+    """A finished ``simulate()`` result (``/api/simulate``, ``kvscope simulate``, an imported ``--json``)."""
+    run = NewRun(
+        "simulate", name=name or scenario_text(scenario), scenario=scenario_fields(scenario),
+        costs=result["scenario"].get("costs"), summary=summary(scenario, measurements.from_result(result)), source=source,
+    )
+    return store.save(run, result=result)
+
+
+class EventLog:
+    """A stream's events, kept as they are sent: one batch per request (ended by an event of kind ``ends_with``),
+    each event encoded once for the client and the database alike. Batches are committed at most ``every_s``
+    apart (0: each request as it ends). A store that fails or fills up never stops the stream: ``problem`` says
+    why the run is kept only so far."""
+
+    def __init__(self, writer: RunWriter | None, ends_with: str, every_s: float) -> None:
+        self.writer = writer
+        self.ends_with = ends_with
+        self.every_s = every_s
+        self.batch: list[dict[str, Any]] = []
+        self.texts: list[str] = []
+        self.batches: list[list[dict[str, Any]]] = []
+        self.pending: list[str] = []
+        self.flushed_at = time.monotonic()
+        self.problem: str | None = None
+
+    def add(self, event: Event) -> tuple[dict[str, Any], str]:
+        """Keep the event; its JSON form and text, for the stream to send as they are."""
+        data = event.to_dict()
+        text = json.dumps(data)
+        self.batch.append(data)
+        self.texts.append(text)
+        if event.kind == self.ends_with:
+            self.end_request()
+        return data, text
+
+    def end_request(self) -> None:
+        if not self.batch:
+            return
+        self.batches.append(self.batch)
+        self.pending.append("[" + ",".join(self.texts) + "]")
+        self.batch, self.texts = [], []
+        if time.monotonic() - self.flushed_at >= self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        self.flushed_at = time.monotonic()
+        if self.writer is not None and self.problem is None and pending:
+            try:
+                self.writer.append_encoded_events(pending)
+            except StoreError as exc:
+                self.problem = str(exc)  # the stream goes on; the run is kept up to here
+
+
+class StreamRecorder:
+    """Keeps a simulation's step stream as it is sent, one batch of events per request (ended by its ``ttft``),
+    committed at most ``FLUSH_EVERY_S`` apart (a paced stream commits every request; one at full speed a few
+    times), so a crash loses at most that much of a simulation, which can be run again."""
+
+    FLUSH_EVERY_S = 0.05
+
+    def __init__(self, store: RunStore, scenario: Scenario, *, kind: str = "simulate") -> None:
+        self.scenario = scenario
+        self.writer: RunWriter | None = store.open(NewRun(
+            kind, name=scenario_text(scenario), scenario=scenario_fields(scenario),
+            costs=scenario_summary(scenario)["costs"], summary=summary(scenario, []),
+        ))
+        self.log = EventLog(self.writer, "ttft", self.FLUSH_EVERY_S)
+        self.requests = 0
+        self.passes: dict[str, list[dict[str, Any]]] = {}  # run -> its `pass` events' summaries
+
+    @property
+    def run_id(self) -> int | None:
+        return None if self.writer is None else self.writer.id
+
+    @property
+    def problem(self) -> str | None:
+        return self.log.problem
+
+    @property
+    def batches(self) -> list[list[dict[str, Any]]]:
+        return self.log.batches
+
+    def add(self, event: Event) -> tuple[dict[str, Any], str]:
+        """Keep the event; its JSON form and text, for the stream to send as they are."""
+        data, text = self.log.add(event)
+        if event.kind == "ttft":
+            self.requests += 1
+        elif event.kind == "pass":
+            self.passes.setdefault(data["run"], []).append(data["summary"])
+        return data, text
+
+    def finish(self, status: str) -> None:
+        """The run's status and headline (from its `pass` events); its result is rebuilt from the events when read
+        (``result_of``), not here, so that keeping a stream costs it as little as possible."""
+        self.log.end_request()
+        self.log.flush()
+        if self.writer is None:
+            return
+        runs = [{"name": name, "passes": passes} for name, passes in self.passes.items()]
+        kept = summary(self.scenario, [], kept=self.problem) | headline(runs, self.requests)
+        try:
+            self.writer.finish(status=status, summary=kept)
+        except StoreError as exc:
+            self.log.problem = str(exc)
+
+
+def _flat(batches: Iterable[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    for batch in batches:
+        yield from batch
+
+
+def _requests_from_events(batches: Iterable[list[dict[str, Any]]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(run, request record as ``simulate()`` gives it) for each ``ttft``, with its ``request`` and ``evict`` events."""
+    requests: dict[tuple[str, int], dict[str, Any]] = {}
+    evicted: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for e in _flat(batches):
+        kind, key = e["type"], (e["run"], e.get("seq"))
+        if kind == "request":
+            requests[key] = e
+        elif kind == "evict":
+            evicted.setdefault(key, []).append({k: e[k] for k in ("tier", "doc", "tokens", "start", "end", "part")})
+        elif kind == "ttft":
+            r = requests.get(key, {})
+            yield e["run"], {
+                "seq": e["seq"], "pass": e["pass"], "order": r.get("order", ""), "doc": e["doc"],
+                "prompt_tokens": r.get("prompt_tokens", 0), "gpu_hit_tokens": e["gpu_hit_tokens"],
+                "cpu_hit_tokens": e["cpu_hit_tokens"], "disk_hit_tokens": e["disk_hit_tokens"],
+                "computed_tokens": e["computed_tokens"], "stored_tokens": e.get("stored_tokens", 0),
+                "ttft_ms": e["ttft_ms"], "source": e["source"], "evicted": evicted.get(key, []),
+            }
+
+
+def rows_from_events(batches: Iterable[list[dict[str, Any]]]) -> list[Measurement]:
+    """The per-request rows a stream carried (a stream cut short has only its finished requests)."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for run, record in _requests_from_events(batches):
+        runs.setdefault(run, []).append(record)
+    return measurements.from_result({"runs": [{"name": n, "requests": rs} for n, rs in runs.items()]})
+
+
+def result_from_events(scenario: Scenario, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """``simulate()``'s JSON shape from a finished stream's events (tiers from ``run``, requests from ``request``,
+    ``evict`` and ``ttft``, passes and totals from the requests), without simulating anything."""
+    runs: dict[str, dict[str, Any]] = {}
+    for e in _flat(batches):
+        if e["type"] == "run":
+            runs[e["run"]] = {"name": e["run"], "tiers": e["tiers"], "requests": []}
+    for run, record in _requests_from_events(batches):
+        runs[run]["requests"].append(record)
+    for run in runs.values():
+        records = measurements.from_result({"runs": [run]})
+        run["passes"] = pass_summaries(records)
+        run["totals"] = run_totals(records)
+    out = list(runs.values())
+    return {"scenario": scenario_summary(scenario), "runs": out, "comparison": comparison(out)}
+
+
+# -- measured and uploaded runs ---------------------------------------------------
+
+
+class LiveRecorder:
+    """Keeps a live run's measurements as each request is answered (``sink``, given to ``LiveRun``), each committed
+    before the next request goes out; ``finish`` records how the run ended and its figures. A store that fails or
+    fills up never stops the measuring: ``problem`` says why the run is kept only so far."""
+
+    def __init__(self, store: RunStore, scenario: Scenario, targets: list[str], options: dict[str, Any]) -> None:
+        self.scenario = scenario
+        self.rows: list[Measurement] = []
+        self.problem: str | None = None
+        self.writer: RunWriter | None = None
+        try:
+            self.writer = store.open(NewRun(
+                "live", name=" vs ".join(targets) + " · " + scenario_text(scenario), scenario=scenario_fields(scenario),
+                costs=scenario_summary(scenario)["costs"], summary=summary(scenario, [], targets=targets),
+                source={"targets": targets, **options},
+            ))
+        except StoreError as exc:
+            self.problem = str(exc)
+        # The stream's events too (the page replays a kept live run from them), a batch per answered request.
+        self.log = EventLog(self.writer, "measured", 0.0)
+
+    @property
+    def run_id(self) -> int | None:
+        return None if self.writer is None else self.writer.id
+
+    def add(self, event: Event) -> tuple[dict[str, Any], str]:
+        """Keep one of the run's stream events (when it is streamed: the page's live runs)."""
+        return self.log.add(event)
+
+    def sink(self, row: Measurement) -> None:
+        # The target's name, never its URL: the server answers kept runs to browsers, which never see URLs.
+        row = replace(row, target=row.config)
+        self.rows.append(row)
+        if self.writer is not None and self.problem is None:
+            try:
+                self.writer.append(row.row())
+            except StoreError as exc:
+                self.problem = str(exc)
+
+    def finish(self, status: str) -> None:
+        self.log.end_request()
+        self.log.flush()
+        if self.writer is None:
+            return
+        try:
+            self.writer.finish(status=status, summary=summary(self.scenario, self.rows, kept=self.problem or self.log.problem))
+        except StoreError as exc:
+            self.problem = str(exc)
+
+
+def upload_source(files: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """Which files a run was read from, and whether their content is kept (it is up to ``UPLOAD_KEEP_BYTES``)."""
+    big = [name for name, content in files if len(content) > UPLOAD_KEEP_BYTES]
+    note = None
+    if big:
+        note = f"{', '.join(big)}: over {UPLOAD_KEEP_BYTES // 2**20} MiB, so only the sha256, size and parsed rows are kept"
+    return {"files": [name for name, _ in files], "content_kept": not big, "note": note}
+
+
+def save_rows(
+    store: RunStore, kind: str, files: list[tuple[str, bytes]], rows: list[Measurement], *,
+    result: Any = None, costs: dict[str, Any] | None = None, scenario: Scenario | None = None,
+) -> int:
+    """An analysis, calibration or import of measurement files: the parsed rows, and each file's identity."""
+    run = NewRun(
+        kind, name=" + ".join(name for name, _ in files), scenario=scenario_fields(scenario) if scenario else None,
+        costs=costs, summary=summary(scenario, rows), source=upload_source(files),
+    )
+    return store.save(run, result=result, records=[r.row() for r in rows], uploads=files, keep_upload_bytes=UPLOAD_KEEP_BYTES)
+
+
+def save_replay(store: RunStore, result: dict[str, Any], files: list[tuple[str, bytes]]) -> int:
+    """A trace replay: its result (tiers, per-request records, timeline) and the trace's identity (its sha256 is in
+    the result's ``trace``); an uploaded trace is kept as an upload is."""
+    trace = result.get("trace", {})
+    figures = {"requests": len(result.get("requests", [])), "configs": [result.get("run")], "best_speedup": None,
+               "hit_ratios": {t["name"]: t["hit_ratio"] for t in result.get("tiers", []) if "name" in t}}
+    run = NewRun(
+        "replay", name=str(trace.get("name", "trace")), summary={"scenario": _replay_text(result), **figures},
+        source={"trace": trace, **(upload_source(files) if files else {})},
+    )
+    return store.save(run, result=result, uploads=files, keep_upload_bytes=UPLOAD_KEEP_BYTES)
+
+
+def _replay_text(result: dict[str, Any]) -> str:
+    trace = result.get("trace", {})
+    tiers = " · ".join(f"{t.get('name')} {t.get('capacity_blocks', 0):,} blocks" for t in result.get("tiers", []))
+    return f"trace {trace.get('name', '')}: {trace.get('requests', 0):,} requests · {tiers}"
+
+
+def keep(work: Any) -> tuple[int | None, str | None]:
+    """(run id, None), or (None, why not): a feature's answer never fails because its run could not be kept."""
+    try:
+        return int(work()), None
+    except StoreError as exc:
+        return None, str(exc)
+
+
+RUN_HEADER = "X-Kvscope-Run"  # the kept run's id, on every answer that kept one
+RUN_ERROR_HEADER = "X-Kvscope-Run-Error"  # why the answer's run was not kept
+
+
+def run_headers(run_id: int | None, error: str | None = None) -> dict[str, str]:
+    """The headers naming the kept run (answers keep the shape the CLI's --json prints, so the id is not in them)."""
+    if run_id is not None:
+        return {RUN_HEADER: str(run_id)}
+    return {RUN_ERROR_HEADER: (error or "not kept").encode("ascii", "backslashreplace").decode()[:500]}
+
+
+def result_of(store: RunStore, run: Run) -> Any:
+    """A run's result: as kept, or, for a streamed simulation (kept as events), rebuilt from its events."""
+    if run.result is not None or run.info.kind != "simulate" or not run.scenario or not run.info.event_count:
+        return run.result
+    try:
+        scenario = Scenario.model_validate(run.scenario)
+    except ValueError:
+        return None
+    return result_from_events(scenario, store.events(run.id))
+
+
+def rows_of(store: RunStore, run_id: int) -> list[Measurement]:
+    """Every request of a run as measurement-file rows, whatever its kind."""
+    stored = store.records(run_id)
+    if stored:
+        return [Measurement.parse(r, i) for i, r in enumerate(stored, start=1)]
+    run = store.get(run_id)
+    result = run.result
+    if isinstance(result, dict) and isinstance(result.get("runs"), list):
+        # As ``kvscope simulate --out`` writes them, model included.
+        return measurements.from_result(result, model=(result.get("scenario") or {}).get("model"))
+    if isinstance(result, dict) and isinstance(result.get("requests"), list):  # a trace replay
+        config = str(result.get("run", "replay"))
+        return [
+            Measurement(config, 1, "trace", r["seq"], r.get("doc", -1), r["prompt_tokens"], r["ttft_ms"],
+                        r.get("gpu_hit_tokens"), r.get("cpu_hit_tokens"), r.get("computed_tokens"), "sim")
+            for r in result["requests"]
+        ]
+    if run.info.event_count:
+        return rows_from_events(store.events(run_id))
+    return []
+
+
+def events_from_result(result: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """For a simulated run kept without its step events (``/api/simulate``, an import): the events its stored
+    result determines (``run``, then per request ``request`` and ``ttft``, ``pass``, ``done``), one batch per
+    request. Lookups, loads, stores, evictions and occupancy are not in a result, so lanes stay empty."""
+    batches: list[list[dict[str, Any]]] = [[
+        {"type": "run", "run": run["name"], "tiers": run["tiers"], "requests": len(run["requests"])} for run in result["runs"]
+    ]]
+    passes = {run["name"]: {p["pass"]: p for p in run["passes"]} for run in result["runs"]}
+    longest = max((len(run["requests"]) for run in result["runs"]), default=0)
+    for i in range(longest):
+        for run in result["runs"]:
+            if i >= len(run["requests"]):
+                continue
+            r, name = run["requests"][i], run["name"]
+            batch = [
+                {"type": "request", "run": name, "seq": r["seq"], "pass": r["pass"], "order": r["order"], "doc": r["doc"],
+                 "prompt_tokens": r["prompt_tokens"]},
+                {"type": "ttft", "run": name, "seq": r["seq"], "pass": r["pass"], "doc": r["doc"], "ttft_ms": r["ttft_ms"],
+                 "source": r.get("source", "computed"), **{k: r.get(k, 0) for k in (
+                     "gpu_hit_tokens", "cpu_hit_tokens", "disk_hit_tokens", "computed_tokens", "stored_tokens")}},
+            ]
+            last = i + 1 == len(run["requests"]) or run["requests"][i + 1]["pass"] != r["pass"]
+            if last:
+                batch.append({"type": "pass", "run": name, "summary": passes[name][r["pass"]]})
+            if i + 1 == len(run["requests"]):
+                batch.append({"type": "done", "run": name, "requests": len(run["requests"]), "totals": run.get("totals", {})})
+            batches.append(batch)
+    return batches

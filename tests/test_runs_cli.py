@@ -1,0 +1,139 @@
+"""``kvscope runs``: list, show, diff, export, delete, import against a database under tmp_path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from live_servers import KVSCOPE, ROOT
+from sim import measurements
+
+
+def kvscope(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KVSCOPE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture()
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "runs.db")
+
+
+@pytest.fixture()
+def two_runs(tmp_path: Path, db: str) -> tuple[Path, Path]:
+    """The seed lab as simulate --json (imported as run 1) and, with no CPU tier, as a measurement file (run 2)."""
+    sim_json = tmp_path / "sim.json"
+    sim_json.write_text(kvscope("simulate", "--json").stdout)
+    csv = tmp_path / "nocpu.csv"
+    assert kvscope("simulate", "--no-cpu", "--out", str(csv)).returncode == 0
+    assert kvscope("runs", "--db", db, "import", str(sim_json)).stdout.startswith(f"imported {sim_json} as run 1 (simulate, 60 requests)")
+    assert kvscope("runs", "--db", db, "import", str(csv)).stdout.startswith(f"imported {csv} as run 2 (import, 30 requests)")
+    return sim_json, csv
+
+
+def test_list_shows_newest_first_with_headlines(db: str, two_runs: tuple[Path, Path]) -> None:
+    out = kvscope("runs", "--db", db, "list").stdout.splitlines()
+    assert out[0].split()[:4] == ["id", "kind", "when", "(UTC)"]
+    assert out[2].split()[:2] == ["2", "import"] and out[3].split()[:2] == ["1", "simulate"]
+    # The seed lab's pass 2: 581.2 ms without the CPU tier, 49.5 ms with it (README): 11.75x.
+    assert "pass 2: gpu+cpu 11.75x p50 over gpu" in out[3]
+    listed = json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)
+    assert [r["id"] for r in listed] == [2, 1]
+
+
+def test_show_prints_the_pass_table(db: str, two_runs: tuple[Path, Path]) -> None:
+    out = kvscope("runs", "--db", db, "show", "1").stdout
+    assert "run 1: simulate, done" in out
+    row = next(line for line in out.splitlines() if line.startswith("gpu+cpu  2 forward"))
+    assert row.split()[3:6] == ["10", "49.5", "49.5"] and row.split()[-1] == "48,640"
+
+
+def test_diff_of_runs_with_and_without_scenario(db: str, two_runs: tuple[Path, Path]) -> None:
+    out = kvscope("runs", "--db", db, "diff", "1", "2").stdout
+    assert "one of them has no scenario" in out
+    # Run 2 has no gpu+cpu configuration: those rows are only in run 1, so they differ; gpu rows are equal.
+    gpu2 = next(line for line in out.splitlines() if line.startswith("gpu      2 forward"))
+    assert gpu2.split()[-1] == "1.000"
+    cpu2 = next(line for line in out.splitlines() if line.startswith("gpu+cpu  2 forward"))
+    assert cpu2.rstrip().endswith("*")
+
+
+def test_export_writes_what_analyze_reads_and_never_overwrites(db: str, tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    _, csv = two_runs
+    out = tmp_path / "back.csv"
+    assert kvscope("runs", "--db", db, "export", "2", "--out", str(out)).returncode == 0
+    assert measurements.read(out) == measurements.read(csv)
+    again = kvscope("runs", "--db", db, "export", "2", "--out", str(out))
+    assert again.returncode == 2 and "never overwrites" in again.stderr
+    whole = json.loads(kvscope("runs", "--db", db, "export", "1", "--format", "json").stdout)
+    assert whole["format"] == "kvscope-run" and whole["kind"] == "simulate"
+    # A JSON export imports back as the same kind of run with the same result.
+    exported = tmp_path / "run1.json"
+    exported.write_text(json.dumps(whole))
+    assert kvscope("runs", "--db", db, "import", str(exported)).stdout.startswith(f"imported {exported} as run 3 (simulate")
+    assert json.loads(kvscope("runs", "--db", db, "show", "3", "--json").stdout)["result"] == whole["result"]
+
+
+def test_delete_and_missing_runs(db: str, two_runs: tuple[Path, Path]) -> None:
+    assert kvscope("runs", "--db", db, "delete", "2").stdout == "deleted run 2\n"
+    for args in (("show", "2"), ("delete", "2"), ("diff", "1", "2"), ("export", "2")):
+        result = kvscope("runs", "--db", db, *args)
+        assert result.returncode == 1 and f"no run 2 in {db}" in result.stderr, args
+
+
+def test_hostile_ids_exit_2_before_touching_the_database(db: str, tmp_path: Path) -> None:
+    one = tmp_path / "one.csv"
+    one.write_text("config,pass,order,seq,doc,prompt_tokens,ttft_ms\ngpu,1,forward,0,0,10,1.5\n")
+    assert kvscope("runs", "--db", db, "import", str(one)).returncode == 0
+    for bad in ("1;DROP TABLE runs", "' OR 1=1 --", "-3", "0", "x", "1e3"):
+        # `--` so that "-3" reaches the id check instead of reading as an option.
+        for args in (("show", "--", bad), ("delete", "--", bad), ("diff", "--", "1", bad), ("export", "--", bad)):
+            result = kvscope("runs", "--db", db, *args)
+            assert result.returncode == 2 and "run id must be a positive whole number" in result.stderr, args
+    assert len(json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)) == 1
+
+
+def test_a_bad_file_is_refused_by_line_and_nothing_is_kept(db: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("config,pass,order,seq,doc,prompt_tokens,ttft_ms\ngpu,0,forward,0,0,10,1.0\n")
+    result = kvscope("runs", "--db", db, "import", str(bad))
+    assert result.returncode == 2 and "bad.csv: line 2: column pass: passes are numbered from 1" in result.stderr
+    assert kvscope("runs", "--db", db, "list").stdout.startswith("no runs kept in")
+
+
+def test_a_database_of_a_newer_kvscope_exits_2_naming_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "future.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 999")
+    result = kvscope("runs", "--db", str(path), "list")
+    assert result.returncode == 2 and "--db" in result.stderr and "schema version 999" in result.stderr
+
+
+def test_retention_from_the_command_line(db: str, tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    sim_json, _ = two_runs
+    assert kvscope("runs", "--db", db, "--keep-runs", "2", "import", str(sim_json)).returncode == 0
+    assert [r["id"] for r in json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)] == [3, 2]
+
+
+@pytest.mark.slow
+def test_kvscope_live_keeps_each_measured_request(db: str, tmp_path: Path) -> None:
+    from live_servers import emulator
+
+    out = tmp_path / "live.csv"
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu:
+        result = kvscope("live", "--db", db, "--target", f"gpu={gpu}", "--docs", "3", "--passes", "forward,reverse", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "kept as run 1 (kvscope runs show 1)" in result.stderr
+    (run,) = json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)
+    # 3 documents x 2 passes against one target: 6 requests, the same rows as the --out file.
+    assert (run["kind"], run["status"], run["records"]) == ("live", "done", 6)
+    exported = tmp_path / "kept.csv"
+    assert kvscope("runs", "--db", db, "export", "1", "--out", str(exported)).returncode == 0
+    # The same rows, but the target named, not its URL: a kept run may be served to browsers, which never see URLs.
+    assert [replace(m, target=None) for m in measurements.read(exported)] == [replace(m, target=None) for m in measurements.read(out)]
+    assert {m.target for m in measurements.read(exported)} == {"gpu"} and {m.target for m in measurements.read(out)} == {gpu}

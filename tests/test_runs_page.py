@@ -1,0 +1,181 @@
+"""The Runs area in headless Chromium: a run is listed when it has played, reopens from its link and replays from its
+stored events to the same end state, two runs compare pass by pass, a run is deleted, a scenario link runs it.
+
+Figures: the seed lab (README, tests/test_seed.py): 30 requests per configuration; pass 2 with the CPU tier loads
+48,640 tokens from CPU; without a CPU tier (or with too small a one) it loads none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+DONE = "#player-status[data-state=done]"
+ServerFactory = Callable[..., AbstractContextManager[str]]
+
+
+@pytest.fixture()
+def url(tmp_path: Path, live_server_factory: ServerFactory) -> Iterator[str]:
+    """A server with a database of its own for each test: the list starts empty."""
+    with live_server_factory("--db", str(tmp_path / "runs.db")) as base:
+        yield base
+
+
+def open_page(page: Page, address: str) -> None:
+    page.goto(address)
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    page.select_option("#speed", "max")
+
+
+def chart_points(page: Page) -> dict[str, list[float]]:
+    return dict(page.evaluate(
+        "[...document.getElementById('ttft-chart').data].filter(t => t.meta === 'run').map(t => [t.name, t.y])"
+    ))
+
+
+def run_rows(page: Page) -> list[str]:
+    return page.eval_on_selector_all("#runs-list-box tr[data-run]", "rows => rows.map(r => r.dataset.run)")
+
+
+def test_a_played_run_is_listed_and_replays_from_its_link(page: Page, url: str) -> None:
+    open_page(page, url + "/")
+    expect(page.locator("[data-role=runs-empty]")).to_be_visible()
+    page.click("[data-action=run]")
+    page.wait_for_selector(DONE, timeout=60_000)
+    played = chart_points(page)
+    # The list reloads when the run has played: one simulation, kept while it streamed.
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
+    row = page.locator("#runs-list-box tr[data-run]").first
+    expect(row).to_contain_text("simulate")
+    expect(row).to_contain_text("10 docs x 5,011 tok")
+    expect(row).to_contain_text("pass 2: gpu+cpu 11.7x p50 over gpu")
+    run_id = row.get_attribute("data-run")
+
+    row.locator("[data-role=open]").click()
+    page.wait_for_url(f"**/?run={run_id}")
+    page.select_option("#speed", "max")
+    page.wait_for_selector(DONE, timeout=60_000)
+    expect(page.locator("[data-role=run-origin]")).to_contain_text(f"Kept run {run_id}, replayed as it ran")
+    # Replayed from the stored events: every TTFT as it was played, and the table filled in the same.
+    assert chart_points(page) == played
+    expect(page.locator("#player-status")).to_contain_text("Done: 30 requests")
+    # No new run: replaying keeps nothing more.
+    assert len(httpx.get(f"{url}/api/runs").json()) == 1
+
+
+def test_two_runs_compare_with_differences_highlighted(page: Page, url: str) -> None:
+    for cpu in (1.5, 0.5):
+        httpx.post(f"{url}/api/simulate", json={"passes": "forward,forward", "cpu_gb": cpu}, timeout=60)
+    open_page(page, url + "/")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(2)
+    compare = page.locator("#runs-compare [data-role=compare]")
+    expect(compare).to_be_disabled()
+    page.locator("#runs-list-box input[name=pick]").nth(0).check()
+    expect(compare).to_be_disabled()  # two, not one
+    page.locator("#runs-list-box input[name=pick]").nth(1).check()
+    expect(compare).to_be_enabled()
+    compare.click()
+    view = page.locator("[data-role=runs-compare]")
+    expect(view).to_be_visible()
+    expect(view.locator("[data-role=scenario-changes]")).to_contain_text("cpu_gb")
+    # Without a CPU tier the runs are alike; with 0.5 GiB, pass 2 loses its CPU hits (48,640 tokens -> 0).
+    expect(view.locator('tr[data-config="gpu"][data-pass="2"]')).not_to_have_class("differs")
+    changed = view.locator('tr[data-config="gpu+cpu"][data-pass="2"]')
+    expect(changed).to_have_class("differs")
+    expect(changed.locator("td.changed").last).to_have_text("48,640 / 0")
+    # Both runs' TTFTs overlaid: 2 runs x 2 configurations, 20 requests each.
+    page.wait_for_function("() => document.getElementById('runs-compare-chart')?.data?.length === 4")
+    lengths = page.evaluate("document.getElementById('runs-compare-chart').data.map(t => [t.name, t.x.length, t.line.dash])")
+    assert sorted(lengths) == sorted([["run 1 · gpu", 20, "solid"], ["run 1 · gpu+cpu", 20, "solid"],
+                                      ["run 2 · gpu", 20, "dash"], ["run 2 · gpu+cpu", 20, "dash"]])
+
+
+def test_delete_removes_the_run(page: Page, url: str) -> None:
+    ids = [httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"] for _ in range(2)]
+    open_page(page, url + "/")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(2)
+    page.locator(f'#runs-list-box tr[data-run="{ids[0]}"] [data-role=delete]').click()
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
+    assert run_rows(page) == [ids[1]]
+    assert httpx.get(f"{url}/api/runs/{ids[0]}").status_code == 404
+
+
+def test_a_scenario_link_runs_that_scenario(page: Page, url: str) -> None:
+    open_page(page, url + "/?scenario=seed-lab&docs=4&passes=forward,reverse")
+    page.select_option("#speed", "max")
+    page.wait_for_selector(DONE, timeout=60_000)
+    expect(page.locator("#f-docs")).to_have_value("4")
+    expect(page.locator("#f-passes")).to_have_value("forward,reverse")
+    # 4 documents x 2 passes = 8 requests per configuration.
+    assert {name: len(ys) for name, ys in chart_points(page).items()} == {"gpu": 8, "gpu+cpu": 8}
+    link = page.locator("[data-role=scenario-link]").get_attribute("href")
+    assert link is not None and "scenario=seed-lab" in link and "docs=4" in link
+
+
+def test_a_bad_scenario_link_shows_the_field_and_its_limit(page: Page, url: str, expected_console_errors: list[str]) -> None:
+    expected_console_errors.append("status of 422")
+    page.goto(url + "/?scenario=seed-lab&docs=0")
+    expect(page.locator(".field.invalid .field-error")).to_contain_text("greater than or equal to 1")
+
+
+def test_links_to_runs_that_do_not_exist_or_are_not_ids_say_so(page: Page, url: str, expected_console_errors: list[str]) -> None:
+    expected_console_errors += ["status of 404", "status of 422"]
+    page.goto(url + "/?run=12345")
+    expect(page.locator("[data-role=runs-notice]")).to_contain_text("no run 12345")
+    page.goto(url + "/?run=%3Cscript%3Ealert(1)%3C/script%3E")
+    expect(page.locator("[data-role=runs-notice]")).to_contain_text("run id must be a positive whole number")
+    assert page.locator("#runs-area script:not([src])").count() == 0
+
+
+def test_a_measurement_run_opens_in_the_runs_area(page: Page, url: str, tmp_path: Path) -> None:
+    rows = "config,pass,order,seq,doc,prompt_tokens,ttft_ms\n" + "".join(
+        f"gpu,{p},forward,{i},{i},5024,{100 + 10 * p}\n" for p in (1, 2) for i in range(3)
+    )
+    answer = httpx.post(f"{url}/api/runs/import", files={"file": ("<b>mine</b>.csv", rows.encode(), "text/csv")})
+    run_id = answer.json()["id"]
+    open_page(page, url + f"/?run={run_id}")
+    detail = page.locator("[data-role=runs-compare]")
+    expect(detail).to_contain_text(f"Run {run_id}: import")
+    expect(detail).to_contain_text("<b>mine</b>.csv")  # the name as text, not as markup
+    # Pass 2's three requests at 120 ms: p50 120.0.
+    expect(detail.locator('tr[data-config="gpu"][data-pass="2"] td').nth(3)).to_have_text("120.0")
+
+
+def test_refresh_shows_runs_kept_elsewhere(page: Page, url: str) -> None:
+    open_page(page, url + "/")
+    expect(page.locator("[data-role=runs-empty]")).to_be_visible()
+    run_id = httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"]
+    page.click("[data-role=refresh]")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
+    assert run_rows(page) == [run_id]
+
+
+@pytest.mark.slow
+def test_a_kept_live_run_replays_in_the_live_panel(page: Page, tmp_path: Path, live_server_factory: ServerFactory) -> None:
+    from live_servers import emulator
+
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu, \
+            live_server_factory("--db", str(tmp_path / "runs.db"), "--target", f"gpu={gpu}") as base:
+        created = httpx.post(f"{base}/api/live/runs", json={"targets": ["gpu"], "docs": 3, "passes": "forward,reverse"}, timeout=30).json()
+        with httpx.stream("GET", base + created["events"], timeout=120) as r:
+            sent = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")]
+        run_id = created["run_id"]
+        # The stream as it was sent is what the kept run gives back.
+        with httpx.stream("GET", f"{base}/api/runs/{run_id}/events", timeout=60) as r:
+            assert [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")] == sent
+
+        page.goto(f"{base}/?run={run_id}")
+        expect(page.locator("[data-role=kept-live-run]")).to_contain_text(f"Kept live run {run_id}")
+        # 3 documents x 2 passes, one target: 6 requests measured, as they were.
+        expect(page.locator("#live-status")).to_have_text("Done: 6 requests measured on gpu.", timeout=30_000)
+        measured = [e["ttft_ms"] for e in sent if e["type"] == "measured"]
+        assert page.evaluate("document.getElementById('live-chart').data[0].y") == measured
+        assert page.locator("#live-table tbody tr").count() == 2  # one row per pass
