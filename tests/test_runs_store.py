@@ -72,17 +72,20 @@ def test_a_failing_migration_leaves_the_database_at_the_version_before(tmp_path:
 
 def test_a_streamed_run_rebuilds_exactly_the_simulators_result() -> None:
     # The stream's events carry every number of the result (tiers in `run`, each request's figures in `request`
-    # and `ttft`, evictions in `evict`); the result rebuilt from the kept events must be simulate()'s own, key
-    # for key, for a scenario with every tier too.
-    for scenario in (resolve("seed-lab", {}), resolve("seed-lab", {"cpu_gb": 0.5, "disk_gb": 1.0, "docs": 6})):
+    # and `ttft`, evictions in `evict`, causes in `explain`, summaries in `pass` and `done`); the result rebuilt
+    # from the kept events must be simulate()'s own, key for key, for a scenario with every tier too.
+    # With the causes of misses (explain events, the default) and without.
+    cases = [(resolve("seed-lab", {}), True), (resolve("seed-lab", {"cpu_gb": 0.5, "disk_gb": 1.0, "docs": 6}), True),
+             (resolve("seed-lab", {}), False)]
+    for scenario, explain in cases:
         store = RunStore()
         recorder = StreamRecorder(store, scenario)
-        for event in stream(scenario):
+        for event in stream(scenario, explain=explain):
             recorder.add(event)
         recorder.finish("done")
         run = store.get(recorder.run_id)
         assert run.info.status == "done"
-        expected = simulate(scenario)
+        expected = simulate(scenario, explain=explain)
         assert result_of(store, run) == expected
         # Its headline, made from the `pass` events, is the one the rows of the result give.
         assert {k: run.info.summary[k] for k in ("requests", "configs", "best_speedup")} == figures(measurements.from_result(expected))

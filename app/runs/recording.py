@@ -187,21 +187,30 @@ def _requests_from_events(batches: Iterable[list[dict[str, Any]]]) -> Iterator[t
     """(run, request record as ``simulate()`` gives it) for each ``ttft``, with its ``request`` and ``evict`` events."""
     requests: dict[tuple[str, int], dict[str, Any]] = {}
     evicted: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    explained: dict[tuple[str, int], dict[str, Any]] = {}
     for e in _flat(batches):
         kind, key = e["type"], (e["run"], e.get("seq"))
         if kind == "request":
             requests[key] = e
         elif kind == "evict":
             evicted.setdefault(key, []).append({k: e[k] for k in ("tier", "doc", "tokens", "start", "end", "part")})
+        elif kind == "explain":
+            explained[key] = e
         elif kind == "ttft":
             r = requests.get(key, {})
-            yield e["run"], {
+            record = {
                 "seq": e["seq"], "pass": e["pass"], "order": r.get("order", ""), "doc": e["doc"],
                 "prompt_tokens": r.get("prompt_tokens", 0), "gpu_hit_tokens": e["gpu_hit_tokens"],
                 "cpu_hit_tokens": e["cpu_hit_tokens"], "disk_hit_tokens": e["disk_hit_tokens"],
                 "computed_tokens": e["computed_tokens"], "stored_tokens": e.get("stored_tokens", 0),
                 "ttft_ms": e["ttft_ms"], "source": e["source"], "evicted": evicted.get(key, []),
             }
+            if (x := explained.get(key)) is not None:  # the causes of its misses (sim.explain), as simulate() adds them
+                record.update(
+                    gpu_miss=x["gpu_miss"], computed=x["computed"], evicted_misses=x["evicted"],
+                    infinite_hit_tokens=x["infinite_hit_tokens"],
+                )
+            yield e["run"], record
 
 
 def rows_from_events(batches: Iterable[list[dict[str, Any]]]) -> list[Measurement]:
@@ -213,18 +222,22 @@ def rows_from_events(batches: Iterable[list[dict[str, Any]]]) -> list[Measuremen
 
 
 def result_from_events(scenario: Scenario, batches: list[list[dict[str, Any]]]) -> dict[str, Any]:
-    """``simulate()``'s JSON shape from a finished stream's events (tiers from ``run``, requests from ``request``,
-    ``evict`` and ``ttft``, passes and totals from the requests), without simulating anything."""
+    """``simulate()``'s JSON shape from a stream's events, without simulating anything: tiers from ``run``, requests
+    from ``request``, ``evict``, ``explain`` and ``ttft``, passes and totals as its ``pass`` and ``done`` events
+    sent them (for a stream cut short, the passes it finished, and totals of the requests it sent)."""
     runs: dict[str, dict[str, Any]] = {}
+    sent_totals: dict[str, dict[str, Any]] = {}
     for e in _flat(batches):
         if e["type"] == "run":
-            runs[e["run"]] = {"name": e["run"], "tiers": e["tiers"], "requests": []}
+            runs[e["run"]] = {"name": e["run"], "tiers": e["tiers"], "requests": [], "passes": []}
+        elif e["type"] == "pass" and e["run"] in runs:
+            runs[e["run"]]["passes"].append(e["summary"])
+        elif e["type"] == "done":
+            sent_totals[e["run"]] = e["totals"]
     for run, record in _requests_from_events(batches):
         runs[run]["requests"].append(record)
-    for run in runs.values():
-        records = measurements.from_result({"runs": [run]})
-        run["passes"] = pass_summaries(records)
-        run["totals"] = run_totals(records)
+    for name, run in runs.items():
+        run["totals"] = sent_totals.get(name) or run_totals(measurements.from_result({"runs": [run]}))
     out = list(runs.values())
     return {"scenario": scenario_summary(scenario), "runs": out, "comparison": comparison(out)}
 
