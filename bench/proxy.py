@@ -27,7 +27,8 @@ from bench.live import _emulator, _free_port
 REQUESTS = 30
 ROUNDS = 3
 PAUSE_S = 0.05
-_SERVE = [sys.executable, "-c", "from app.cli import main; main()", "serve", "--log-level", "warning"]
+# Runs kept in memory: a benchmark never writes to the user's runs database.
+_SERVE = [sys.executable, "-c", "from app.cli import main; main()", "serve", "--log-level", "warning", "--db", ":memory:"]
 
 
 @contextmanager
