@@ -61,6 +61,9 @@ def p50(page: Page, run: str, number: int) -> float:
 
 
 def run_to_the_end(page: Page) -> None:
+    # The status still says "done" from the previous run until the new one starts: mark it stale first,
+    # so that only the new run's end can satisfy the wait.
+    page.evaluate("document.querySelector('#player-status').dataset.state = 'stale'")
     page.click("button[data-action=run]")
     page.wait_for_selector(DONE, timeout=30_000)
 
