@@ -42,7 +42,7 @@ def command(
     if as_json:
         click.echo(json.dumps(report, indent=1))
         return
-    click.echo(f"{shape.name}: {shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} head dim x 2 (K,V) x {shape.dtype_bytes} B = {shape.bytes_per_token:,} B/token")
+    click.echo(f"{shape.name}: {shape.description}")
     click.echo(f"{docs} documents x {doc_tokens:,} tokens = {docs * doc_tokens:,} tokens = {report['gib_for_tokens']:.3f} GiB of KV")
     click.echo(f"CPU tier (full {chunk_size}-token chunks only): {stored_tokens:,} tokens = {report['cpu_gib_needed']:.3f} GiB needed")
     if gpu_memory_gb is not None:
