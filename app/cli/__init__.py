@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "watch": "Follow a vLLM server's KV events: what each tier holds, live.",
     "explain": "Why tokens missed, and the capacity that would have hit.",
     "runs": "The kept runs: list, show, diff, export, delete, import.",
+    "advise": "Find the cheapest tier sizes whose simulated TTFT meets a target.",
 }
 
 

@@ -1,0 +1,158 @@
+"""``kvscope advise``: the cheapest GPU/CPU/disk configuration whose simulated TTFT meets a target, with the commands to start it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.table import format_table
+from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
+from sim.advise.search import TIERS, ScenarioWorkload, Space, Target, advise
+from sim.kv import KV_CACHE_DTYPES, load_config
+
+
+def _prices(prices_file: Path | None, gpu_hour: float | None, dram: float | None, nvme: float | None) -> Prices | None:
+    if prices_file is not None:
+        try:
+            return load_prices(prices_file)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--prices") from None
+    given = {"gpu_hour": gpu_hour, "dram_gib_hour": dram, "nvme_gib_hour": nvme}
+    if all(v is None for v in given.values()):
+        return None
+    for name, flag in (("gpu_hour", "--gpu-hour"), ("dram_gib_hour", "--dram-gib-hour")):
+        if given[name] is None:
+            raise click.BadParameter(f"missing: prices need {flag} too (or a --prices file)", param_hint=flag)
+    try:
+        return Prices(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise click.BadParameter(err["msg"], param_hint="--" + str(err["loc"][0]).replace("_", "-")) from None
+
+
+def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
+    if ray_address is not None:
+        try:
+            import ray
+            from ray.util.multiprocessing import Pool
+        except ImportError:
+            raise click.BadParameter("Ray is not installed: pip install 'kvscope[cluster]'", param_hint="--ray") from None
+        if not ray.is_initialized():
+            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+        return Pool()
+    if workers <= 1:
+        return None
+    return ProcessPoolExecutor(max_workers=workers)
+
+
+@click.command("advise")
+@scenario_options
+@click.option("--p50-ms", type=float, default=None, help="TTFT p50 target, ms")
+@click.option("--p90-ms", type=float, default=None, help="TTFT p90 target, ms")
+@click.option("--hit-ratio", type=float, default=None, help="a floor on the prefix hit ratio (all tiers)")
+@click.option("--pass", "pass_", type=click.IntRange(min=1), default=None, help="put the target on this pass only")
+@click.option("--buy", default="gpu", show_default=True, help=f"tiers whose size may change: {','.join(TIERS)}")
+@click.option("--points", type=click.IntRange(2, 200), default=8, show_default=True, help="sizes tried per bought tier")
+@click.option("--policies", default=None, help="offload policies to try (default: every one the engine has)")
+@click.option("--backends", default=None, help="offload backends to try (default: every one the engine has)")
+@click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JSON: gpu_hour, dram_gib_hour, nvme_gib_hour")
+@click.option("--gpu-hour", type=float, default=None, help="$ per GPU-hour")
+@click.option("--dram-gib-hour", type=float, default=None, help="$ per GiB-hour of DRAM")
+@click.option("--nvme-gib-hour", type=float, default=None, help="$ per GiB-hour of NVMe")
+@click.option("--gpu-type", type=click.Choice(list(GPU_MEMORY_GIB)), default="h100-80gb", show_default=True)
+@click.option("--gpus", type=click.IntRange(1, 1024), default=1, show_default=True)
+@click.option("--tp", type=click.IntRange(1, 1024), default=1, show_default=True, help="tensor-parallel size")
+@click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True)
+@click.option("--weights-gib", type=click.FloatRange(min=0), default=0.0, show_default=True, help="model weights, all ranks")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size")
+@click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="local processes (default: every core)")
+@click.option("--ray", "ray_address", default=None, help="run candidates on a Ray cluster: ADDRESS or auto")
+@click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
+def command(
+    p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
+    policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
+    nvme_gib_hour: float | None, gpu_type: str, gpus: int, tp: int, gpu_memory_utilization: float, weights_gib: float,
+    config_file: Path | None, kv_cache_dtype: str, workers: int | None, ray_address: str | None, top: int, as_json: bool,
+    **flags: Any,
+) -> None:
+    """Search GPU, CPU and disk tier sizes (and offload policies and backends) for the cheapest configuration whose
+    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio."""
+    scenario = build_scenario(**flags)
+    shape = scenario.kv_shape
+    if config_file is not None:
+        try:
+            shape = load_config(config_file)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--config") from None
+    if config_file is not None or kv_cache_dtype != "auto":
+        scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.with_cache_dtype(kv_cache_dtype).bytes_per_token})
+    if pass_ is not None and pass_ > len(scenario.passes):
+        raise click.BadParameter(f"the scenario has {len(scenario.passes)} passes, got {pass_}", param_hint="--pass")
+    try:
+        target = Target(p50_ms, p90_ms, pass_, hit_ratio)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--p50-ms/--p90-ms/--hit-ratio") from None
+    split = lambda text: tuple(t.strip() for t in text.split(",") if t.strip()) if text else ()  # noqa: E731
+    try:
+        space = Space(split(buy), points, None, split(policies), split(backends))
+    except ValueError as exc:
+        hint = str(exc).split(":")[0]
+        raise click.BadParameter(str(exc), param_hint="--" + hint) from None
+    prices = _prices(prices_file, gpu_hour, dram_gib_hour, nvme_gib_hour)
+    deployment = Deployment(gpu_type=gpu_type, gpus=gpus, tp=tp, gpu_memory_utilization=gpu_memory_utilization, weights_gib=weights_gib)
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 20) == 0:
+            click.echo(f"advise: {done}/{total} candidates simulated", err=True)
+
+    executor = _executor(workers or os.cpu_count() or 1, ray_address)
+    try:
+        advice = advise(ScenarioWorkload(scenario), target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    finally:
+        if executor is not None:
+            (executor.shutdown if hasattr(executor, "shutdown") else executor.close)()
+    if as_json:
+        click.echo(json.dumps(advice.to_dict(), indent=1))
+        return
+    _print(advice, prices is not None)
+
+
+def _print(advice: Any, priced: bool) -> None:
+    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", "hit gpu/cpu/disk", "$/hour" if priced else "GiB"]
+    def cells(i: int, r: dict[str, Any]) -> list[Any]:
+        c, h = r["config"], r["tier_hit_ratio"]
+        cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
+        return [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
+                c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", f"{h['gpu']:.2f}/{h['cpu']:.2f}/{h['disk']:.2f}", cost]
+    click.echo(f"{advice.candidates} candidates simulated")
+    if advice.meets:
+        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * 7 + [True] * 4))
+        best = advice.meets[0]
+        if "why_cheaper_failed" in best:
+            click.echo(f"why not cheaper: {best['why_cheaper_failed']}")
+    else:
+        c = advice.closest
+        click.echo("no configuration meets the target; the closest is:")
+        click.echo(format_table(head, [cells(0, c)], [True] * 11))
+        click.echo("it misses: " + "; ".join(c["misses"]))
+    for note in advice.notes:
+        click.echo(f"note: {note}")
+    for warning in advice.warnings:
+        click.echo(f"warning: {warning}")
+    click.echo("\nto start it:")
+    for name in ("vllm_native", "lmcache"):
+        click.echo(f"  {name}: {advice.commands[name]}")
+    click.echo(f"  ({advice.commands['sizes']})")
+    sys.stdout.flush()

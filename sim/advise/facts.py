@@ -1,0 +1,94 @@
+"""The vLLM flags and LMCache settings the advisor prints, each with where its owner defines it, and the command lines built from them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """A flag or setting and the source line that defines it (checked by tests against the unpacked sources)."""
+
+    name: str
+    source: str  # path inside the owner's package
+    line: int
+
+
+# vLLM 0.x (the wheel in the reference set): vllm/engine/arg_utils.py adds each flag to its parser.
+VLLM_FLAGS: dict[str, Name] = {
+    "tensor_parallel_size": Name("--tensor-parallel-size", "vllm/engine/arg_utils.py", 1209),
+    "block_size": Name("--block-size", "vllm/engine/arg_utils.py", 1387),
+    "gpu_memory_utilization": Name("--gpu-memory-utilization", "vllm/engine/arg_utils.py", 1389),
+    "kv_cache_memory_bytes": Name("--kv-cache-memory-bytes", "vllm/engine/arg_utils.py", 1395),
+    "kv_cache_dtype": Name("--kv-cache-dtype", "vllm/engine/arg_utils.py", 1397),
+    "kv_offloading_size": Name("--kv-offloading-size", "vllm/engine/arg_utils.py", 1453),
+    "kv_offloading_backend": Name("--kv-offloading-backend", "vllm/engine/arg_utils.py", 1456),
+    "kv_transfer_config": Name("--kv-transfer-config", "vllm/engine/arg_utils.py", 1881),
+}
+# vllm/config/cache.py:383-392: kv_offloading_size is GiB for the whole replica ("native" turns it into
+# cpu_bytes_to_use = size * 2**30, vllm/config/vllm.py:1167-1175, which vllm/v1/kv_offload/cpu/spec.py:111-123
+# spreads over world_size copies of each block: the total, not per rank).
+VLLM_NATIVE_BACKEND = Name("native", "vllm/config/cache.py", 178)
+# The connector LMCache registers with vLLM (vllm/distributed/kv_transfer/kv_connector/factory.py:166).
+LMCACHE_CONNECTOR = Name("LMCacheConnectorV1", "vllm/distributed/kv_transfer/kv_connector/factory.py", 166)
+
+# LMCache: lmcache/v1/config.py's _CONFIG_DEFINITIONS; each is read from the env as LMCACHE_<NAME upper>
+# (get_env_name, lmcache/v1/config.py:1002-1003). max_local_cpu_size is in GB per LMCache engine, and every
+# tensor-parallel rank runs its own engine: the size is per rank.
+LMCACHE_SETTINGS: dict[str, Name] = {
+    "chunk_size": Name("chunk_size", "lmcache/v1/config.py", 90),
+    "local_cpu": Name("local_cpu", "lmcache/v1/config.py", 91),
+    "max_local_cpu_size": Name("max_local_cpu_size", "lmcache/v1/config.py", 96),
+    "local_disk": Name("local_disk", "lmcache/v1/config.py", 103),
+    "max_local_disk_size": Name("max_local_disk_size", "lmcache/v1/config.py", 113),
+    "cache_policy": Name("cache_policy", "lmcache/v1/config.py", 401),
+}
+
+
+def lmcache_env(setting: str) -> str:
+    """The environment variable LMCache reads a setting from (lmcache/v1/config.py:1002-1003)."""
+    return f"LMCACHE_{LMCACHE_SETTINGS[setting].name.upper()}"
+
+
+def _gib(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def vllm_native(model: str, tp: int, block_size: int, gpu_kv_bytes: int, cpu_gib_total: float | None,
+                kv_cache_dtype: str = "auto") -> str:
+    """``vllm serve`` with vLLM's own CPU offload; ``--kv-offloading-size`` is the replica's total GiB.
+
+    ``--kv-cache-memory-bytes`` is per GPU and overrides ``--gpu-memory-utilization``
+    (vllm/config/cache.py:374-381), so the GPU tier's size is given exactly.
+    """
+    f = VLLM_FLAGS
+    args = ["vllm", "serve", model, f["tensor_parallel_size"].name, str(tp),
+            f["block_size"].name, str(block_size), f["kv_cache_memory_bytes"].name, str(gpu_kv_bytes)]
+    if kv_cache_dtype != "auto":
+        args += [f["kv_cache_dtype"].name, kv_cache_dtype]
+    if cpu_gib_total:
+        args += [f["kv_offloading_backend"].name, VLLM_NATIVE_BACKEND.name, f["kv_offloading_size"].name, _gib(cpu_gib_total)]
+    return shlex.join(args)
+
+
+def lmcache(model: str, tp: int, block_size: int, gpu_kv_bytes: int, chunk_size: int,
+            cpu_gib_per_rank: float | None, disk_gib_per_rank: float | None, policy: str, kv_cache_dtype: str = "auto") -> str:
+    """LMCache's environment and ``vllm serve`` with its connector; sizes are per tensor-parallel rank."""
+    env = {lmcache_env("chunk_size"): str(chunk_size)}
+    if cpu_gib_per_rank:
+        env[lmcache_env("local_cpu")] = "True"
+        env[lmcache_env("max_local_cpu_size")] = _gib(cpu_gib_per_rank)
+        env[lmcache_env("cache_policy")] = policy.upper()
+    if disk_gib_per_rank:
+        env[lmcache_env("local_disk")] = "file:///tmp/lmcache/"
+        env[lmcache_env("max_local_disk_size")] = _gib(disk_gib_per_rank)
+    f = VLLM_FLAGS
+    transfer = json.dumps({"kv_connector": LMCACHE_CONNECTOR.name, "kv_role": "kv_both"}, separators=(",", ":"))
+    args = ["vllm", "serve", model, f["tensor_parallel_size"].name, str(tp),
+            f["block_size"].name, str(block_size), f["kv_cache_memory_bytes"].name, str(gpu_kv_bytes)]
+    if kv_cache_dtype != "auto":
+        args += [f["kv_cache_dtype"].name, kv_cache_dtype]
+    args += [f["kv_transfer_config"].name, transfer]
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(args)

@@ -1,0 +1,435 @@
+"""The search: every candidate configuration run through the engine, ranked by cost, with the Pareto front and the traps.
+
+A candidate fixes the GPU tier's tokens, the CPU and disk tiers' tokens (or
+none), and the offload policy and backend. The policies and backends searched
+are the scenario model's own choices (``Scenario.model_fields``), so a policy or
+backend added to the engine is searched without being named here. Each
+candidate is simulated (the one-pass LRU curves of ``sim.curve`` are not the
+vLLM pool's figures, as that module says, so they are not used to predict).
+The cheapest meets are then refined: each bought tier is shrunk by binary
+search down to the grid point below, which finds the exact threshold when the
+tier is a stack algorithm (LRU) and, for any policy, a size that still meets,
+since every answer is a simulated run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from dataclasses import asdict, dataclass, field
+from typing import Any, get_args
+
+from sim import stats
+from sim.advise import facts
+from sim.advise.prices import Deployment, Prices
+from sim.kv import GIB
+from sim.scenario import Scenario
+from sim.simulation import run_records
+from sim.sweep import smallest
+
+TIERS = ("gpu", "cpu", "disk")
+MAX_CANDIDATES = 5_000
+
+
+def field_choices(name: str) -> tuple[str, ...]:
+    """The values the scenario accepts for a Literal field (empty when the engine has no such field)."""
+    info = Scenario.model_fields.get(name)
+    return tuple(get_args(info.annotation)) if info is not None else ()
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What must hold: TTFT p50 and/or p90 in ms (over one pass or all), and/or a floor on the hit ratio."""
+
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    pass_: int | None = None
+    hit_ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.p50_ms is None and self.p90_ms is None and self.hit_ratio is None:
+            raise ValueError("target: give p50_ms, p90_ms or hit_ratio")
+        for name in ("p50_ms", "p90_ms"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 3_600_000:
+                raise ValueError(f"{name} must be above 0 and at most 3,600,000, got {value}")
+        if self.hit_ratio is not None and not 0 <= self.hit_ratio <= 1:
+            raise ValueError(f"hit_ratio must be from 0 to 1, got {self.hit_ratio}")
+
+    def misses(self, outcome: Outcome) -> list[str]:
+        """Why ``outcome`` fails, one phrase per unmet bound (empty: it meets)."""
+        out = []
+        if self.p50_ms is not None and outcome.p50_ms > self.p50_ms:
+            out.append(f"p50 {outcome.p50_ms:,.1f} ms > {self.p50_ms:g} ms")
+        if self.p90_ms is not None and outcome.p90_ms > self.p90_ms:
+            out.append(f"p90 {outcome.p90_ms:,.1f} ms > {self.p90_ms:g} ms")
+        if self.hit_ratio is not None and outcome.hit_ratio < self.hit_ratio:
+            out.append(f"hit ratio {outcome.hit_ratio:.3f} < {self.hit_ratio:g}")
+        return out
+
+    def shortfall(self, outcome: Outcome) -> float:
+        """How far off the target, relative (0 when met): orders the closest misses."""
+        gaps = [0.0]
+        if self.p50_ms is not None:
+            gaps.append(outcome.p50_ms / self.p50_ms - 1)
+        if self.p90_ms is not None:
+            gaps.append(outcome.p90_ms / self.p90_ms - 1)
+        if self.hit_ratio is not None:
+            gaps.append(self.hit_ratio - outcome.hit_ratio)
+        return max(gaps)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Candidate:
+    """One configuration: tier sizes in tokens (None: no such tier), the offload policy and backend."""
+
+    gpu_tokens: int
+    cpu_tokens: int | None = None
+    disk_tokens: int | None = None
+    cpu_policy: str = "lru"
+    cpu_backend: str | None = None
+
+    def sizes(self) -> dict[str, int | None]:
+        return {"gpu": self.gpu_tokens, "cpu": self.cpu_tokens, "disk": self.disk_tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A candidate's simulated figures."""
+
+    p50_ms: float
+    p90_ms: float
+    hit_ratio: float
+    tier_hit_ratio: dict[str, float]
+
+
+@dataclass(frozen=True)
+class ScenarioWorkload:
+    """A scenario's requests; the target may look at one pass only."""
+
+    scenario: Scenario
+
+    def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
+        changes: dict[str, Any] = {
+            "gpu_tokens": candidate.gpu_tokens, "cpu_tokens": candidate.cpu_tokens, "cpu_gb": None,
+            "disk_tokens": candidate.disk_tokens, "disk_gb": None, "cpu_policy": candidate.cpu_policy,
+        }
+        if candidate.cpu_backend is not None:
+            changes["cpu_backend"] = candidate.cpu_backend
+        scenario = self.scenario.model_copy(update=changes)
+        run = scenario.run_names[-1]
+        records = [r for r in run_records(scenario, run) if pass_ is None or r.pass_ == pass_]
+        if not records:
+            raise ValueError(f"pass must be from 1 to {len(self.scenario.passes)}, got {pass_}")
+        prompt = sum(r.prompt_tokens for r in records)
+        hits = {t: sum(getattr(r, f"{t}_hit_tokens") or 0 for r in records) for t in TIERS}
+        ttfts = [r.ttft_ms for r in records]
+        return Outcome(
+            round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
+            {t: round(h / prompt, 4) for t, h in hits.items()},
+        )
+
+    @property
+    def min_gpu_tokens(self) -> int:
+        return self.scenario.min_gpu_tokens
+
+    @property
+    def footprint_tokens(self) -> int:
+        """Every distinct token the workload could cache: an upper end for the tiers' grids."""
+        s = self.scenario
+        return s.docs * (s.shared_prefix_tokens + s.doc_tokens + s.prompt_tokens) + s.block_size
+
+    def fixed(self) -> Candidate:
+        s = self.scenario
+        return Candidate(s.gpu_tokens, s.cpu_capacity_tokens, s.disk_capacity_tokens, s.cpu_policy, getattr(s, "cpu_backend", None))
+
+    def units(self) -> dict[str, int]:
+        s = self.scenario
+        return {"gpu": s.block_size, "cpu": s.chunk_size, "disk": s.chunk_size}
+
+    def warnings(self) -> list[str]:
+        s = self.scenario
+        reused = s.shared_prefix_tokens + s.doc_tokens
+        out = []
+        if reused < s.block_size:
+            out.append(f"the reused prefix ({reused} tokens) is shorter than a GPU block ({s.block_size}): no cache can hit it")
+        elif reused < s.chunk_size:
+            out.append(f"the reused prefix ({reused} tokens) is shorter than an offload chunk ({s.chunk_size}): no offload tier can help")
+        return out
+
+
+@dataclass(frozen=True)
+class Space:
+    """The grid searched: which tiers may change (``buy``), how many sizes each, which policies and backends."""
+
+    buy: tuple[str, ...] = ("gpu",)
+    points: int = 8
+    max_gpu_tokens: int | None = None
+    policies: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.buy if t not in TIERS]
+        if unknown or not self.buy:
+            raise ValueError(f"buy: name tiers among {', '.join(TIERS)}, got {','.join(self.buy) or 'none'}")
+        if not 2 <= self.points <= 200:
+            raise ValueError(f"points must be from 2 to 200, got {self.points}")
+        for name, chosen, known in (("policies", self.policies, field_choices("cpu_policy")), ("backends", self.backends, field_choices("cpu_backend"))):
+            bad = [c for c in chosen if c not in known]
+            if bad:
+                raise ValueError(f"{name}: unknown {', '.join(bad)}; known: {', '.join(known) or 'none in this engine'}")
+
+
+def _grid(lo: int, hi: int, points: int, unit: int) -> list[int]:
+    """``points`` sizes from ``lo`` to ``hi``, evenly spaced, on whole units."""
+    if hi <= lo:
+        return [lo]
+    step = (hi - lo) / (points - 1)
+    return sorted({-(-int(lo + i * step) // unit) * unit for i in range(points)})
+
+
+def candidates(workload: ScenarioWorkload, space: Space) -> list[Candidate]:
+    """The grid: sizes of the bought tiers (an offload tier may also be absent), crossed with policies and backends."""
+    base = workload.fixed()
+    units = workload.units()
+    top = workload.footprint_tokens
+    gpu_hi = min(top, space.max_gpu_tokens) if space.max_gpu_tokens else top
+    gpus = _grid(workload.min_gpu_tokens, max(gpu_hi, workload.min_gpu_tokens), space.points, units["gpu"]) if "gpu" in space.buy else [base.gpu_tokens]
+    cpus: list[int | None] = [None, *_grid(units["cpu"], top, space.points, units["cpu"])] if "cpu" in space.buy else [base.cpu_tokens]
+    disks: list[int | None] = [None, *_grid(units["disk"], top, space.points, units["disk"])] if "disk" in space.buy else [base.disk_tokens]
+    policies = space.policies or field_choices("cpu_policy") or (base.cpu_policy,)
+    backends: tuple[str | None, ...] = space.backends or field_choices("cpu_backend") or (None,)
+    out = set()
+    for g in gpus:
+        for c in cpus:
+            for d in disks:
+                if c is None and d is not None:
+                    continue  # a disk tier sits behind the CPU tier
+                if c is None:
+                    out.add(Candidate(g, None, None, base.cpu_policy, base.cpu_backend))
+                    continue
+                for p in policies:
+                    for b in backends:
+                        out.add(Candidate(g, c, d, p, b))
+    if len(out) > MAX_CANDIDATES:
+        raise ValueError(f"points: the space holds {len(out):,} candidates; the limit is {MAX_CANDIDATES:,}")
+    return sorted(out, key=lambda c: (c.gpu_tokens, c.cpu_tokens or 0, c.disk_tokens or 0, c.cpu_policy, c.cpu_backend or ""))
+
+
+@dataclass
+class Pricing:
+    """Turns tier sizes into GiB and $/hour (or, without prices, ranks by GPU GiB then all GiB)."""
+
+    bytes_per_token: int
+    deployment: Deployment
+    prices: Prices | None
+
+    def gib(self, tokens: int | None) -> float:
+        return 0.0 if tokens is None else tokens * self.bytes_per_token / GIB
+
+    def dollars(self, c: Candidate) -> float | None:
+        if self.prices is None:
+            return None
+        return (
+            self.gib(c.gpu_tokens) * self.deployment.gpu_gib_hour(self.prices)
+            + self.gib(c.cpu_tokens) * self.prices.dram_gib_hour
+            + self.gib(c.disk_tokens) * self.prices.nvme_gib_hour
+        )
+
+    def key(self, c: Candidate) -> tuple[float, ...]:
+        memory = self.gib(c.gpu_tokens) + self.gib(c.cpu_tokens) + self.gib(c.disk_tokens)
+        dollars = self.dollars(c)
+        return (dollars, self.gib(c.gpu_tokens), memory) if dollars is not None else (self.gib(c.gpu_tokens), memory)
+
+
+def _evaluate(args: tuple[ScenarioWorkload, Candidate, int | None]) -> Outcome:
+    workload, candidate, pass_ = args
+    return workload.evaluate(candidate, pass_)
+
+
+Progress = Callable[[int, int], None]
+
+
+def evaluate_all(workload: ScenarioWorkload, cands: list[Candidate], pass_: int | None, executor: Executor | None = None,
+                 progress: Progress | None = None) -> list[Outcome]:
+    """Every candidate's outcome, in the candidates' order; ``executor`` (processes, Ray) runs them side by side."""
+    jobs = [(workload, c, pass_) for c in cands]
+    results: Iterable[Outcome] = executor.map(_evaluate, jobs, chunksize=max(1, len(jobs) // 64)) if executor else map(_evaluate, jobs)
+    out = []
+    for i, outcome in enumerate(results, 1):
+        out.append(outcome)
+        if progress is not None:
+            progress(i, len(jobs))
+    return out
+
+
+@dataclass
+class Advice:
+    """The search's answer, as ``kvscope advise --json`` prints it."""
+
+    candidates: int
+    meets: list[dict[str, Any]]
+    closest: dict[str, Any] | None
+    pareto: list[dict[str, Any]]
+    warnings: list[str]
+    commands: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def refine(workload: ScenarioWorkload, target: Target, space: Space, c: Candidate, grid: dict[str, list[int | None]]) -> tuple[Candidate, Outcome]:
+    """Shrink each bought tier of a meeting candidate to the smallest size (on its unit) that still meets."""
+    units = workload.units()
+    for tier in space.buy:
+        size = c.sizes()[tier]
+        if size is None:
+            continue
+        below = [s for s in grid[tier] if s is not None and s < size]
+        lo_units = (max(below) // units[tier] + 1) if below else max(1, -(-workload.min_gpu_tokens // units[tier]) if tier == "gpu" else 1)
+        field_name = f"{tier}_tokens"
+
+        def meets(n: int, tier: str = tier, field_name: str = field_name) -> bool:
+            trial = _with(c, field_name, n * units[tier])
+            return not target.misses(workload.evaluate(trial, target.pass_))
+
+        found = smallest(lo_units, size // units[tier], meets)
+        if found is not None:
+            c = _with(c, field_name, found * units[tier])
+    return c, workload.evaluate(c, target.pass_)
+
+
+def _with(c: Candidate, name: str, value: int) -> Candidate:
+    data = {**{f: getattr(c, f) for f in Candidate.__slots__}, name: value}
+    return Candidate(**data)
+
+
+def row(c: Candidate, o: Outcome, pricing: Pricing, target: Target) -> dict[str, Any]:
+    dollars = pricing.dollars(c)
+    tp = pricing.deployment.tp
+    return {
+        "config": {
+            "gpu_tokens": c.gpu_tokens, "gpu_gib": round(pricing.gib(c.gpu_tokens), 4),
+            "cpu_tokens": c.cpu_tokens, "cpu_gib_total": round(pricing.gib(c.cpu_tokens), 4),
+            "cpu_gib_per_rank": round(pricing.gib(c.cpu_tokens) / tp, 4),
+            "disk_tokens": c.disk_tokens, "disk_gib_total": round(pricing.gib(c.disk_tokens), 4),
+            "cpu_policy": c.cpu_policy if c.cpu_tokens else None, "cpu_backend": c.cpu_backend if c.cpu_tokens else None,
+        },
+        "p50_ms": o.p50_ms, "p90_ms": o.p90_ms, "hit_ratio": o.hit_ratio, "tier_hit_ratio": o.tier_hit_ratio,
+        "dollars_per_hour": None if dollars is None else round(dollars, 6),
+        "misses": target.misses(o),
+    }
+
+
+def pareto(rows: list[dict[str, Any]], pricing: Pricing) -> list[dict[str, Any]]:
+    """The rows no other row beats on both cost (or memory) and p90."""
+    def cost(r: dict[str, Any]) -> float:
+        return r["dollars_per_hour"] if r["dollars_per_hour"] is not None else r["config"]["gpu_gib"] + r["config"]["cpu_gib_total"] + r["config"]["disk_gib_total"]
+
+    front, best = [], math.inf
+    for r in sorted(rows, key=lambda r: (cost(r), r["p90_ms"])):
+        if r["p90_ms"] < best:
+            front.append({"cost": round(cost(r), 6), "p90_ms": r["p90_ms"], "config": r["config"]})
+            best = r["p90_ms"]
+    return front
+
+
+def advise(workload: ScenarioWorkload, target: Target, space: Space, deployment: Deployment, prices: Prices | None,
+           executor: Executor | None = None, progress: Progress | None = None, top: int = 10,
+           kv_cache_dtype: str = "auto") -> Advice:
+    """Search the space, rank the candidates that meet the target by cost, and explain the rest."""
+    s = workload.scenario
+    pricing = Pricing(s.bytes_per_token, deployment, prices)
+    max_gpu = int(deployment.kv_room_gib * GIB) // s.bytes_per_token
+    if max_gpu < workload.min_gpu_tokens:
+        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than one request needs")
+    space = Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
+    cands = candidates(workload, space)
+    outcomes = evaluate_all(workload, cands, target.pass_, executor, progress)
+    rows = [(c, o) for c, o in zip(cands, outcomes)]
+    grid = {t: sorted({c.sizes()[t] for c in cands if c.sizes()[t] is not None}) for t in TIERS}
+    meeting = sorted((p for p in rows if not target.misses(p[1])), key=lambda p: pricing.key(p[0]))
+    refined: dict[Candidate, Outcome] = {}
+    for c, _ in meeting[: 3 * top]:
+        better, o = refine(workload, target, space, c, grid)  # type: ignore[arg-type]
+        refined.setdefault(better, o)
+    every_meet = sorted(refined.items(), key=lambda p: pricing.key(p[0]))
+    ranked = every_meet[:top]
+    failed = sorted((p for p in rows if target.misses(p[1])), key=lambda p: pricing.key(p[0]))
+    meets = []
+    for c, o in ranked:
+        r = row(c, o, pricing, target)
+        cheaper = [f for f in failed if pricing.key(f[0]) < pricing.key(c)]
+        r["cheaper_failed"] = len(cheaper)
+        if cheaper:
+            fc, fo = cheaper[-1]
+            r["why_cheaper_failed"] = f"the next cheaper candidate ({_label(fc, pricing)}) misses: " + "; ".join(target.misses(fo))
+        meets.append(r)
+    closest = None
+    if not meets:
+        c, o = min(rows, key=lambda p: (target.shortfall(p[1]), pricing.key(p[0])))
+        closest = row(c, o, pricing, target)
+    notes = _break_even([row(c, o, pricing, target) for c, o in every_meet], pricing) if prices is not None else []
+    best = ranked[0][0] if ranked else (min(rows, key=lambda p: target.shortfall(p[1]))[0])
+    return Advice(
+        len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing),
+        workload.warnings() + _warnings(best, pricing, s), _commands(best, pricing, s, kv_cache_dtype), notes,
+    )
+
+
+def _label(c: Candidate, pricing: Pricing) -> str:
+    parts = [f"GPU {c.gpu_tokens:,} tokens"]
+    if c.cpu_tokens:
+        parts.append(f"CPU {pricing.gib(c.cpu_tokens):.2f} GiB {c.cpu_policy}")
+    if c.disk_tokens:
+        parts.append(f"disk {pricing.gib(c.disk_tokens):.2f} GiB")
+    return ", ".join(parts)
+
+
+def _break_even(meets: list[dict[str, Any]], pricing: Pricing) -> list[str]:
+    """The DRAM price below which the cheapest meet with a CPU tier beats the cheapest with the GPU alone."""
+    assert pricing.prices is not None
+    gpu_only = next((m for m in meets if not m["config"]["cpu_tokens"]), None)
+    with_cpu = next((m for m in meets if m["config"]["cpu_tokens"]), None)
+    if gpu_only is None or with_cpu is None:
+        return []
+    per_gib = pricing.deployment.gpu_gib_hour(pricing.prices)
+    saved_gpu_gib = gpu_only["config"]["gpu_gib"] - with_cpu["config"]["gpu_gib"]
+    if saved_gpu_gib <= 0:
+        return []
+    ratio = saved_gpu_gib / with_cpu["config"]["cpu_gib_total"]
+    return [
+        f"the CPU tier of {with_cpu['config']['cpu_gib_total']:.2f} GiB replaces {saved_gpu_gib:.2f} GiB of GPU memory: "
+        f"it is cheaper while DRAM costs under ${ratio * per_gib:.4f}/GiB-hour ({ratio:.2f} x the GPU's ${per_gib:.4f}/GiB-hour)"
+    ]
+
+
+def _warnings(c: Candidate, pricing: Pricing, s: Scenario) -> list[str]:
+    out = []
+    if c.cpu_tokens is not None and c.cpu_backend is not None and "native" in c.cpu_backend and c.cpu_tokens <= c.gpu_tokens:
+        out.append(f"the CPU tier ({c.cpu_tokens:,} tokens) is no bigger than the GPU's ({c.gpu_tokens:,}): under vLLM's native offload it only mirrors it")
+    tp = pricing.deployment.tp
+    if c.cpu_tokens is not None and tp > 1:
+        total = pricing.gib(c.cpu_tokens)
+        out.append(
+            f"sizes: CPU {total:.2f} GiB in total; LMCache's max_local_cpu_size is per tensor-parallel rank "
+            f"({total / tp:.2f} GiB on each of {tp}); vLLM's --kv-offloading-size is the total ({total:.2f})"
+        )
+    return out
+
+
+def _commands(c: Candidate, pricing: Pricing, s: Scenario, kv_cache_dtype: str) -> dict[str, str]:
+    tp = pricing.deployment.tp
+    gpu_bytes_per_gpu = -(-(c.gpu_tokens + s.block_size) * s.bytes_per_token // tp)  # the null block on top
+    cpu_total = pricing.gib(c.cpu_tokens) if c.cpu_tokens else None
+    disk_total = pricing.gib(c.disk_tokens) if c.disk_tokens else None
+    out = {"vllm_native": facts.vllm_native(s.model, tp, s.block_size, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype)}
+    out["lmcache"] = facts.lmcache(
+        s.model, tp, s.block_size, gpu_bytes_per_gpu, s.chunk_size, cpu_total / tp if cpu_total else None,
+        disk_total / tp if disk_total else None, c.cpu_policy, kv_cache_dtype,
+    )
+    out["sizes"] = "LMCACHE_MAX_LOCAL_CPU_SIZE is per tensor-parallel rank; --kv-offloading-size is the replica's total"
+    return out
+

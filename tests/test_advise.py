@@ -1,0 +1,184 @@
+"""The sizing advisor: the seed lab's answers derived by hand, the vLLM/LMCache names it prints, bad input, Ray."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from app.cli.advise import command
+from sim.advise import facts
+from sim.advise.prices import Deployment, Prices
+from sim.advise.search import Candidate, ScenarioWorkload, Space, Target, advise
+from sim.costs import default_costs
+from sim.presets import preset_fields
+from sim.scenario import Scenario
+
+REF = Path("/work/ref")
+
+
+def seed(**changes: object) -> Scenario:
+    return Scenario(**{**preset_fields("seed-lab"), **changes})
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(command, list(args))
+    return result.exit_code, result.output
+
+
+def gpu_only_threshold() -> int:
+    # Seed lab, GPU alone: 10 prompts of 5,024 tokens = 314 blocks each, read forward twice. vLLM frees a prompt's
+    # blocks tail first, so after pass 1 the pool's LRU front is the oldest document's tail. Pass 2 reads the
+    # documents in the same order: while document i is served the pool must also hold what the nine others left,
+    # 9 x 314 = 2,826 blocks, so document i keeps (usable blocks - 2,826) of its head: usable = C/16 - 1 (the null
+    # block). A hit of h blocks computes 5,024 - 16h tokens: TTFT = overhead + prefill x (5,024 - 16h).
+    c = default_costs()
+    computed_max = (100 - c.overhead_ms) / c.prefill_ms_per_token
+    h = math.ceil((5024 - computed_max) / 16)
+    return (h + 2826 + 1) * 16
+
+
+def test_gpu_alone_pass2_p50_100ms() -> None:
+    threshold = gpu_only_threshold()
+    # With the fitted constants (overhead ~23.2 ms, prefill ~0.111 ms/token) h = 271 blocks: C = 49,568 tokens,
+    # above the 45,248 at which pass 2 first hits at all (kvscope sweep) and below 50,256 (all ten documents + null).
+    assert 45_248 <= threshold <= 50_256
+    advice = advise(ScenarioWorkload(seed(cpu_gb=None)), Target(p50_ms=100, pass_=2), Space(buy=("gpu",)), Deployment(), None)
+    best = advice.meets[0]
+    assert best["config"]["gpu_tokens"] == threshold
+    assert best["config"]["cpu_tokens"] is None
+    assert best["p50_ms"] <= 100
+    # One block less misses: the answer is the smallest.
+    smaller = ScenarioWorkload(seed(cpu_gb=None)).evaluate(Candidate(threshold - 16), 2)
+    assert smaller.p50_ms > 100
+
+
+def test_cpu_tier_matches_the_sweep_and_its_break_even_price() -> None:
+    # Allowed a CPU tier (LRU, LMCache's default) and the GPU, at a GPU price of $8/h for 80 GiB ($0.1/GiB-hour):
+    # the GPU shrinks to the least one request needs, (314 + 1 null) x 16 = 5,040 tokens, and the CPU must hold every
+    # document's whole chunks: 10 x floor(5,024/256) x 256 = 48,640 tokens = 48,640 x 28,672 B = 1.299 GiB, the
+    # size `kvscope sweep --preset seed-lab` reports.
+    prices = Prices(gpu_hour=8, dram_gib_hour=0.01)
+    advice = advise(ScenarioWorkload(seed()), Target(p50_ms=100, pass_=2), Space(buy=("gpu", "cpu"), policies=("lru",)), Deployment(), prices)
+    best = advice.meets[0]["config"]
+    assert (best["gpu_tokens"], best["cpu_tokens"]) == (5_040, 48_640)
+    assert best["cpu_gib_total"] == pytest.approx(48_640 * 28_672 / 2**30, abs=1e-4)
+    # Break-even: the GPU alone needs C tokens; the CPU configuration saves (C - 5,040) tokens of GPU memory for
+    # 48,640 of DRAM, so it is cheaper while DRAM < (C - 5,040)/48,640 x the GPU's price per GiB: 0.914 x.
+    ratio = (gpu_only_threshold() - 5_040) / 48_640
+    assert any(f"({ratio:.2f} x the GPU's $0.1000/GiB-hour)" in n for n in advice.notes), advice.notes
+    # Below the break-even the CPU configuration ranks first; above it the GPU alone does.
+    per_gib = 8 / 80
+    for dram, cpu_first in ((per_gib * ratio * 0.99, True), (per_gib * ratio * 1.01, False)):
+        ranked = advise(ScenarioWorkload(seed()), Target(p50_ms=100, pass_=2), Space(buy=("gpu", "cpu"), policies=("lru",)),
+                        Deployment(), Prices(gpu_hour=8, dram_gib_hour=dram))
+        assert (ranked.meets[0]["config"]["cpu_tokens"] is not None) is cpu_first
+
+
+def test_cli_json_shape_and_commands() -> None:
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--policies", "lru",
+                    "--tp", "2", "--gpu-hour", "8", "--dram-gib-hour", "0.01", "--json", "--top", "2")
+    assert code == 0, out
+    data = json.loads(out[out.index("{"):])
+    assert set(data) >= {"candidates", "meets", "closest", "warnings", "commands"}
+    best = data["meets"][0]
+    assert {"config", "p50_ms", "p90_ms", "tier_hit_ratio", "dollars_per_hour"} <= set(best)
+    # Under TP=2 LMCache gets half of the 1.30 GiB on each rank; vLLM's native flag gets the total.
+    assert "LMCACHE_MAX_LOCAL_CPU_SIZE=0.65" in data["commands"]["lmcache"]
+    assert "--kv-offloading-size 1.3" in data["commands"]["vllm_native"]
+    assert any("per tensor-parallel rank" in w for w in data["warnings"])
+
+
+def test_target_nobody_meets_names_the_closest() -> None:
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "1", "--pass", "2", "--buy", "cpu", "--policies", "lru", "--points", "3")
+    assert code == 0, out
+    assert "no configuration meets the target; the closest is" in out
+    assert "p50" in out and "> 1 ms" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--gpu-hour", "-1", "--dram-gib-hour", "0.01"], "--gpu-hour"),
+        (["--gpu-hour", "2"], "--dram-gib-hour"),
+        (["--buy", "gpu,tape"], "--buy"),
+        ([], "--p50-ms"),
+    ],
+)
+def test_bad_input_names_the_field(args: list[str], named: str) -> None:
+    target = [] if named == "--p50-ms" else ["--p50-ms", "100"]
+    code, out = cli("--preset", "seed-lab", *target, *args)
+    assert code == 2, out
+    assert named in out
+
+
+def test_prices_file_and_config_without_fields(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"gpu_hour": 2, "dram_gib_hour": -0.5}')
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--prices", str(prices))
+    assert code == 2 and "dram_gib_hour" in out, out
+    config = tmp_path / "config.json"
+    config.write_text('{"num_attention_heads": 12, "hidden_size": 1536}')
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--config", str(config))
+    assert code == 2 and "num_hidden_layers is missing" in out, out
+
+
+def test_workers_give_the_serial_ranking() -> None:
+    _, serial = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--workers", "1", "--json", "--points", "4")
+    _, pooled = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--workers", "2", "--json", "--points", "4")
+    assert json.loads(serial[serial.index("{"):]) == json.loads(pooled[pooled.index("{"):])
+
+
+def test_ray_gives_the_local_ranking() -> None:
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the cluster extra)")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        from ray.util.multiprocessing import Pool
+
+        workload, target, space = ScenarioWorkload(seed()), Target(p50_ms=100, pass_=2), Space(buy=("gpu", "cpu"), points=4)
+        local = advise(workload, target, space, Deployment(), None)
+        pool = Pool()
+        try:
+            remote = advise(workload, target, space, Deployment(), None, executor=pool)
+        finally:
+            pool.close()
+        assert remote.to_dict() == local.to_dict()
+    finally:
+        ray.shutdown()
+
+
+# -- names the advisor prints, against vLLM's and LMCache's own definitions ---------------------------------------
+
+def _source(path: str) -> str | None:
+    for root in (REF / "vllm", REF / "lmcache"):
+        candidate = root / path
+        if candidate.is_file():
+            return candidate.read_text()
+    return None
+
+
+@pytest.mark.parametrize("name", [*facts.VLLM_FLAGS.values(), facts.VLLM_NATIVE_BACKEND, facts.LMCACHE_CONNECTOR, *facts.LMCACHE_SETTINGS.values()],
+                         ids=lambda n: n.name)
+def test_names_are_defined_where_cited(name: facts.Name) -> None:
+    text = _source(name.source)
+    if text is None:
+        pytest.skip(f"{name.source} is not unpacked under {REF} (the reference sources are not part of the project)")
+    lines = text.splitlines()
+    # The cited line, or the few after it (a call spread over lines), defines the name.
+    window = "\n".join(lines[name.line - 1 : name.line + 2])
+    assert re.search(r'["\']' + re.escape(name.name) + r'["\']', window), (name, window)
+
+
+def test_lmcache_env_names() -> None:
+    # LMCache reads LMCACHE_<SETTING UPPER> (lmcache/v1/config.py:1002-1003).
+    assert facts.lmcache_env("max_local_cpu_size") == "LMCACHE_MAX_LOCAL_CPU_SIZE"
+    assert facts.lmcache_env("chunk_size") == "LMCACHE_CHUNK_SIZE"
+    assert facts.lmcache_env("local_cpu") == "LMCACHE_LOCAL_CPU"
+    text = _source("lmcache/v1/config.py")
+    if text is None:
+        pytest.skip("lmcache/v1/config.py is not unpacked under /work/ref")
+    assert 'return f"LMCACHE_{attr_name.upper()}"' in text
