@@ -182,3 +182,26 @@ def test_lmcache_env_names() -> None:
     if text is None:
         pytest.skip("lmcache/v1/config.py is not unpacked under /work/ref")
     assert 'return f"LMCACHE_{attr_name.upper()}"' in text
+
+
+def test_trace_workload_on_the_bundled_mooncake_sample() -> None:
+    from sim.replay import ReplayTiers, run_replay
+    from sim.trace import bundled_trace_path, open_trace
+
+    # The sample's longest request lists 374 hash ids of 512 tokens; the GPU must hold it plus the null block:
+    # (374 + 1) x 512 = 192,000 tokens, the least GPU tier a candidate may have.
+    longest = max(len(json.loads(line)["hash_ids"]) for line in bundled_trace_path("mooncake-synthetic").read_text().splitlines() if line.strip())
+    code, out = cli("--trace", "mooncake-synthetic", "--hit-ratio", "0.1", "--buy", "gpu,cpu", "--points", "3", "--workers", "1", "--json", "--top", "1")
+    assert code == 0, out
+    data = json.loads(out[out.index("{"):])
+    best = data["meets"][0]
+    assert best["hit_ratio"] >= 0.1
+    assert best["config"]["gpu_tokens"] >= (longest + 1) * 512
+    # Its figures are the replay's own for the same tiers (kvscope replay --gpu-blocks N --cpu-blocks M).
+    trace = open_trace("mooncake-synthetic")
+    cpu = best["config"]["cpu_tokens"]
+    outcome = run_replay(trace, ReplayTiers(best["config"]["gpu_tokens"] // 512 - 1, cpu // 512 if cpu else None))
+    hits = sum(outcome.gpu_hit) + sum(outcome.cpu_hit)
+    assert best["hit_ratio"] == round(hits / sum(trace.input_tokens), 4)
+    code, out = cli("--trace", "mooncake-synthetic", "--hit-ratio", "0.1", "--buy", "disk")
+    assert code == 2 and "--buy" in out and "no disk tier" in out

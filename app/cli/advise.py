@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
-from sim.advise.search import TIERS, ScenarioWorkload, Space, Target, advise
+from sim.advise.search import TIERS, ScenarioWorkload, Space, Target, TraceWorkload, Workload, advise
 from sim.kv import KV_CACHE_DTYPES, load_config
 
 
@@ -55,6 +55,10 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 
 @click.command("advise")
 @scenario_options
+@click.option("--trace", "trace", default=None,
+              help="replay this trace (Mooncake or Bailian JSONL, or a bundled name: mooncake-synthetic) instead of the scenario; "
+              "a tier not bought is the least the trace needs (GPU) or absent (CPU)")
+@click.option("--chunk-blocks", type=click.IntRange(1, 64), default=1, show_default=True, help="with --trace: trace blocks per CPU chunk")
 @click.option("--p50-ms", type=float, default=None, help="TTFT p50 target, ms")
 @click.option("--p90-ms", type=float, default=None, help="TTFT p90 target, ms")
 @click.option("--hit-ratio", type=float, default=None, help="a floor on the prefix hit ratio (all tiers)")
@@ -79,7 +83,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
 def command(
-    p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
+    trace: str | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
     policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
     nvme_gib_hour: float | None, gpu_type: str, gpus: int, tp: int, gpu_memory_utilization: float, weights_gib: float,
     config_file: Path | None, kv_cache_dtype: str, workers: int | None, ray_address: str | None, top: int, as_json: bool,
@@ -96,8 +100,14 @@ def command(
             raise click.BadParameter(str(exc), param_hint="--config") from None
     if config_file is not None or kv_cache_dtype != "auto":
         scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.with_cache_dtype(kv_cache_dtype).bytes_per_token})
-    if pass_ is not None and pass_ > len(scenario.passes):
-        raise click.BadParameter(f"the scenario has {len(scenario.passes)} passes, got {pass_}", param_hint="--pass")
+    workload: Workload = ScenarioWorkload(scenario)
+    if trace is not None:
+        from app.cli.trace_options import load
+
+        loaded = load(trace, None)
+        workload = TraceWorkload(trace, scenario.model, scenario.bytes_per_token, loaded.block_tokens, chunk_blocks)
+    if pass_ is not None and pass_ > workload.passes:
+        raise click.BadParameter(f"the workload has {workload.passes} passes, got {pass_}", param_hint="--pass")
     try:
         target = Target(p50_ms, p90_ms, pass_, hit_ratio)
     except ValueError as exc:
@@ -106,8 +116,7 @@ def command(
     try:
         space = Space(split(buy), points, None, split(policies), split(backends))
     except ValueError as exc:
-        hint = str(exc).split(":")[0]
-        raise click.BadParameter(str(exc), param_hint="--" + hint) from None
+        raise click.BadParameter(str(exc), param_hint="--" + str(exc).split(":")[0]) from None
     prices = _prices(prices_file, gpu_hour, dram_gib_hour, nvme_gib_hour)
     deployment = Deployment(gpu_type=gpu_type, gpus=gpus, tp=tp, gpu_memory_utilization=gpu_memory_utilization, weights_gib=weights_gib)
 
@@ -117,9 +126,13 @@ def command(
 
     executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
-        advice = advise(ScenarioWorkload(scenario), target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
+        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        message = str(exc)
+        field = message.split(":")[0]
+        if field in ("buy", "policies", "backends", "points", "pass"):
+            raise click.BadParameter(message, param_hint="--" + field) from None
+        raise click.UsageError(message) from None
     finally:
         if executor is not None:
             (executor.shutdown if hasattr(executor, "shutdown") else executor.close)()

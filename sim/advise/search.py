@@ -24,9 +24,11 @@ from sim import stats
 from sim.advise import facts
 from sim.advise.prices import Deployment, Prices
 from sim.kv import GIB
+from sim.replay import ReplayTiers, run_replay
 from sim.scenario import Scenario
 from sim.simulation import run_records
 from sim.sweep import smallest
+from sim.trace import Trace, open_trace
 
 TIERS = ("gpu", "cpu", "disk")
 MAX_CANDIDATES = 5_000
@@ -135,6 +137,22 @@ class ScenarioWorkload:
         return self.scenario.min_gpu_tokens
 
     @property
+    def bytes_per_token(self) -> int:
+        return self.scenario.bytes_per_token
+
+    @property
+    def model(self) -> str:
+        return self.scenario.model
+
+    def choices(self, name: str) -> tuple[str, ...]:
+        """The policies (``cpu_policy``) or backends (``cpu_backend``) the engine offers a scenario."""
+        return field_choices(name)
+
+    @property
+    def passes(self) -> int:
+        return len(self.scenario.passes)
+
+    @property
     def footprint_tokens(self) -> int:
         """Every distinct token the workload could cache: an upper end for the tiers' grids."""
         s = self.scenario
@@ -159,6 +177,74 @@ class ScenarioWorkload:
         return out
 
 
+_TRACES: dict[tuple[str, int | None], Trace] = {}
+
+
+@dataclass(frozen=True)
+class TraceWorkload:
+    """A trace (Mooncake or Bailian, a file or a bundled name) replayed through the GPU and an LRU CPU tier.
+
+    The replay has no disk tier and one CPU policy (LRU); a trace is one pass.
+    The trace is read once per process (workers read it themselves, so only
+    its name crosses to them).
+    """
+
+    source: str
+    model: str
+    bytes_per_token: int
+    block_size: int | None = None
+    chunk_blocks: int = 1
+    gpu_tokens: int | None = None
+    cpu_tokens: int | None = None
+    passes: int = 1
+
+    @property
+    def trace(self) -> Trace:
+        key = (self.source, self.block_size)
+        if key not in _TRACES:
+            _TRACES[key] = open_trace(self.source, self.block_size)
+        return _TRACES[key]
+
+    @property
+    def block(self) -> int:
+        return self.trace.block_tokens
+
+    def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
+        block = self.block
+        cpu_blocks = candidate.cpu_tokens // block if candidate.cpu_tokens else None
+        outcome = run_replay(self.trace, ReplayTiers(candidate.gpu_tokens // block - 1, cpu_blocks, self.chunk_blocks))
+        prompt = sum(self.trace.input_tokens)
+        hits = {"gpu": sum(outcome.gpu_hit), "cpu": sum(outcome.cpu_hit), "disk": 0}
+        ttfts = list(outcome.ttft_ms)
+        return Outcome(
+            round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
+            {t: round(h / prompt, 4) for t, h in hits.items()},
+        )
+
+    @property
+    def min_gpu_tokens(self) -> int:
+        return (max(self.trace.block_counts()) + 1) * self.block  # the longest prompt and the null block
+
+    @property
+    def footprint_tokens(self) -> int:
+        return (self.trace.summary()["distinct_blocks"] + 1) * self.block  # type: ignore[operator]
+
+    def fixed(self) -> Candidate:
+        return Candidate(self.gpu_tokens or self.min_gpu_tokens, self.cpu_tokens)
+
+    def units(self) -> dict[str, int]:
+        return {"gpu": self.block, "cpu": self.block * self.chunk_blocks, "disk": self.block * self.chunk_blocks}
+
+    def choices(self, name: str) -> tuple[str, ...]:
+        return ("lru",) if name == "cpu_policy" else ()
+
+    def warnings(self) -> list[str]:
+        return []
+
+
+Workload = ScenarioWorkload | TraceWorkload
+
+
 @dataclass(frozen=True)
 class Space:
     """The grid searched: which tiers may change (``buy``), how many sizes each, which policies and backends."""
@@ -175,10 +261,15 @@ class Space:
             raise ValueError(f"buy: name tiers among {', '.join(TIERS)}, got {','.join(self.buy) or 'none'}")
         if not 2 <= self.points <= 200:
             raise ValueError(f"points must be from 2 to 200, got {self.points}")
-        for name, chosen, known in (("policies", self.policies, field_choices("cpu_policy")), ("backends", self.backends, field_choices("cpu_backend"))):
+
+    def check(self, workload: Workload) -> None:
+        """Names the workload's engine does not offer, and tiers it has not, refused naming the setting."""
+        if isinstance(workload, TraceWorkload) and "disk" in self.buy:
+            raise ValueError("buy: a trace replay has no disk tier")
+        for name, chosen, known in (("policies", self.policies, workload.choices("cpu_policy")), ("backends", self.backends, workload.choices("cpu_backend"))):
             bad = [c for c in chosen if c not in known]
             if bad:
-                raise ValueError(f"{name}: unknown {', '.join(bad)}; known: {', '.join(known) or 'none in this engine'}")
+                raise ValueError(f"{name}: unknown {', '.join(bad)}; known: {', '.join(known) or 'none for this workload'}")
 
 
 def _grid(lo: int, hi: int, points: int, unit: int) -> list[int]:
@@ -189,7 +280,7 @@ def _grid(lo: int, hi: int, points: int, unit: int) -> list[int]:
     return sorted({-(-int(lo + i * step) // unit) * unit for i in range(points)})
 
 
-def candidates(workload: ScenarioWorkload, space: Space) -> list[Candidate]:
+def candidates(workload: Workload, space: Space) -> list[Candidate]:
     """The grid: sizes of the bought tiers (an offload tier may also be absent), crossed with policies and backends."""
     base = workload.fixed()
     units = workload.units()
@@ -198,8 +289,9 @@ def candidates(workload: ScenarioWorkload, space: Space) -> list[Candidate]:
     gpus = _grid(workload.min_gpu_tokens, max(gpu_hi, workload.min_gpu_tokens), space.points, units["gpu"]) if "gpu" in space.buy else [base.gpu_tokens]
     cpus: list[int | None] = [None, *_grid(units["cpu"], top, space.points, units["cpu"])] if "cpu" in space.buy else [base.cpu_tokens]
     disks: list[int | None] = [None, *_grid(units["disk"], top, space.points, units["disk"])] if "disk" in space.buy else [base.disk_tokens]
-    policies = space.policies or field_choices("cpu_policy") or (base.cpu_policy,)
-    backends: tuple[str | None, ...] = space.backends or field_choices("cpu_backend") or (None,)
+    space.check(workload)
+    policies = space.policies or workload.choices("cpu_policy") or (base.cpu_policy,)
+    backends: tuple[str | None, ...] = space.backends or workload.choices("cpu_backend") or (None,)
     out = set()
     for g in gpus:
         for c in cpus:
@@ -243,7 +335,7 @@ class Pricing:
         return (dollars, self.gib(c.gpu_tokens), memory) if dollars is not None else (self.gib(c.gpu_tokens), memory)
 
 
-def _evaluate(args: tuple[ScenarioWorkload, Candidate, int | None]) -> Outcome:
+def _evaluate(args: tuple[Workload, Candidate, int | None]) -> Outcome:
     workload, candidate, pass_ = args
     return workload.evaluate(candidate, pass_)
 
@@ -251,7 +343,7 @@ def _evaluate(args: tuple[ScenarioWorkload, Candidate, int | None]) -> Outcome:
 Progress = Callable[[int, int], None]
 
 
-def evaluate_all(workload: ScenarioWorkload, cands: list[Candidate], pass_: int | None, executor: Executor | None = None,
+def evaluate_all(workload: Workload, cands: list[Candidate], pass_: int | None, executor: Executor | None = None,
                  progress: Progress | None = None) -> list[Outcome]:
     """Every candidate's outcome, in the candidates' order; ``executor`` (processes, Ray) runs them side by side."""
     jobs = [(workload, c, pass_) for c in cands]
@@ -280,7 +372,7 @@ class Advice:
         return asdict(self)
 
 
-def refine(workload: ScenarioWorkload, target: Target, space: Space, c: Candidate, grid: dict[str, list[int | None]]) -> tuple[Candidate, Outcome]:
+def refine(workload: Workload, target: Target, space: Space, c: Candidate, grid: dict[str, list[int | None]]) -> tuple[Candidate, Outcome]:
     """Shrink each bought tier of a meeting candidate to the smallest size (on its unit) that still meets."""
     units = workload.units()
     for tier in space.buy:
@@ -336,13 +428,14 @@ def pareto(rows: list[dict[str, Any]], pricing: Pricing) -> list[dict[str, Any]]
     return front
 
 
-def advise(workload: ScenarioWorkload, target: Target, space: Space, deployment: Deployment, prices: Prices | None,
+def advise(workload: Workload, target: Target, space: Space, deployment: Deployment, prices: Prices | None,
            executor: Executor | None = None, progress: Progress | None = None, top: int = 10,
            kv_cache_dtype: str = "auto") -> Advice:
     """Search the space, rank the candidates that meet the target by cost, and explain the rest."""
-    s = workload.scenario
-    pricing = Pricing(s.bytes_per_token, deployment, prices)
-    max_gpu = int(deployment.kv_room_gib * GIB) // s.bytes_per_token
+    if target.pass_ is not None and not 1 <= target.pass_ <= workload.passes:
+        raise ValueError(f"pass must be from 1 to {workload.passes}, got {target.pass_}")
+    pricing = Pricing(workload.bytes_per_token, deployment, prices)
+    max_gpu = int(deployment.kv_room_gib * GIB) // workload.bytes_per_token
     if max_gpu < workload.min_gpu_tokens:
         raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than one request needs")
     space = Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
@@ -375,7 +468,7 @@ def advise(workload: ScenarioWorkload, target: Target, space: Space, deployment:
     best = ranked[0][0] if ranked else (min(rows, key=lambda p: target.shortfall(p[1]))[0])
     return Advice(
         len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing),
-        workload.warnings() + _warnings(best, pricing, s), _commands(best, pricing, s, kv_cache_dtype), notes,
+        workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype), notes,
     )
 
 
@@ -406,7 +499,7 @@ def _break_even(meets: list[dict[str, Any]], pricing: Pricing) -> list[str]:
     ]
 
 
-def _warnings(c: Candidate, pricing: Pricing, s: Scenario) -> list[str]:
+def _warnings(c: Candidate, pricing: Pricing) -> list[str]:
     out = []
     if c.cpu_tokens is not None and c.cpu_backend is not None and "native" in c.cpu_backend and c.cpu_tokens <= c.gpu_tokens:
         out.append(f"the CPU tier ({c.cpu_tokens:,} tokens) is no bigger than the GPU's ({c.gpu_tokens:,}): under vLLM's native offload it only mirrors it")
@@ -420,14 +513,16 @@ def _warnings(c: Candidate, pricing: Pricing, s: Scenario) -> list[str]:
     return out
 
 
-def _commands(c: Candidate, pricing: Pricing, s: Scenario, kv_cache_dtype: str) -> dict[str, str]:
+def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype: str) -> dict[str, str]:
     tp = pricing.deployment.tp
-    gpu_bytes_per_gpu = -(-(c.gpu_tokens + s.block_size) * s.bytes_per_token // tp)  # the null block on top
+    units = workload.units()
+    block, chunk = units["gpu"], units["cpu"]
+    gpu_bytes_per_gpu = -(-(c.gpu_tokens + block) * workload.bytes_per_token // tp)  # the null block on top
     cpu_total = pricing.gib(c.cpu_tokens) if c.cpu_tokens else None
     disk_total = pricing.gib(c.disk_tokens) if c.disk_tokens else None
-    out = {"vllm_native": facts.vllm_native(s.model, tp, s.block_size, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype)}
+    out = {"vllm_native": facts.vllm_native(workload.model, tp, block, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype)}
     out["lmcache"] = facts.lmcache(
-        s.model, tp, s.block_size, gpu_bytes_per_gpu, s.chunk_size, cpu_total / tp if cpu_total else None,
+        workload.model, tp, block, gpu_bytes_per_gpu, chunk, cpu_total / tp if cpu_total else None,
         disk_total / tp if disk_total else None, c.cpu_policy, kv_cache_dtype,
     )
     out["sizes"] = "LMCACHE_MAX_LOCAL_CPU_SIZE is per tensor-parallel rank; --kv-offloading-size is the replica's total"
