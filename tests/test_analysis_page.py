@@ -159,21 +159,3 @@ def test_policy_what_if_shows_the_cyclic_pathology(live_server: str, page: Page)
     mru, belady = (int(gpu_hit(p).inner_text().replace(",", "")) for p in ("mru", "belady"))
     assert 0 < mru <= belady <= 1344 * 16  # at most what the GPU's usable blocks hold
     expect(page.locator('#policies-gpu tr.current[data-policy="lru"]').first).to_contain_text("this scenario")
-
-
-def test_sizing_from_a_model_and_from_a_config_json(live_server: str, page: Page, tmp_path: Path) -> None:
-    open_area(page, live_server)
-    page.fill("#size-gpu-mem", "10")
-    page.click("#size-form button[type=submit]")
-    # Qwen2.5-1.5B: 28 layers x 2 KV heads x 128 x 2 x 2 B = 28,672 B; 10 GiB / 28,672 B = 374,491 tokens.
-    expect(page.locator('[data-value="kv_bytes_per_token"]')).to_have_text("28,672 B/token")
-    expect(page.locator('[data-value="gpu_kv_tokens"]')).to_have_text("374,491 tokens")
-    # Ten 5,011-token documents keep 19 full chunks each: 48,640 tokens x 28,672 B = 1.299 GiB.
-    expect(page.locator('[data-value="cpu_gib_needed"]')).to_have_text("1.299 GiB")
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                                  "hidden_size": 4096, "torch_dtype": "bfloat16"}))
-    page.set_input_files("#size-config", str(config))
-    page.click("#size-form button[type=submit]")
-    # 32 x 8 x (4096 / 32 = 128) x 2 x 2 B = 131,072 B per token.
-    expect(page.locator('[data-value="kv_bytes_per_token"]')).to_have_text("131,072 B/token")

@@ -18,9 +18,9 @@ from starlette.middleware.gzip import GZipMiddleware
 from app.web.context import STATIC_DIR, Web
 from app.web.disconnects import QuietDisconnects
 from app.web.headers import SecurityHeaders
-from app.web.routes import analysis, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
+from app.web.routes import advise, analysis, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
 
-ROUTERS = [health, simulate, dashboard, live, replay, analysis, calibrate, watch, docs, runs]
+ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs]
 
 # plotly.js as bundled with the installed plotly package, so Python and JS plotly stay in step.
 PLOTLY_JS = Path(find_spec("plotly").origin or "").parent / "package_data" / "plotly.min.js"  # type: ignore[union-attr]

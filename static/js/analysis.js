@@ -66,7 +66,32 @@
     window.Plotly.newPlot(el, traces, layout, CONFIG);
   }
 
-  const DRAW = { requests: requestsChart, capacity: capacityChart };
+  // The advisor's Pareto front (no candidate is both cheaper and faster at p90) and the ranked configurations.
+  function paretoChart(el) {
+    const data = JSON.parse(el.dataset.pareto);
+    const costOf = (r) => (data.priced ? r.dollars_per_hour : r.config.gpu_gib + r.config.cpu_gib_total + r.config.disk_gib_total);
+    const label = (c) => `GPU ${c.gpu_tokens.toLocaleString()} tokens${c.cpu_tokens ? `, CPU ${c.cpu_gib_total.toFixed(2)} GiB` : ""}`;
+    const traces = [
+      {
+        type: "scatter", mode: "lines+markers", name: "Pareto front", x: data.front.map((p) => p.cost), y: data.front.map((p) => p.p90_ms),
+        text: data.front.map((p) => label(p.config)), line: { color: COLORS[0], shape: "hv", width: 2 },
+        marker: { color: COLORS[0], symbol: SYMBOLS[0], size: 7 }, hovertemplate: "%{text}<br>%{x:.4f}: p90 %{y:,.1f} ms<extra></extra>",
+      },
+      {
+        type: "scatter", mode: "markers", name: "meets the target", x: data.meets.map(costOf), y: data.meets.map((r) => r.p90_ms),
+        text: data.meets.map((r) => label(r.config)), marker: { color: COLORS[1], symbol: SYMBOLS[1], size: 9 },
+        hovertemplate: "%{text}<br>%{x:.4f}: p90 %{y:,.1f} ms<extra></extra>",
+      },
+    ];
+    const layout = {
+      ...BASE, height: 340, title: { text: "Cost against predicted p90 TTFT", font: { size: 14 } },
+      xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, gridcolor: "#eee", zeroline: false },
+      yaxis: { title: { text: "p90 TTFT, ms" }, gridcolor: "#eee", rangemode: "tozero" },
+    };
+    window.Plotly.newPlot(el, traces, layout, CONFIG);
+  }
+
+  const DRAW = { requests: requestsChart, capacity: capacityChart, pareto: paretoChart };
 
   function drawAll() {
     if (!window.Plotly) return;

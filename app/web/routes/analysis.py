@@ -21,6 +21,7 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
+from app.web.routes.advise import panel_context as advise_panel_context
 from sim import measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
@@ -128,7 +129,10 @@ def router(*, web: Web) -> APIRouter:
 
     @routes.get("/ui/analysis", response_class=HTMLResponse, include_in_schema=False)
     def area(request: Request) -> HTMLResponse:
-        return render(request, "analysis/panel.html", models=list(MODELS), default_model=DEFAULT_MODEL, repeat_modes=REPEAT_MODES)
+        return render(
+            request, "analysis/panel.html", models=list(MODELS), default_model=DEFAULT_MODEL, repeat_modes=REPEAT_MODES,
+            **advise_panel_context(),
+        )
 
     @routes.post("/ui/analysis/measurements", response_class=HTMLResponse, include_in_schema=False)
     async def measurements_panel(request: Request) -> HTMLResponse:

@@ -1,0 +1,172 @@
+"""The sizing advisor on the page and over the API: ``POST /api/advise`` answers as ``kvscope advise --json``; the page's
+panel starts a search, polls its progress and shows the ranked table and the Pareto chart."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.scenario_input import ScenarioInput
+from app.web.advise_jobs import Busy, Job, Jobs
+from app.web.context import Web
+from app.web.inputs import InputErrors, check, errors_of
+from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
+from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices
+from sim.advise.search import TIERS, ScenarioWorkload, field_choices, Space, Target, TraceWorkload, Workload, advise
+from sim.kv import KV_CACHE_DTYPES, shape_from_config
+from sim.scenario import Scenario
+from sim.trace import BUNDLED_TRACES
+
+MAX_WEB_POINTS = 12  # sizes per bought tier: a search of a few hundred candidates at most
+
+
+class AdviseInput(BaseModel):
+    """``kvscope advise``'s flags as one object; the scenario as ``/api/simulate`` takes it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    scenario: ScenarioInput = Field(default_factory=ScenarioInput, description="the workload (as for /api/simulate)")
+    trace: Literal[tuple(BUNDLED_TRACES)] | None = Field(default=None, description="a bundled trace instead of the scenario")  # type: ignore[valid-type]
+    p50_ms: float | None = Field(default=None, gt=0, le=3_600_000, description="TTFT p50 target, ms")
+    p90_ms: float | None = Field(default=None, gt=0, le=3_600_000, description="TTFT p90 target, ms")
+    hit_ratio: float | None = Field(default=None, ge=0, le=1, description="a floor on the prefix hit ratio")
+    pass_: int | None = Field(default=None, alias="pass", ge=1, le=100, description="put the target on this pass only")
+    buy: list[Literal[TIERS]] = Field(default=["gpu"], min_length=1, description="tiers whose size may change")  # type: ignore[valid-type]
+    points: int = Field(default=6, ge=2, le=MAX_WEB_POINTS, description="sizes tried per bought tier")
+    policies: list[str] = Field(default_factory=list, max_length=16, description="offload policies (default: every one)")
+    backends: list[str] = Field(default_factory=list, max_length=8, description="offload backends (default: every one)")
+    prices: Prices | None = Field(default=None, description="$ per GPU-hour and per GiB-hour; none: rank by memory")
+    deployment: Deployment = Field(default_factory=Deployment)
+    kv_cache_dtype: Literal[tuple(KV_CACHE_DTYPES)] = "auto"  # type: ignore[valid-type]
+    top: int = Field(default=10, ge=1, le=50)
+
+
+def _target(body: AdviseInput) -> Target:
+    try:
+        return Target(body.p50_ms, body.p90_ms, body.pass_, body.hit_ratio)
+    except ValueError as exc:
+        raise Problem("p50_ms", str(exc)) from None
+
+
+def _workload(body: AdviseInput, scenario: Scenario) -> Workload:
+    if body.kv_cache_dtype != "auto":
+        scenario = scenario.model_copy(update={"kv_bytes_per_token": scenario.kv_shape.with_cache_dtype(body.kv_cache_dtype).bytes_per_token})
+    if body.trace is not None:
+        return TraceWorkload(body.trace, scenario.model, scenario.bytes_per_token)
+    return ScenarioWorkload(scenario)
+
+
+def _search(body: AdviseInput, workload: Workload, job: Job | None = None) -> dict[str, Any]:
+    """The search; its ValueErrors name the setting at fault (``buy: ...``)."""
+    try:
+        space = Space(tuple(body.buy), body.points, None, tuple(body.policies), tuple(body.backends))
+        advice = advise(workload, _target(body), space, body.deployment, body.prices, None,
+                        job.progress if job else None, body.top, body.kv_cache_dtype)
+    except ValueError as exc:
+        message = str(exc)
+        field = message.split(":")[0] if ":" in message.split(" ")[0] else ""
+        raise Problem(field, message) from None
+    return {**advice.to_dict(), "kv_bytes_per_token": workload.bytes_per_token, "priced": body.prices is not None}
+
+
+def panel_context() -> dict[str, Any]:
+    """The choices the panel's form offers, from their one definitions."""
+    return {
+        "tiers": TIERS, "policies": field_choices("cpu_policy"), "gpu_types": list(GPU_MEMORY_GIB), "kv_dtypes": list(KV_CACHE_DTYPES),
+        "traces": list(BUNDLED_TRACES), "max_points": MAX_WEB_POINTS,
+    }
+
+
+def router(*, web: Web) -> APIRouter:
+    routes = APIRouter(tags=["analysis"])
+    templates = web.templates
+    jobs = Jobs()
+
+    def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def problem(request: Request, exc: Problem, status_code: int = 422) -> HTMLResponse:
+        return render(request, "analysis/problem.html", status_code=status_code, message=str(exc), field=exc.field)
+
+    @routes.post("/api/advise", summary="The cheapest tier sizes that meet a TTFT target", response_class=JSONResponse)
+    def advise_route(body: AdviseInput) -> JSONResponse:
+        """``kvscope advise --json``: ``candidates``, ``meets`` (ranked, with tier sizes in tokens and GiB, predicted
+        p50/p90, hit ratios per tier, $/hour), ``closest`` when none meets, ``pareto``, ``warnings``, ``notes``,
+        ``commands``. Every candidate is simulated, so a large space takes seconds."""
+        try:
+            return JSONResponse(_search(body, _workload(body, check(body.scenario))))
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        except Problem as exc:
+            raise exc.for_body() from None
+
+    @routes.post("/ui/analysis/advise", response_class=HTMLResponse, include_in_schema=False)
+    async def advise_panel(request: Request) -> HTMLResponse:
+        form = await request.form()
+        values = form_values(form)
+        try:
+            scenario = sidebar_scenario(values)
+            body = _panel_input(values)
+            upload = await upload_text(form.get("advise_config"), "advise_config")  # type: ignore[arg-type]
+            if upload is not None:
+                name, text = upload
+                try:
+                    shape = shape_from_config(json.loads(text), name)
+                except (ValueError, AttributeError) as exc:
+                    raise Problem("advise_config", str(exc)) from None
+                scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.bytes_per_token})
+            workload = _workload(body, scenario)
+            _target(body)
+            job_id = jobs.start(lambda job: _search(body, workload, job))
+        except Problem as exc:
+            return problem(request, exc)
+        except Busy as exc:
+            return problem(request, Problem("", str(exc)), 503)
+        return render(request, "analysis/advise_progress.html", job_id=job_id, job=jobs.get(job_id))
+
+    @routes.get("/ui/analysis/advise/{job_id}", response_class=HTMLResponse, include_in_schema=False)
+    def advise_poll(request: Request, job_id: str) -> HTMLResponse:
+        job = jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, "no such search (finished long ago, or never started)")
+        if not job.finished.is_set():
+            return render(request, "analysis/advise_progress.html", job_id=job_id, job=job)
+        if job.error is not None:
+            return problem(request, Problem("", job.error))
+        return render(request, "analysis/advise.html", advice=job.result)
+
+    return routes
+
+
+# The panel's fields, each one AdviseInput field (prefixed so as not to clash with the sidebar's).
+_PANEL_FIELDS = ("p50_ms", "p90_ms", "hit_ratio", "pass", "points", "kv_cache_dtype", "trace")
+_PRICE_FIELDS = ("gpu_hour", "dram_gib_hour", "nvme_gib_hour")
+_DEPLOYMENT_FIELDS = ("gpu_type", "gpus", "tp", "gpu_memory_utilization", "weights_gib")
+
+
+def _panel_input(values: dict[str, str]) -> AdviseInput:
+    def given(name: str) -> str | None:
+        raw = values.get(f"advise_{name}", "").strip()
+        return raw or None
+
+    data: dict[str, Any] = {k: v for k in _PANEL_FIELDS if (v := given(k)) is not None}
+    data["buy"] = [t for t in TIERS if values.get(f"advise_buy_{t}")] or ["gpu"]
+    prices = {k: v for k in _PRICE_FIELDS if (v := given(k)) is not None}
+    if prices:
+        data["prices"] = prices
+    data["deployment"] = {k: v for k in _DEPLOYMENT_FIELDS if (v := given(k)) is not None}
+    if (policy := given("policy")) is not None:
+        data["policies"] = [policy]
+    try:
+        return AdviseInput.model_validate(data)
+    except ValidationError as exc:
+        err = errors_of(exc)[0]
+        loc = [str(p) for p in err["loc"]]
+        name = loc[-1] if loc and loc[0] in ("prices", "deployment") and len(loc) > 1 else (loc[0] if loc else "")
+        if loc and loc[0] == "prices" and len(loc) == 1:
+            name = "gpu_hour"
+        raise Problem(f"advise_{name}", f"{name}: {err['msg']}") from None

@@ -1,0 +1,84 @@
+"""The sizing advisor over HTTP (a real uvicorn) and on the page (headless Chromium): the CLI's answer, progress, the chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.test_advise import cli
+
+
+def test_api_equals_the_cli(live_server: str) -> None:
+    body = {"scenario": {"preset": "seed-lab"}, "p50_ms": 100, "pass": 2, "buy": ["gpu", "cpu"], "policies": ["lru"], "points": 4,
+            "prices": {"gpu_hour": 8, "dram_gib_hour": 0.01}, "top": 3}
+    response = httpx.post(f"{live_server}/api/advise", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    got = response.json()
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--policies", "lru", "--points", "4",
+                    "--gpu-hour", "8", "--dram-gib-hour", "0.01", "--top", "3", "--json", "--workers", "1")
+    assert code == 0
+    expected = json.loads(out[out.index("{"):])
+    assert {k: got[k] for k in expected} == expected
+    # The seed lab's answer: GPU at its least (5,040 tokens), CPU 48,640 tokens = 1.299 GiB (see test_advise).
+    assert (got["meets"][0]["config"]["gpu_tokens"], got["meets"][0]["config"]["cpu_tokens"]) == (5_040, 48_640)
+
+
+def test_api_names_the_bad_field(live_server: str) -> None:
+    for body, field in (
+        ({"p50_ms": 100, "prices": {"gpu_hour": -1, "dram_gib_hour": 0.01}}, "gpu_hour"),
+        ({"p50_ms": 100, "prices": {"gpu_hour": 2}}, "dram_gib_hour"),
+        ({"p50_ms": 100, "buy": ["tape"]}, "buy"),
+        ({"p50_ms": 100, "points": 500}, "points"),
+        ({"p50_ms": 100, "policies": ["clock"]}, "policies"),
+        ({}, "p50_ms"),
+    ):
+        response = httpx.post(f"{live_server}/api/advise", json=body, timeout=60)
+        assert response.status_code == 422, (body, response.text)
+        assert field in response.text, (body, response.text)
+
+
+def open_area(page: Page, url: str) -> None:
+    page.goto(url + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    expect(page.locator("#advise-form")).to_be_visible()
+
+
+def test_panel_ranks_draws_and_starts(live_server: str, page: Page, tmp_path: Path) -> None:
+    open_area(page, live_server)
+    page.check('#advise-form input[name="advise_buy_cpu"]')
+    page.select_option("#advise-policy", "lru")
+    page.fill("#advise-gpu-hour", "8")
+    page.fill("#advise-dram", "0.01")
+    page.click("#advise-form button[type=submit]")
+    # The form's answer is the progress first (it polls every half second), then the table replaces it.
+    expect(page.locator("#advise-progress")).to_be_attached()
+    # The sidebar's seed lab, pass 2 p50 <= 100 ms: GPU 5,040 tokens and CPU 48,640 tokens first (derived in test_advise).
+    first = page.locator("#advise-table tbody tr").first
+    expect(first).to_have_attribute("data-gpu-tokens", "5040", timeout=60_000)
+    expect(first).to_have_attribute("data-cpu-tokens", "48640")
+    expect(page.locator("#advise-pareto .main-svg").first).to_be_attached()
+    expect(page.locator("#advise-lmcache")).to_contain_text("LMCACHE_MAX_LOCAL_CPU_SIZE=1.3")
+    expect(page.locator("#advise-vllm")).to_contain_text("--kv-offloading-size 1.3")
+    # A config.json changes the KV size: Llama-3.1-8B's 131,072 B per token.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}))
+    page.set_input_files("#advise-config", str(config))
+    page.click("#advise-form button[type=submit]")
+    expect(page.locator(".advise-summary")).to_contain_text("131,072 B of KV per token", timeout=60_000)
+
+
+def test_panel_says_when_nothing_meets_and_names_a_bad_price(live_server: str, page: Page, expected_console_errors: list[str]) -> None:
+    expected_console_errors.append("status of 422")  # the bad price's answer
+    open_area(page, live_server)
+    page.fill("#advise-p50", "1")
+    page.fill("#advise-points", "3")
+    page.click("#advise-form button[type=submit]")
+    expect(page.locator(".advise-none")).to_contain_text("No configuration meets the target; the closest is", timeout=60_000)
+    page.fill("#advise-p50", "100")
+    page.fill("#advise-gpu-hour", "-2")
+    page.fill("#advise-dram", "0.01")
+    page.click("#advise-form button[type=submit]")
+    expect(page.locator(".analysis-problem")).to_contain_text("gpu_hour")
