@@ -393,6 +393,16 @@ def refine(workload: Workload, target: Target, space: Space, c: Candidate, grid:
     return c, workload.evaluate(c, target.pass_)
 
 
+def _dominates(a: Candidate, b: Candidate) -> bool:
+    """``a`` is ``b`` with no tier bigger and one smaller (same policy and backend): ``b`` is never the better buy."""
+    if a == b or (a.cpu_policy, a.cpu_backend) != (b.cpu_policy, b.cpu_backend):
+        return False
+    pairs = [(a.sizes()[t], b.sizes()[t]) for t in TIERS]
+    if any((x is None) != (y is None) for x, y in pairs):
+        return False
+    return all(x is None or x <= y for x, y in pairs)  # type: ignore[operator]
+
+
 def _with(c: Candidate, name: str, value: int) -> Candidate:
     data = {**{f: getattr(c, f) for f in Candidate.__slots__}, name: value}
     return Candidate(**data)
@@ -444,11 +454,18 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     rows = [(c, o) for c, o in zip(cands, outcomes)]
     grid = {t: sorted({c.sizes()[t] for c in cands if c.sizes()[t] is not None}) for t in TIERS}
     meeting = sorted((p for p in rows if not target.misses(p[1])), key=lambda p: pricing.key(p[0]))
+    # The cheapest meets, and the cheapest with and without a CPU tier (the break-even note compares those two).
+    chosen = meeting[: 3 * top]
+    for has_cpu in (False, True):
+        chosen += [next((p for p in meeting if bool(p[0].cpu_tokens) is has_cpu), None)] if meeting else []
     refined: dict[Candidate, Outcome] = {}
-    for c, _ in meeting[: 3 * top]:
-        better, o = refine(workload, target, space, c, grid)  # type: ignore[arg-type]
-        refined.setdefault(better, o)
-    every_meet = sorted(refined.items(), key=lambda p: pricing.key(p[0]))
+    for pair in chosen:
+        if pair is not None:
+            better, o = refine(workload, target, space, pair[0], grid)  # type: ignore[arg-type]
+            refined.setdefault(better, o)
+    every_meet = sorted(
+        ((c, o) for c, o in refined.items() if not any(_dominates(d, c) for d in refined)), key=lambda p: pricing.key(p[0])
+    )
     ranked = every_meet[:top]
     failed = sorted((p for p in rows if target.misses(p[1])), key=lambda p: pricing.key(p[0]))
     meets = []
