@@ -205,3 +205,45 @@ def test_trace_workload_on_the_bundled_mooncake_sample() -> None:
     assert best["hit_ratio"] == round(hits / sum(trace.input_tokens), 4)
     code, out = cli("--trace", "mooncake-synthetic", "--hit-ratio", "0.1", "--buy", "disk")
     assert code == 2 and "--buy" in out and "no disk tier" in out
+
+
+def test_measurement_file_replays_its_requests(tmp_path: Path) -> None:
+    # A file of the seed lab's GPU run (kvscope simulate --out): 10 documents x 3 passes of 5,024-token prompts.
+    # Replayed, its requests are the seed lab's, so the GPU-only answer is the one derived above.
+    from sim.measurements import from_result, write
+    from sim.simulation import simulate
+
+    path = tmp_path / "seed.csv"
+    write(path, from_result(simulate(seed(cpu_gb=None))))
+    code, out = cli("--measurements", str(path), "--no-cpu", "--p50-ms", "100", "--pass", "2", "--json", "--top", "1", "--workers", "1")
+    assert code == 0, out
+    assert json.loads(out[out.index("{"):])["meets"][0]["config"]["gpu_tokens"] == gpu_only_threshold()
+    # Prompts of two lengths are refused, naming the column.
+    text = path.read_text().splitlines()
+    text[1] = text[1].replace(",5024,", ",4000,", 1)
+    path.write_text("\n".join(text) + "\n")
+    code, out = cli("--measurements", str(path), "--p50-ms", "100")
+    assert code == 2 and "--measurements" in out and "prompt_tokens differ" in out, out
+
+
+def test_warnings_for_the_known_traps() -> None:
+    from sim.advise.search import Pricing, _warnings
+
+    # Prefixes shorter than a chunk: 200-token documents, 256-token chunks: no offload tier can hold one.
+    short = ScenarioWorkload(seed(doc_tokens=200, gpu_tokens=21_520))
+    assert any("shorter than an offload chunk (256)" in w for w in short.warnings())
+    # A CPU tier no bigger than the GPU's, under vLLM's native offload, only mirrors the GPU.
+    pricing = Pricing(28_672, Deployment(), None)
+    mirror = _warnings(Candidate(21_520, 20_000, None, "lru", "vllm-native"), pricing)
+    assert any("only mirrors" in w for w in mirror)
+    assert not _warnings(Candidate(21_520, 20_000, None, "lru", "lmcache"), pricing)
+
+
+def test_search_space_is_the_engines_own() -> None:
+    # The policies searched are whatever the scenario model accepts for cpu_policy (one definition); none typed here.
+    from typing import get_args
+
+    from sim.advise.search import candidates
+
+    cands = candidates(ScenarioWorkload(seed()), Space(buy=("cpu",), points=2))
+    assert {c.cpu_policy for c in cands if c.cpu_tokens} == set(get_args(Scenario.model_fields["cpu_policy"].annotation))

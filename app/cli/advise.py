@@ -12,7 +12,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, describe, scenario_options
 from app.cli.table import format_table
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
 from sim.advise.search import TIERS, ScenarioWorkload, Space, Target, TraceWorkload, Workload, advise
@@ -58,6 +58,8 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--trace", "trace", default=None,
               help="replay this trace (Mooncake or Bailian JSONL, or a bundled name: mooncake-synthetic) instead of the scenario; "
               "a tier not bought is the least the trace needs (GPU) or absent (CPU)")
+@click.option("--measurements", "measurements_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="replay a measurement file's requests (its first configuration's documents and passes) instead of the scenario")
 @click.option("--chunk-blocks", type=click.IntRange(1, 64), default=1, show_default=True, help="with --trace: trace blocks per CPU chunk")
 @click.option("--p50-ms", type=float, default=None, help="TTFT p50 target, ms")
 @click.option("--p90-ms", type=float, default=None, help="TTFT p90 target, ms")
@@ -83,7 +85,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
 def command(
-    trace: str | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
+    trace: str | None, measurements_file: Path | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
     policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
     nvme_gib_hour: float | None, gpu_type: str, gpus: int, tp: int, gpu_memory_utilization: float, weights_gib: float,
     config_file: Path | None, kv_cache_dtype: str, workers: int | None, ray_address: str | None, top: int, as_json: bool,
@@ -100,6 +102,18 @@ def command(
             raise click.BadParameter(str(exc), param_hint="--config") from None
     if config_file is not None or kv_cache_dtype != "auto":
         scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.with_cache_dtype(kv_cache_dtype).bytes_per_token})
+    if trace is not None and measurements_file is not None:
+        raise click.UsageError("give --trace or --measurements, not both")
+    if measurements_file is not None:
+        from sim.advise.measured import scenario_from_measurements
+        from sim.readers import read_measurements
+
+        try:
+            scenario = scenario_from_measurements(read_measurements(measurements_file).rows, scenario)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--measurements") from None
+        except ValidationError as exc:
+            raise click.BadParameter(describe(exc), param_hint="--measurements") from None
     workload: Workload = ScenarioWorkload(scenario)
     if trace is not None:
         from app.cli.trace_options import load
