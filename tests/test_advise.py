@@ -147,6 +147,12 @@ def test_ray_gives_the_local_ranking() -> None:
         finally:
             pool.close()
         assert remote.to_dict() == local.to_dict()
+        # The command line's --ray joins the Ray already started here (auto) and prints what local workers print.
+        args = ("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--points", "4", "--json")
+        code, on_ray = cli(*args, "--ray", "auto")
+        assert code == 0, on_ray
+        _, on_workers = cli(*args, "--workers", "2")
+        assert json.loads(on_ray[on_ray.index("{"):]) == json.loads(on_workers[on_workers.index("{"):])
     finally:
         ray.shutdown()
 
