@@ -13,7 +13,9 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from bench._timing import figure, runs
-from sim.advise.search import Candidate, Space, TraceWorkload, candidates, evaluate_all
+from sim.advise.candidate import Candidate
+from sim.advise.search import Space, candidates, evaluate_all
+from sim.advise.workloads import TraceWorkload
 from sim.kv import MODELS
 
 CANDIDATES = 200

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 from app.cli.advise import command
 from sim.advise import facts
 from sim.advise.prices import Deployment, Prices
-from sim.advise.search import Candidate, ScenarioWorkload, Space, Target, advise
+from sim.advise.candidate import Candidate, Target
+from sim.advise.search import Space, advise
+from sim.advise.workloads import ScenarioWorkload
 from sim.costs import default_costs
 from sim.presets import preset_fields
 from sim.scenario import Scenario

@@ -15,7 +15,9 @@ from pydantic import ValidationError
 from app.cli.scenario_flags import build_scenario, describe, scenario_options
 from app.cli.table import format_table
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
-from sim.advise.search import TIERS, ScenarioWorkload, Space, Target, TraceWorkload, Workload, advise
+from sim.advise.candidate import TIERS, Target
+from sim.advise.search import Space, advise
+from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.kv import KV_CACHE_DTYPES, load_config
 
 

@@ -15,8 +15,10 @@ from app.web.advise_jobs import Busy, Job, Jobs
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
+from sim.advise.candidate import TIERS, Target, field_choices
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices
-from sim.advise.search import TIERS, ScenarioWorkload, field_choices, Space, Target, TraceWorkload, Workload, advise
+from sim.advise.search import Space, advise
+from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.kv import KV_CACHE_DTYPES, shape_from_config
 from sim.scenario import Scenario
 from sim.trace import BUNDLED_TRACES

@@ -1,0 +1,151 @@
+"""The advisor's workloads: a scenario's requests or a trace's, each evaluating a candidate through the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sim import stats
+from sim.advise.candidate import TIERS, Candidate, Outcome, field_choices
+from sim.replay import ReplayTiers, run_replay
+from sim.scenario import Scenario
+from sim.simulation import run_records
+from sim.trace import Trace, open_trace
+
+@dataclass(frozen=True)
+class ScenarioWorkload:
+    """A scenario's requests; the target may look at one pass only."""
+
+    scenario: Scenario
+
+    def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
+        changes: dict[str, Any] = {
+            "gpu_tokens": candidate.gpu_tokens, "cpu_tokens": candidate.cpu_tokens, "cpu_gb": None,
+            "disk_tokens": candidate.disk_tokens, "disk_gb": None, "cpu_policy": candidate.cpu_policy,
+        }
+        if candidate.cpu_backend is not None:
+            changes["cpu_backend"] = candidate.cpu_backend
+        scenario = self.scenario.model_copy(update=changes)
+        run = scenario.run_names[-1]
+        records = [r for r in run_records(scenario, run) if pass_ is None or r.pass_ == pass_]
+        if not records:
+            raise ValueError(f"pass must be from 1 to {len(self.scenario.passes)}, got {pass_}")
+        prompt = sum(r.prompt_tokens for r in records)
+        hits = {t: sum(getattr(r, f"{t}_hit_tokens") or 0 for r in records) for t in TIERS}
+        ttfts = [r.ttft_ms for r in records]
+        return Outcome(
+            round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
+            {t: round(h / prompt, 4) for t, h in hits.items()},
+        )
+
+    @property
+    def min_gpu_tokens(self) -> int:
+        return self.scenario.min_gpu_tokens
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.scenario.bytes_per_token
+
+    @property
+    def model(self) -> str:
+        return self.scenario.model
+
+    def choices(self, name: str) -> tuple[str, ...]:
+        """The policies (``cpu_policy``) or backends (``cpu_backend``) the engine offers a scenario."""
+        return field_choices(name)
+
+    @property
+    def passes(self) -> int:
+        return len(self.scenario.passes)
+
+    @property
+    def footprint_tokens(self) -> int:
+        """Every distinct token the workload could cache: an upper end for the tiers' grids."""
+        s = self.scenario
+        return s.docs * (s.shared_prefix_tokens + s.doc_tokens + s.prompt_tokens) + s.block_size
+
+    def fixed(self) -> Candidate:
+        s = self.scenario
+        return Candidate(s.gpu_tokens, s.cpu_capacity_tokens, s.disk_capacity_tokens, s.cpu_policy, getattr(s, "cpu_backend", None))
+
+    def units(self) -> dict[str, int]:
+        s = self.scenario
+        return {"gpu": s.block_size, "cpu": s.chunk_size, "disk": s.chunk_size}
+
+    def warnings(self) -> list[str]:
+        s = self.scenario
+        reused = s.shared_prefix_tokens + s.doc_tokens
+        out = []
+        if reused < s.block_size:
+            out.append(f"the reused prefix ({reused} tokens) is shorter than a GPU block ({s.block_size}): no cache can hit it")
+        elif reused < s.chunk_size:
+            out.append(f"the reused prefix ({reused} tokens) is shorter than an offload chunk ({s.chunk_size}): no offload tier can help")
+        return out
+
+
+_TRACES: dict[tuple[str, int | None], Trace] = {}
+
+
+@dataclass(frozen=True)
+class TraceWorkload:
+    """A trace (Mooncake or Bailian, a file or a bundled name) replayed through the GPU and an LRU CPU tier.
+
+    The replay has no disk tier and one CPU policy (LRU); a trace is one pass.
+    The trace is read once per process (workers read it themselves, so only
+    its name crosses to them).
+    """
+
+    source: str
+    model: str
+    bytes_per_token: int
+    block_size: int | None = None
+    chunk_blocks: int = 1
+    gpu_tokens: int | None = None
+    cpu_tokens: int | None = None
+    passes: int = 1
+
+    @property
+    def trace(self) -> Trace:
+        key = (self.source, self.block_size)
+        if key not in _TRACES:
+            _TRACES[key] = open_trace(self.source, self.block_size)
+        return _TRACES[key]
+
+    @property
+    def block(self) -> int:
+        return self.trace.block_tokens
+
+    def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
+        block = self.block
+        cpu_blocks = candidate.cpu_tokens // block if candidate.cpu_tokens else None
+        outcome = run_replay(self.trace, ReplayTiers(candidate.gpu_tokens // block - 1, cpu_blocks, self.chunk_blocks))
+        prompt = sum(self.trace.input_tokens)
+        hits = {"gpu": sum(outcome.gpu_hit), "cpu": sum(outcome.cpu_hit), "disk": 0}
+        ttfts = list(outcome.ttft_ms)
+        return Outcome(
+            round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
+            {t: round(h / prompt, 4) for t, h in hits.items()},
+        )
+
+    @property
+    def min_gpu_tokens(self) -> int:
+        return (max(self.trace.block_counts()) + 1) * self.block  # the longest prompt and the null block
+
+    @property
+    def footprint_tokens(self) -> int:
+        return (self.trace.summary()["distinct_blocks"] + 1) * self.block  # type: ignore[operator]
+
+    def fixed(self) -> Candidate:
+        return Candidate(self.gpu_tokens or self.min_gpu_tokens, self.cpu_tokens)
+
+    def units(self) -> dict[str, int]:
+        return {"gpu": self.block, "cpu": self.block * self.chunk_blocks, "disk": self.block * self.chunk_blocks}
+
+    def choices(self, name: str) -> tuple[str, ...]:
+        return ("lru",) if name == "cpu_policy" else ()
+
+    def warnings(self) -> list[str]:
+        return []
+
+
+Workload = ScenarioWorkload | TraceWorkload
