@@ -1,7 +1,8 @@
 """A bare HTTP relay (uvicorn + httpx, no framework, no watch): the floor any proxy built on them starts from.
 
-``python -m bench._bare_relay PORT UPSTREAM`` forwards every request to UPSTREAM and streams the answer back.
-The proxy benchmark runs it beside ``kvscope serve --upstream`` to tell the stack's cost from kvscope's own.
+``python -m bench._bare_relay PORT UPSTREAM [LOOP HTTP]`` forwards every request to UPSTREAM and streams the answer
+back, on uvicorn's LOOP (``asyncio``, ``uvloop``; default ``auto``) and HTTP parser (``h11``, ``httptools``). The
+proxy benchmark runs it beside ``kvscope serve --upstream`` to tell the stack's cost from kvscope's own.
 """
 
 from __future__ import annotations
@@ -41,4 +42,6 @@ def make_app(upstream: str) -> Any:
 
 
 if __name__ == "__main__":
-    uvicorn.run(make_app(sys.argv[2]), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    loop, http = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else ("auto", "auto")
+    uvicorn.run(make_app(sys.argv[2]), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", loop=loop,
+                http=http)

@@ -33,12 +33,12 @@ GRACEFUL_SHUTDOWN_S = 2
 @runs_db.db_options
 def command(
     host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None,
-    upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...],
+    upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...], upstream_timeout: str | None,
     db: str | None, keep_runs: int | None, db_max_mb: int | None,
 ) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
     _configure_live_targets(targets)
-    configure_upstreams(upstreams, kv_events, kv_replay)
+    configure_upstreams(upstreams, kv_events, kv_replay, upstream_timeout)
     runs_db.configure(db, keep_runs, db_max_mb).close()  # checked now, reopened by the app
     try:
         costs_profile.configure(costs_file)

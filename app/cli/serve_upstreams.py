@@ -9,10 +9,18 @@ from typing import Any
 import click
 
 from app.live.targets import TargetSpecError
-from app.proxy.upstreams import ENV_VAR, configured_upstreams, env_values, parse_upstreams
+from app.proxy.upstreams import (
+    DEFAULT_TIMEOUT_S, ENV_VAR, MAX_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_ENV_VAR, configured_timeout, configured_upstreams,
+    env_values, parse_timeout, parse_upstreams,
+)
 
 
 def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option(
+        "--upstream-timeout", "upstream_timeout", default=None, metavar="SECONDS",
+        help=f"how long the proxy waits for an upstream's next bytes, before its answer and mid-answer "
+             f"({MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g}; default {DEFAULT_TIMEOUT_S:g}; replaces ${TIMEOUT_ENV_VAR})",
+    )(f)
     f = click.option("--kv-events-replay", "kv_replay", multiple=True, metavar="NAME=tcp://HOST:PORT",
                      help="an upstream's replay endpoint, to fill gaps in its KV events")(f)
     f = click.option("--kv-events", "kv_events", multiple=True, metavar="NAME=tcp://HOST:PORT",
@@ -23,8 +31,19 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
-def configure_upstreams(urls: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...]) -> None:
-    """Check the upstreams before serving and hand them to the app through the environment."""
+def configure_upstreams(
+    urls: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...], timeout: str | None = None,
+) -> None:
+    """Check the upstreams and the proxy's timeout before serving and hand them to the app through the environment."""
+    try:
+        if timeout is not None:
+            os.environ[TIMEOUT_ENV_VAR] = str(parse_timeout(timeout))
+        else:
+            configured_timeout()
+    except TargetSpecError as exc:
+        if timeout is not None:
+            raise click.BadParameter(str(exc), param_hint="--upstream-timeout") from None
+        raise click.UsageError(f"{TIMEOUT_ENV_VAR}: {exc}") from None
     try:
         if urls:
             os.environ.update(env_values(parse_upstreams(urls, kv_events, kv_replay)))

@@ -4,8 +4,10 @@
 as live targets do (``app.live.targets.parse_target``: http or https, a host,
 no query); ``--kv-events NAME=tcp://HOST:PORT`` (``KVSCOPE_UPSTREAM_KV_EVENTS``)
 and ``--kv-events-replay NAME=tcp://HOST:PORT`` (``KVSCOPE_UPSTREAM_KV_REPLAY``)
-attach a server's KV event publisher. Requests name upstreams, never
-addresses: nothing a client sends can make kvscope contact another one.
+attach a server's KV event publisher; ``--upstream-timeout SECONDS``
+(``KVSCOPE_UPSTREAM_TIMEOUT``) is how long the proxy waits for an upstream's
+next bytes, before its answer starts and mid-answer. Requests name upstreams,
+never addresses: nothing a client sends can make kvscope contact another one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from sim.kvevents.endpoints import EndpointError, check_endpoint
 ENV_VAR = "KVSCOPE_UPSTREAM"
 KV_ENV_VAR = "KVSCOPE_UPSTREAM_KV_EVENTS"
 REPLAY_ENV_VAR = "KVSCOPE_UPSTREAM_KV_REPLAY"
+TIMEOUT_ENV_VAR = "KVSCOPE_UPSTREAM_TIMEOUT"
+DEFAULT_TIMEOUT_S = 120.0
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 0.1, 3_600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +83,20 @@ def configured_upstreams() -> tuple[Upstream, ...]:
         return ()
     split = lambda var: os.environ.get(var, "").split(",")  # noqa: E731
     return tuple(parse_upstreams(urls.split(","), split(KV_ENV_VAR), split(REPLAY_ENV_VAR)))
+
+
+def parse_timeout(value: str | float) -> float:
+    """The proxy's read timeout in seconds; ``TargetSpecError`` names the limits when it is out of them."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise TargetSpecError(f"{value!r} is not a number of seconds") from None
+    if not MIN_TIMEOUT_S <= seconds <= MAX_TIMEOUT_S:  # also refuses nan
+        raise TargetSpecError(f"{value} s is out of range: {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} seconds")
+    return seconds
+
+
+def configured_timeout() -> float:
+    """This process's read timeout for upstreams, from the environment; raises ``TargetSpecError`` on a bad one."""
+    value = os.environ.get(TIMEOUT_ENV_VAR, "").strip()
+    return parse_timeout(value) if value else DEFAULT_TIMEOUT_S

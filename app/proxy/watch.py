@@ -1,7 +1,9 @@
 """One upstream watched: its proxied requests measured, its shadow twin fed the same prompts, its KV events, and
 where the twin and the server part ways.
 
-Per proxied request, once its answer has been passed on (never delaying it):
+Per proxied request, once its answer has been passed on (never delaying it,
+nor another request's first byte: the bookkeeping waits while any proxied
+request has yet to pass its first chunk to its client):
 the prompt's token ids from the upstream's ``/tokenize``; GPU and CPU hit
 tokens from ``/metrics`` deltas when they can be attributed (no other proxied
 request overlapped it, and the counters were read since the last one); the
@@ -20,6 +22,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -74,6 +77,8 @@ class UpstreamWatch:
         self._baseline: CacheCounters | None = None
         self._baseline_fresh = False
         self._queue: asyncio.Lock | None = None
+        self._awaiting_first_byte = 0
+        self._first_bytes_out: asyncio.Event | None = None  # set while no request awaits its first byte
         self.first_parted: int | None = None
         self._warned_silent = False
         self.divergence: dict[str, Any] | None = None
@@ -110,6 +115,8 @@ class UpstreamWatch:
             await self._read_baseline()
         self._seq += 1
         seq = self._seq
+        self._awaiting_first_byte += 1
+        self._quiet().clear()
         if self._running:
             self._overlapped.update(self._running)
             self._overlapped.add(seq)
@@ -118,6 +125,18 @@ class UpstreamWatch:
             self._overlapped.add(seq)  # the counters were not read since the last request: no attribution
         self._baseline_fresh = False
         return seq
+
+    def _quiet(self) -> asyncio.Event:
+        if self._first_bytes_out is None:
+            self._first_bytes_out = asyncio.Event()
+            self._first_bytes_out.set()
+        return self._first_bytes_out
+
+    def first_byte_passed(self) -> None:
+        """The proxy's ``first_byte`` callback: once per request begun."""
+        self._awaiting_first_byte -= 1
+        if self._awaiting_first_byte == 0:
+            self._quiet().set()
 
     def on_exchange(self, seq: int, exchange: Exchange) -> None:
         self._running.discard(seq)
@@ -130,6 +149,7 @@ class UpstreamWatch:
             self._queue = asyncio.Lock()
         # One at a time, in the order their answers ended (the order of arrival, one request at a time).
         async with self._queue:
+            await self._quiet().wait()
             await self._ensure_probed()
             record = await self._measure(seq, exchange)
             self.records.append(record)
@@ -167,7 +187,8 @@ class UpstreamWatch:
             "seq": seq, "path": ex.path, "status": ex.status, "streamed": ex.streamed, "ttft_ms": ex.ttft_ms,
             "latency_ms": ex.latency_ms, "error": ex.error, "prompt_tokens": None, "gpu_hit_tokens": None,
             "cpu_hit_tokens": None, "predicted_ttft_ms": None, "predicted_gpu_hit_tokens": None,
-            "predicted_cpu_hit_tokens": None, "started_at": ex.started_at,
+            "predicted_cpu_hit_tokens": None,
+            "started_at": datetime.fromtimestamp(ex.started_wall_s, UTC).isoformat(timespec="milliseconds"),
         }
         if ex.status != 200 or ex.error or not ex.path.endswith("completions"):
             return record
@@ -186,6 +207,7 @@ class UpstreamWatch:
             except TargetError:
                 pass
         if self.twin is not None and tokens:
+            await self._quiet().wait()  # the twin's work is the CPU's: after any request's first byte
             engine = self.twin.engine
             predicted, _ = engine.process(request_for_tokens(tokens, engine.units, seq=seq), emit=False)
             engine.records.clear()  # the twin keeps no history: the watch's records are bounded
@@ -197,7 +219,7 @@ class UpstreamWatch:
             gpu_hit, cpu_hit = record["gpu_hit_tokens"], record["cpu_hit_tokens"]
             computed = None if gpu_hit is None else len(tokens) - gpu_hit - (cpu_hit or 0)
             self.emit(Measured(self.upstream.name, seq, 1, "proxy", -1, len(tokens), ex.ttft_ms, gpu_hit, cpu_hit,
-                               computed, str(body.get("model") or ""), ex.started_at))
+                               computed, str(body.get("model") or ""), record["started_at"]))
         await self._compare(seq)
         return record
 

@@ -18,6 +18,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from app.web.context import STATIC_DIR, Web
 from app.web.disconnects import QuietDisconnects
 from app.web.headers import SecurityHeaders
+from app.web.proxied import ProxyFirst
 from app.web.routes import advise, analysis, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
 
 ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs]
@@ -41,6 +42,7 @@ def make_app(web: Web | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)
     app.add_middleware(QuietDisconnects)
+    app.add_middleware(ProxyFirst, table=web.proxied)  # outside the above: proxied requests skip them
     for feature in ROUTERS:
         app.include_router(feature.router(web=web))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -7,6 +7,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
+from starlette.types import ASGIApp
 
 from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
@@ -73,3 +74,5 @@ class Web:
     live_targets: tuple[Target, ...] = field(default_factory=configured_targets)
     # Where runs are kept (``kvscope serve --db``, ``KVSCOPE_DB``; ``:memory:`` keeps them only while serving).
     runs: RunStore = field(default_factory=RunStore.from_env)
+    # The proxied paths, (method, path) -> ASGI endpoint: filled by the watch router, served first (app.web.proxied).
+    proxied: dict[tuple[str, str], ASGIApp] = field(default_factory=dict)

@@ -22,16 +22,16 @@ import httpx
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from fastapi.sse import EventSourceResponse
-from starlette.types import Receive, Scope, Send
 
-from app.proxy.forward import error_response, forward
-from app.proxy.upstreams import configured_upstreams
+from app.proxy.upstreams import configured_timeout, configured_upstreams
 from app.proxy.watch import UpstreamWatch
+from app.web.proxied import Proxied
 from app.web.context import Web
 from app.web.sse import event_stream
 from sim.events import Event
 
-PROXY_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=30.0)
+CONNECT_TIMEOUT_S = 5.0
+WRITE_TIMEOUT_S = 30.0
 # Events a new stream starts with, so a page opened mid-run sees the present at once.
 STREAM_BACKLOG = 500
 STREAM_POLL_S = 0.1
@@ -41,7 +41,9 @@ PROXIED = (("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET"
 def router(*, web: Web) -> APIRouter:
     upstreams = configured_upstreams()
     watches = {u.name: UpstreamWatch(u) for u in upstreams}
-    client = httpx.AsyncClient(timeout=PROXY_TIMEOUT, follow_redirects=False)
+    # One client for every proxied request: its pool keeps HTTP/1.1 connections to the upstreams alive between them.
+    timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=configured_timeout(), write=WRITE_TIMEOUT_S, pool=WRITE_TIMEOUT_S)
+    client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
@@ -70,24 +72,9 @@ def router(*, web: Web) -> APIRouter:
             raise HTTPException(404, f"no upstream named {name!r} (configured: {', '.join(watches)})")
         return watch
 
-    class Proxied:
-        """A proxied path as a plain ASGI endpoint: FastAPI's request and response machinery stays out of the way."""
-
-        def __init__(self, path: str) -> None:
-            self.path = path
-
-        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-            name = scope.get("path_params", {}).get("name")
-            watch = watches.get(name) if name is not None else watches[upstreams[0].name]
-            if watch is None:
-                message = f"no upstream named {name!r} (configured: {', '.join(watches)})"
-                await error_response(404, message, "NotFoundError")(scope, receive, send)
-                return
-            seq = await watch.begin()
-            await forward(client, watch.upstream, self.path, scope, receive, send, lambda ex: watch.on_exchange(seq, ex))
-
     for method, path in PROXIED:
-        endpoint = Proxied(path)
+        endpoint = Proxied(path, client, watches)
+        web.proxied[(method, path)] = endpoint
         api.add_route(path, endpoint, methods=[method], include_in_schema=False)
         api.add_route("/upstream/{name}" + path, endpoint, methods=[method], include_in_schema=False)
 
