@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from live_servers import free_port
 
 CHUNK_GAP_S = 0.4
+STALL_S = 30.0  # an upstream that falls silent: far longer than any proxy timeout the tests set
 MODELS = b'{"object":"list","data":[{"id":"fake","object":"model","created":1,"owned_by":"test"}]}'
 
 
@@ -32,12 +33,14 @@ def make_app(received: list[bytes]) -> FastAPI:
         received.append(body)
         if b'"fail"' in body:
             return JSONResponse({"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}}, status_code=503)
+        if b'"stall"' in body and b'"stream": true' not in body:
+            await asyncio.sleep(STALL_S)  # silent before its answer starts
         if b'"bad"' in body:
             return Response(b'{"error": {"message": "bad prompt"}}', status_code=400, media_type="application/json")
         if b'"stream": true' not in body:
             return Response(b'{"id":"x","choices":[{"text":" hello"}],"echo":' + str(len(body)).encode() + b"}",
                             media_type="application/json")
-        return StreamingResponse(_chunks(b'"break"' in body), media_type="text/event-stream")
+        return StreamingResponse(_chunks(b'"break"' in body, b'"stall"' in body), media_type="text/event-stream")
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
@@ -55,13 +58,15 @@ async def _chat_chunks() -> AsyncIterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-async def _chunks(breaks: bool) -> AsyncIterator[bytes]:
+async def _chunks(breaks: bool, stalls: bool) -> AsyncIterator[bytes]:
     for i in range(3):
         if i:
             await asyncio.sleep(CHUNK_GAP_S)
         yield b'data: {"choices":[{"text":" t' + str(i).encode() + b'"}]}\n\n'
         if breaks and i == 1:
             raise RuntimeError("the upstream breaks off mid-stream")
+        if stalls and i == 1:
+            await asyncio.sleep(STALL_S)  # silent mid-answer, the connection open
     yield b"data: [DONE]\n\n"
 
 

@@ -149,3 +149,53 @@ def test_bad_upstream_flags_exit_2() -> None:
         result = run_kvscope(["serve", "--port", "0", *args], timeout_s=30)
         assert result.returncode == 2, result
         assert flag in result.stderr
+
+
+def test_an_upstream_that_stalls_is_cut_off_at_the_configured_timeout(live_server_factory: Serve) -> None:
+    with fake_upstream() as (upstream, _), live_server_factory("--upstream", f"slow={upstream}",
+                                                               "--upstream-timeout", "1") as url:
+        # A request answered in full first: what is recorded before the stalls must stay.
+        assert httpx.post(url + "/v1/completions", content=b'{"prompt": "x"}').status_code == 200
+        # Mid-stream: t0, then t1 after 0.4 s, then silence. The proxy waits 1 s for more, sends an error event in
+        # vLLM's shape and cuts the connection, so the client sees both the message and an incomplete answer.
+        got = b""
+        started = time.monotonic()
+        with pytest.raises(httpx.HTTPError):
+            with httpx.stream("POST", url + "/v1/completions", content=b'{"prompt": "stall", "stream": true}',
+                              timeout=20) as r:
+                assert r.status_code == 200
+                for chunk in r.iter_raw():
+                    got += chunk
+        waited = time.monotonic() - started
+        assert CHUNK_GAP_S + 1 <= waited < 10  # the stall (30 s at the upstream) was cut after 1 s of silence
+        assert b" t0" in got and b" t1" in got and b"[DONE]" not in got
+        last = json.loads(got.rstrip().rsplit(b"\n\n", 1)[-1].removeprefix(b"data: "))
+        assert last["error"]["code"] == 504
+        assert last["error"]["message"] == "upstream slow sent nothing for 1 s mid-answer"
+        # Not streamed: silent before the answer starts, so the client gets 504 naming the upstream.
+        r = httpx.post(url + "/v1/completions", content=b'{"prompt": "stall"}', timeout=20)
+        assert r.status_code == 504
+        assert r.json()["error"]["message"] == "upstream slow did not answer within 1 s"
+        # The watch has all three, the first intact, and a warning for each stall.
+        deadline = time.monotonic() + 10
+        while len((state := httpx.get(url + "/api/watch/slow").json())["requests"]) < 3:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.05)
+        first, streamed, plain = state["requests"]
+        assert (first["status"], first["error"]) == (200, None)
+        assert streamed["error"] == "upstream slow sent nothing for 1 s mid-answer"
+        assert streamed["ttft_ms"] is not None and streamed["ttft_ms"] < CHUNK_GAP_S * 1000  # t0 came before
+        assert plain["error"] == "upstream slow did not answer within 1 s"
+        assert [w for w in state["warnings"] if "slow" in w] == [
+            "request 2: upstream slow sent nothing for 1 s mid-answer",
+            "request 3: upstream slow did not answer within 1 s",
+        ]
+
+
+def test_a_bad_upstream_timeout_exits_2_naming_the_flag_and_limits() -> None:
+    for value in ("0", "abc", "7200"):
+        result = run_kvscope(["serve", "--port", "0", "--upstream", "a=http://x", "--upstream-timeout", value],
+                             timeout_s=30)
+        assert result.returncode == 2, result
+        assert "--upstream-timeout" in result.stderr
+        assert value == "abc" or "0.1 to 3600 seconds" in result.stderr

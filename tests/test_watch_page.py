@@ -4,6 +4,7 @@ the proxy."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -84,3 +85,43 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
 def test_without_upstreams_the_panel_says_how_to_start_one(page: Page, live_server: str) -> None:
     page.goto(live_server + "/")
     expect(page.locator(".watch-none")).to_contain_text("kvscope serve --upstream", timeout=15_000)
+
+
+@pytest.mark.browser
+def test_the_bars_order_prefixes_largest_first_or_as_the_twin_would_evict_them(
+    page: Page, live_server_factory: Serve, artifacts: Path,
+) -> None:
+    live = f"tcp://127.0.0.1:{free_port()}"
+    with emulator("--kv-events", live, "--speed", "50", "--gpu-tokens", "1024") as emu, \
+            live_server_factory("--upstream", f"emu={emu}", "--kv-events", f"emu={live}") as url:
+        page.goto(url + "/")
+        page.wait_for_function("() => window.Plotly && window.htmx")
+        view = page.locator("#watch-emu")
+        # A (240 tokens, 15 blocks), B (160, 10), C (80, 5), then A again: a GPU hit on all of A.
+        for i, (tag, n) in enumerate((("a", 240), ("b", 160), ("c", 80), ("a", 240))):
+            proxied(url, words(tag, n))
+            expect(page.locator(f"#watch-emu-req-{i + 1}")).to_be_attached(timeout=15_000)
+        gpu = view.locator('.watch-tier[data-tier="gpu"]')
+        expect(gpu.locator(".watch-tier-label")).to_have_text("GPU: 480 of 1,008 tokens in 3 prefixes", timeout=15_000)
+
+        def tokens_in_bar_order(expected: list[int]) -> list[int]:
+            deadline = time.monotonic() + 15
+            while (got := [int(t) for t in gpu.locator(".watch-seg").evaluate_all(
+                    "segs => segs.map(s => s.dataset.tokens)")]) != expected and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return got
+
+        # Largest first: A, B, C.
+        assert tokens_in_bar_order([240, 160, 80]) == [240, 160, 80]
+        # The twin's LRU order (vLLM's free queue: a finished request's blocks go to the back, so the front holds
+        # those used longest ago): after A, B, C the order is A, B, C; the second A takes A's blocks out as a hit
+        # and puts them back at the back. Next to be evicted first: B, C, A.
+        view.get_by_label("LRU order as the twin knows it").check()
+        assert tokens_in_bar_order([160, 80, 240]) == [160, 80, 240]
+        page.screenshot(path=str(artifacts / "watch-view-lru.png"), full_page=True)
+        # A new prompt D (48 tokens, 3 blocks) is now the most recent; the order follows the next occupancy.
+        proxied(url, words("d", 48))
+        assert tokens_in_bar_order([160, 80, 240, 48]) == [160, 80, 240, 48]
+        view.get_by_label("largest first").check()
+        assert tokens_in_bar_order([240, 160, 80, 48]) == [240, 160, 80, 48]
+        page.goto("about:blank")  # leave before the server stops, so its stream is not cut under the page

@@ -4,14 +4,17 @@ The subscriber (sim.kvevents) blocks on its socket, so it runs in a daemon
 thread; readers take ``lock`` to look at the state. Each batch becomes, per
 medium, one ``store`` and one ``evict`` event (tokens = blocks x their size),
 and at most every ``OCCUPANCY_EVERY_S`` an ``occupancy`` event per medium with
-its largest resident prefixes, appended to the watch's bounded event log.
+its largest resident prefixes, appended to the watch's bounded event log. The
+prefixes of an occupancy event come in the twin's LRU order where the twin
+knows it (``rank``: least recently used first, those the twin does not hold
+after them, largest first); the page sorts by size itself.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sim.events import Event, Evict, Occupancy, RunWarning, Store
 from sim.kvevents import wire
@@ -29,6 +32,7 @@ class KvThread:
     def __init__(
         self, run: str, endpoint: str, replay: str | None, emit: Callable[[Event], None],
         capacity: Callable[[str], int | None], topic: str = "kv-events",
+        rank: Callable[[str], Mapping[str, int]] = lambda medium: {},
     ) -> None:
         self.run = run
         self.lock = threading.Lock()
@@ -36,6 +40,7 @@ class KvThread:
         self.feed.listeners.append(self._on_batch)
         self._emit = emit
         self._capacity = capacity
+        self._rank = rank
         self._endpoint, self._replay, self._topic = endpoint, replay, topic
         self._stop = threading.Event()
         self._last_occupancy = 0.0
@@ -67,6 +72,10 @@ class KvThread:
         """The feed's summary (``kvscope watch --json``'s fields), taken under the lock."""
         with self.lock:
             return self.feed.summary()
+
+    def touch(self) -> None:
+        """The twin's order changed: send the occupancy again (a GPU hit moves prefixes without any KV event)."""
+        self._dirty = True
 
     def stop(self) -> None:
         self._stop.set()
@@ -100,7 +109,9 @@ class KvThread:
         seq = self.feed.last_seq or 0
         for state in self.feed.state.ordered():
             prefixes = state.prefixes()
-            docs = {p["root"]: p["tokens"] for p in prefixes[:OCCUPANCY_PREFIXES]}
+            ranks = self._rank(state.name)
+            named = sorted(prefixes[:OCCUPANCY_PREFIXES], key=lambda p: ranks.get(p["root"], len(ranks)))  # stable
+            docs = {p["root"]: p["tokens"] for p in named}
             rest = sum(p["tokens"] for p in prefixes[OCCUPANCY_PREFIXES:])
             if rest:
                 docs["other"] = rest

@@ -36,7 +36,7 @@ from app.proxy.upstreams import Upstream
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, TierSpec
 from sim.events import Divergence, Event, Measured, RunWarning, Ttft
-from sim.kvevents.wire import MEDIUM_CPU, MEDIUM_GPU
+from sim.kvevents.wire import MEDIUM_CPU, MEDIUM_GPU, hash_label
 from sim.prompt_keys import request_for_tokens
 from sim.workload import Units
 
@@ -82,9 +82,13 @@ class UpstreamWatch:
         self.first_parted: int | None = None
         self._warned_silent = False
         self.divergence: dict[str, Any] | None = None
+        # The twin's GPU blocks by hash label -> place in its eviction queue (0 goes first); replaced whole after
+        # each step, so the KV thread reads one consistent order.
+        self._gpu_ranks: dict[str, int] = {}
         self.kv: KvThread | None = None
         if upstream.kv_events:
-            self.kv = KvThread(upstream.name, upstream.kv_events, upstream.kv_replay, self.emit, self._capacity)
+            self.kv = KvThread(upstream.name, upstream.kv_events, upstream.kv_replay, self.emit, self._capacity,
+                               rank=self._rank)
 
     # -- the event log --------------------------------------------------------------------------------------
 
@@ -211,6 +215,9 @@ class UpstreamWatch:
             engine = self.twin.engine
             predicted, _ = engine.process(request_for_tokens(tokens, engine.units, seq=seq), emit=False)
             engine.records.clear()  # the twin keeps no history: the watch's records are bounded
+            if self.twin.exact_keys and self.kv is not None:
+                self._gpu_ranks = _eviction_ranks(engine)
+                self.kv.touch()
             record.update(predicted_ttft_ms=predicted.ttft_ms, predicted_gpu_hit_tokens=predicted.gpu_hit_tokens,
                           predicted_cpu_hit_tokens=predicted.cpu_hit_tokens)
             self.emit(Ttft(f"{self.upstream.name} {TWIN}", seq, 1, -1, predicted.ttft_ms, predicted.source,
@@ -251,6 +258,11 @@ class UpstreamWatch:
         if medium == MEDIUM_CPU and engine.cpu is not None:
             return engine.cpu.capacity_tokens
         return None
+
+    def _rank(self, medium: str) -> dict[str, int]:
+        """Where each of the twin's blocks of ``medium`` stands in its eviction order (only where the twin hashes
+        blocks as the server does: otherwise it cannot name the server's prefixes)."""
+        return self._gpu_ranks if medium == MEDIUM_GPU else {}
 
     async def _compare(self, seq: int) -> None:
         if self.kv is None or self.twin is None:
@@ -335,6 +347,18 @@ def _make_twin(info: TargetInfo) -> _Twin:
             pass
     spec = TierSpec(units=Units(block, chunk), gpu_tokens=gpu_tokens, cpu_tokens=emulator.get("cpu_tokens"))
     return _Twin(Engine(TWIN, spec, costs), exact_keys=bool(emulator))
+
+
+def _eviction_ranks(engine: Engine) -> dict[str, int]:
+    """The twin's cached GPU blocks, by hash label, numbered in the order its free queue would evict them (vLLM's
+    LRU: the front first, FreeKVCacheBlockQueue at vllm/v1/core/kv_cache_utils.py:258)."""
+    gpu = engine.gpu
+    ranks: dict[str, int] = {}
+    for block_id in gpu.free_queue:
+        key = gpu.block_hash[block_id]
+        if key is not None and gpu.cached.get(key) == block_id:
+            ranks[hash_label(key)] = len(ranks)
+    return ranks
 
 
 def _differ(server: set[Any], twin: set[Any], exact: bool) -> int:

@@ -1,5 +1,6 @@
 // Watch mode: each upstream's <article class="watch-upstream"> follows its SSE stream (data-stream) and draws what
-// arrives: `occupancy` redraws a tier's to-scale bar (one segment per resident prefix, largest first), `store` and
+// arrives: `occupancy` redraws a tier's to-scale bar (one segment per resident prefix, largest first, or in the
+// order the event lists them: the twin's LRU order, next to be evicted first, as the order toggle picks), `store` and
 // `evict` flash it, `measured` and the twin's `ttft` add points to the TTFT chart and rows to the requests table,
 // `divergence` rewrites the line saying whether the twin and the server hold the same blocks.
 (() => {
@@ -36,17 +37,30 @@
     return row;
   }
 
+  // The last occupancy of each tier per view, to redraw when the order toggle changes.
+  const lastOccupancy = new WeakMap();
+
+  function order(view) {
+    const picked = view.querySelector('[data-role="order"] input:checked');
+    return picked ? picked.value : "size";
+  }
+
   function occupancy(view, e) {
+    if (!lastOccupancy.has(view)) lastOccupancy.set(view, new Map());
+    lastOccupancy.get(view).set(e.tier, e);
     const row = tierRow(view, e.tier);
     const bar = row.querySelector(".watch-bar");
     const capacity = Math.max(e.capacity_tokens, e.used_tokens, 1);
-    const prefixes = Object.entries(e.docs).sort((a, b) => b[1] - a[1]);
+    // The event lists prefixes in the twin's LRU order where it knows it ("other", the rest summed, last).
+    const listed = Object.entries(e.docs);
+    const prefixes = order(view) === "lru" ? listed : listed.sort((a, b) => b[1] - a[1]);
     bar.replaceChildren(...prefixes.map(([root, tokens]) => {
       const seg = document.createElement("div");
       seg.className = "watch-seg";
       seg.style.width = `${(100 * tokens) / capacity}%`;
       seg.title = `${root === "other" ? "smaller prefixes" : `prefix ${root}`}: ${fmt(tokens)} tokens`;
       seg.dataset.tokens = tokens;
+      seg.dataset.root = root;
       return seg;
     }));
     const label = `${TIER_NAMES[e.tier] || e.tier}: ${fmt(e.used_tokens)} of ${fmt(e.capacity_tokens)} tokens in ${prefixes.length} prefixes`;
@@ -139,6 +153,10 @@
 
   function follow(view) {
     const name = view.dataset.name;
+    const toggle = part(view, "order");
+    if (toggle) toggle.addEventListener("change", () => {
+      for (const e of (lastOccupancy.get(view) || new Map()).values()) occupancy(view, e);
+    });
     const source = new EventSource(view.dataset.stream);
     let events = 0;
     const on = (kind, fn) => source.addEventListener(kind, (msg) => {
