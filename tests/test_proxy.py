@@ -199,3 +199,14 @@ def test_a_bad_upstream_timeout_exits_2_naming_the_flag_and_limits() -> None:
         assert result.returncode == 2, result
         assert "--upstream-timeout" in result.stderr
         assert value == "abc" or "0.1 to 3600 seconds" in result.stderr
+
+
+def test_the_upstream_is_probed_at_start_up_not_on_the_first_request(live_server_factory: Serve) -> None:
+    with fake_upstream() as (upstream, received), live_server_factory("--upstream", f"early={upstream}") as url:
+        # No request has been proxied, yet the watch knows the upstream's model (from its /v1/models): the probe
+        # ran when the server started, so the first client's request does not wait for it.
+        deadline = time.monotonic() + 10
+        while (state := httpx.get(url + "/api/watch/early").json())["server"] is None:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.05)
+        assert state["server"]["model"] == "fake" and state["requests"] == [] and received == []

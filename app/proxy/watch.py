@@ -77,6 +77,7 @@ class UpstreamWatch:
         self._baseline: CacheCounters | None = None
         self._baseline_fresh = False
         self._queue: asyncio.Lock | None = None
+        self._preparing: asyncio.Task[None] | None = None
         self._awaiting_first_byte = 0
         self._first_bytes_out: asyncio.Event | None = None  # set while no request awaits its first byte
         self.first_parted: int | None = None
@@ -109,14 +110,29 @@ class UpstreamWatch:
 
     # -- requests --------------------------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """At start-up: probe the upstream and read its counters in the background, so the first request need not
+        wait for them (it waits only if they are still under way)."""
+        if self._preparing is None:
+            self._preparing = asyncio.get_running_loop().create_task(self._prepare())
+
+    async def _prepare(self) -> None:
+        await self._ensure_probed()
+        await self._read_baseline()
+
+    def stop_preparing(self) -> None:
+        if self._preparing is not None:
+            self._preparing.cancel()
+
     async def begin(self) -> int:
         """A request is about to be forwarded: its number, and whether it overlaps another is noted.
 
-        The first request waits for the upstream to be probed and its counters read (once).
+        The first request waits for the upstream's probe and counters if they are not read yet (once).
         """
-        if self.info is None and self.problem is None and not self._running and self._seq == 0:
-            await self._ensure_probed()
-            await self._read_baseline()
+        if self._seq == 0:
+            self.prepare()
+            assert self._preparing is not None
+            await asyncio.shield(self._preparing)  # a client that leaves does not cancel the probe
         self._seq += 1
         seq = self._seq
         self._awaiting_first_byte += 1

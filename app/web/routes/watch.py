@@ -47,9 +47,12 @@ def router(*, web: Web) -> APIRouter:
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
+        for watch in watches.values():
+            watch.prepare()  # the probes start now, not on the first proxied request
         yield
         # At shutdown: the subscriber threads stop and the upstream connections close.
         for watch in watches.values():
+            watch.stop_preparing()
             await anyio.to_thread.run_sync(watch.close)
         await client.aclose()
 
