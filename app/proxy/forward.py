@@ -161,9 +161,11 @@ async def _relay(
     passed, last = False, b"\n\n"
     try:
         async for chunk in answer.aiter_raw():
-            if watcher is not None and exchange.ttft_ms is None and watcher.feed(chunk):
-                exchange.ttft_ms = round((time.perf_counter() - exchange.started) * 1000, 3)
+            arrived = time.perf_counter()
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            # Read for text once the chunk is on its way: the time is when it arrived.
+            if watcher is not None and exchange.ttft_ms is None and watcher.feed(chunk):
+                exchange.ttft_ms = round((arrived - exchange.started) * 1000, 3)
             if not passed:
                 passed = True
                 first()
