@@ -4,16 +4,13 @@ received and answers each path in a fixed way (JSON, paced SSE chunks, errors, a
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from live_servers import free_port
+from live_servers import threaded_server
 
 CHUNK_GAP_S = 0.4
 STALL_S = 30.0  # an upstream that falls silent: far longer than any proxy timeout the tests set
@@ -74,16 +71,5 @@ async def _chunks(breaks: bool, stalls: bool) -> AsyncIterator[bytes]:
 def fake_upstream() -> Iterator[tuple[str, list[bytes]]]:
     """Its base URL and the list of request bodies it received."""
     received: list[bytes] = []
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(received), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the fake upstream did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", received
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
+    with threaded_server(make_app(received)) as url:
+        yield url, received

@@ -79,6 +79,28 @@ def run_kvscope(args: Sequence[str], timeout_s: float = 120.0) -> subprocess.Com
     return subprocess.run([*KVSCOPE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
 
 
+@contextmanager
+def threaded_server(app: Any) -> Iterator[str]:
+    """An ASGI app on a real uvicorn in a thread of this process, on a free loopback port; yields its base URL."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the threaded server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+
+
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to the end in a thread of its own: Playwright's sync API keeps an event loop running in
     the main thread for the whole session, where ``asyncio.run`` would refuse to start."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -211,41 +212,43 @@ class VllmClient:
             await asyncio.sleep(SETTLE_POLL_S)
 
     async def complete(self, model: str, prompt: str, max_tokens: int) -> Completion:
-        """Stream one completion; TTFT is the time to the first non-empty token."""
+        """Stream one completion; TTFT is from the request's last byte written to the read that brought its first
+        non-empty token (see ``_FirstToken``)."""
         path = "/v1/completions"
         body = {
             "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True},
         }
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        ttft_ms: float | None = None
+        first = _FirstToken()
         usage: dict[str, Any] | None = None
         try:
-            t0 = time.perf_counter()
-            async with self._http.stream("POST", path, json=body) as response:
+            async with self._http.stream(
+                "POST", path, json=body, headers=_UNCOMPRESSED, extensions={"trace": first.trace}
+            ) as response:
                 if response.status_code != 200:
                     text = (await response.aread()).decode("utf-8", "replace")
                     raise self._fail("POST", path, f"HTTP {response.status_code}: {_error_message(text)}")
-                async for line in response.aiter_lines():
+                async for read_at, line in _sse_lines(response):
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
                     chunk = self._chunk(path, data)
-                    if ttft_ms is None and any((c or {}).get("text") for c in chunk.get("choices") or []):
-                        ttft_ms = (time.perf_counter() - t0) * 1000
+                    if first.token_at is None and any((c or {}).get("text") for c in chunk.get("choices") or []):
+                        first.token_at = read_at
                     if chunk.get("usage"):
                         usage = chunk["usage"]
         except httpx.TimeoutException:
             raise self._fail("POST", path, f"no answer within {self.timeout_s:g} s") from None
         except httpx.HTTPError as exc:
             raise self._fail("POST", path, _network_reason(exc)) from None
-        if ttft_ms is None:
+        if first.token_at is None:
             raise self._fail("POST", path, "the stream ended without a token")
         details = (usage or {}).get("prompt_tokens_details") or {}
         return Completion(
-            round(ttft_ms, 3), started_at, _int((usage or {}).get("prompt_tokens")), _int(details.get("cached_tokens"))
+            round(first.ttft_ms(), 3), started_at, _int((usage or {}).get("prompt_tokens")), _int(details.get("cached_tokens"))
         )
 
     def _chunk(self, path: str, data: str) -> dict[str, Any]:
@@ -258,6 +261,56 @@ class VllmClient:
         if "error" in chunk or chunk.get("object") == "error":
             raise self._fail("POST", path, f"the server reported an error mid-stream: {_error_message(data)}")
         return chunk
+
+
+# A streamed answer is read as it arrives: nothing on the way may hold bytes back to compress them.
+_UNCOMPRESSED = {"accept-encoding": "identity"}
+# httpcore's trace event just before the request's first byte is written to a connected socket
+# (httpcore/_async/http11.py handle_async_request: Trace("send_request_headers") around _send_request_headers,
+# after the connection was taken from the pool or made; the prefix is "http11" or "http2").
+_SENDING = ("http11.send_request_headers.started", "http2.send_request_headers.started")
+
+
+class _FirstToken:
+    """The two ends of a measured TTFT, both ``time.perf_counter()``.
+
+    It starts just before the request's first byte is written to a connected
+    socket (building and encoding the request, waiting for a connection and
+    connecting are outside it, as they are outside a server's TTFT) and ends
+    when the read that brought the first non-empty token returned, before
+    that read is parsed. Not the last byte: the writes of a request's head
+    and body are separate, other tasks may run between them, and a server
+    (the emulator, vLLM's API server) may start its clock on the head, so
+    the span would then be shorter than the server's. Transports that report
+    no trace events (test fakes) start it just before the request is made.
+    """
+
+    __slots__ = ("sent_at", "token_at")
+
+    def __init__(self) -> None:
+        self.sent_at = time.perf_counter()
+        self.token_at: float | None = None
+
+    async def trace(self, event: str, _info: dict[str, Any]) -> None:
+        if event in _SENDING:
+            self.sent_at = time.perf_counter()
+
+    def ttft_ms(self) -> float:
+        assert self.token_at is not None
+        return (self.token_at - self.sent_at) * 1000
+
+
+async def _sse_lines(response: httpx.Response) -> AsyncIterator[tuple[float, str]]:
+    """The stream's lines, each with the time the read that completed it returned (taken before any parsing)."""
+    pending = ""
+    async for piece in response.aiter_text():
+        read_at = time.perf_counter()
+        lines = (pending + piece).split("\n")
+        pending = lines.pop()
+        for line in lines:
+            yield read_at, line.rstrip("\r")
+    if pending:
+        yield time.perf_counter(), pending.rstrip("\r")
 
 
 def _int(value: Any) -> int | None:
