@@ -41,6 +41,7 @@ OVERRIDE_FIELDS: tuple[str, ...] = (
     "save_unfull_chunk",
     "gpu_policy",
     "cpu_policy",
+    "cpu_backend",
 )
 
 # Offload-tier sizes: giving one unit replaces the preset's size in the other.

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 ChunkPolicy = Literal["lru", "fifo", "mru"]
 CHUNK_POLICIES: tuple[ChunkPolicy, ...] = ("lru", "fifo", "mru")
+
+# Whose rules the offload tiers follow: LMCache 0.5.6's own code (the default),
+# or the seed brief's three simplified rules (kept for teaching).
+CpuBackend = Literal["lmcache", "brief"]
+CPU_BACKENDS: tuple[CpuBackend, ...] = get_args(CpuBackend)
 
 
 # (doc, position of the chunk in its prompt, tokens): a plain tuple, as a store
@@ -54,6 +59,70 @@ class ChunkStore:
         move = self.chunks.move_to_end
         for key in keys:
             move(key)
+
+    def prefix(self, keys: Sequence[int], start: int = 0) -> int:
+        """How many of ``keys`` from ``start`` on the tier holds, up to the first it lacks (a prefix match)."""
+        chunks = self.chunks
+        found = start
+        for key in keys[start:] if start else keys:
+            if key not in chunks:
+                break
+            found += 1
+        return found - start
+
+    def touch_reversed(self, keys: Sequence[int]) -> None:
+        """A lookup hit these chunks: LMCache refreshes them last first, so the first chunk ends most recent.
+
+        LMCache's ``contains(pin=True)`` collects every hit key
+        (``local_cpu_backend.py`` 127-135) and ``touch_cache`` then calls the
+        policy's ``update_on_hit`` over them in reverse (137-142), right after the
+        lookup (``cache_engine.py`` 1271-1276). LRU and MRU move the key to the
+        back (``lru.py`` 51, ``mru.py`` 30); FIFO does nothing (``fifo.py`` 24-29).
+        """
+        if self.policy == "fifo":
+            return
+        move = self.chunks.move_to_end
+        for key in reversed(keys):
+            move(key)
+
+    def store_reserving(
+        self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]
+    ) -> tuple[dict[int, int], int]:
+        """LMCache's store: reserve memory for every chunk first (evicting to make room), then put the new ones.
+
+        ``cache_engine.py`` 489-530 allocates a memory object per chunk of the
+        store mask before anything is put; ``local_cpu_backend.py`` 680-735
+        evicts the policy's candidates until the allocation fits, and gives up
+        (the store keeps the chunks allocated so far, 518-526) when nothing is
+        left to evict. Only then ``batched_put`` reaches ``submit_put_task``,
+        which skips a key already held (162-164) and frees its reservation
+        (``storage_manager.py`` 433-435). So a chunk the tier already holds still
+        costs an allocation that can evict another chunk, and the copy from GPU
+        is made for every allocated chunk (``cache_engine.py`` 568-569).
+
+        Returns the tokens newly stored per document and the tokens allocated
+        (copied out of the GPU). Capacity is counted in tokens, without the
+        allocator's fragmentation.
+        """
+        chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
+        from_back = self.policy == "mru"
+        used = self.used_tokens
+        reserved = 0
+        allocated: list[tuple[int, StoredChunk]] = []
+        for key, chunk in items:
+            tokens = chunk[TOKENS]
+            while used + reserved + tokens > capacity and chunks:
+                _, old = chunks.popitem(last=from_back)
+                used -= old[TOKENS]
+                doc_tokens[old[DOC]] -= old[TOKENS]
+                evicted.append(old)
+            if used + reserved + tokens > capacity:
+                break
+            reserved += tokens
+            allocated.append((key, chunk))
+        self.used_tokens = used
+        # The reservations made room for every allocated chunk, so these puts evict nothing.
+        return self.put_many(allocated, evicted), reserved
 
     def put(self, key: int, chunk: StoredChunk, evicted: list[StoredChunk]) -> bool:
         """Store a chunk unless present or larger than the tier; evicted chunks are appended to ``evicted``."""

@@ -1,19 +1,26 @@
 """The engine: runs requests through a tier stack (GPU, then CPU, then disk) and yields events and records.
 
-The brief's three rules, block-exact:
+The brief's three rules, block-exact (the ``brief`` CPU backend):
 1. the GPU's prefix hit is served from GPU; the offload tiers are not asked about it;
 2. the next chunks found in CPU (or disk) are loaded into GPU blocks instead of computed;
 3. the rest is computed, cached on the GPU and written through to CPU (and disk).
+The ``lmcache`` backend (the default) follows LMCache 0.5.6's own code where it
+differs: its lookup covers the whole prompt and refreshes every hit chunk, last
+first; it stores every chunk after its own hit, GPU-covered ones too; and it
+reserves memory for a chunk before seeing that it already holds it (see
+``_lookup_lmcache`` and ``_store_lmcache``). vLLM's metrics stay: the external
+cache is *queried* for the prompt minus the GPU hit, and loads only what lies
+beyond the GPU hit.
 This loop is written once; tiers and their policies plug into it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sim.chunk_store import ChunkPolicy, ChunkStore, StoredChunk
+from sim.chunk_store import CPU_BACKENDS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
 from sim.costs import CostModel, default_costs
 from sim.events import (
     CPU,
@@ -51,6 +58,7 @@ class TierSpec:
     cpu_policy: ChunkPolicy = "lru"
     disk_policy: ChunkPolicy = "lru"
     gpu_policy: GpuPolicy = "lru"
+    cpu_backend: CpuBackend = "lmcache"
 
 
 # A request's misses by cause (sim.explain): gpu_miss, computed, evicted detail, infinite-cache hit.
@@ -111,6 +119,13 @@ def _source(gpu: int, cpu: int, disk: int, computed: int) -> str:
         if tokens > best:
             best, name = tokens, tier
     return name
+
+
+def _chunk_items(req: Request, indexes: Iterable[int], chunk: int) -> list[tuple[int, StoredChunk]]:
+    """The request's chunks at ``indexes`` as a tier stores them: key, owner (-1 for the shared prefix), index, tokens."""
+    keys, doc, shared, tail = req.chunk_keys, req.doc, req.shared_chunks, req.last_chunk_tokens
+    last = len(keys) - 1
+    return [(keys[i], (doc if i >= shared else -1, i, tail if i == last else chunk)) for i in indexes]
 
 
 def _part(start: int, end: int, full_end: int, first: int) -> str:
@@ -175,6 +190,9 @@ class Engine:
             if tiers.disk_tokens and self.cpu
             else None
         )
+        if tiers.cpu_backend not in CPU_BACKENDS:
+            raise ValueError(f"unknown CPU backend {tiers.cpu_backend!r}; known: {', '.join(CPU_BACKENDS)}")
+        self.lmcache = tiers.cpu_backend == "lmcache"
         self.records: list[RequestRecord] = []
         self.future: Future | None = None  # set by plan() for a policy that looks ahead (Belady)
         # Sees each request at lookup time, before anything is evicted for it (sim.explain).
@@ -211,7 +229,7 @@ class Engine:
         gpu.touch(hit_blocks)
         gpu_hit = len(hit_blocks) * block
 
-        ext = self._lookup_external(req, gpu_hit)
+        ext = self._lookup_lmcache(req, gpu_hit) if self.lmcache else self._lookup_external(req, gpu_hit)
         hit_end = max(gpu_hit, ext.aligned)
         computed = n - hit_end
         explained = self.observer(req, gpu_hit, hit_end) if self.observer is not None else None  # at lookup time
@@ -224,7 +242,10 @@ class Engine:
 
         cpu_evicted: list[StoredChunk] = []
         disk_evicted: list[StoredChunk] = []
-        stored_cpu, stored_disk, written = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
+        if self.lmcache:
+            stored_cpu, stored_disk, written = self._store_lmcache(req, ext, cpu_evicted, disk_evicted)
+        else:
+            stored_cpu, stored_disk, written = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
 
         ttft = round(self.costs.ttft_ms(computed, ext.cpu_tokens, ext.disk_tokens, written), 3)
         source = _source(gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed)
@@ -290,6 +311,84 @@ class Engine:
             disk.touch(ext.disk_keys)
         return ext
 
+    def _lookup_lmcache(self, req: Request, gpu_hit: int) -> _External:
+        """LMCache's lookup: the CPU's prefix of the prompt's chunks, then the disk's of the rest; all of it refreshed.
+
+        vLLM asks the connector with the GPU hit known (``vllm_v1_adapter.py``
+        1360-1431), but LMCache looks up the whole prompt: every chunk it holds
+        up to the first miss is pinned and then refreshed in the policy, last
+        chunk first, GPU-covered ones included (``cache_engine.py`` 1244-1276,
+        ``local_cpu_backend.py`` 127-142). ``storage_manager.py`` 972-1003 asks
+        the CPU for a prefix, then the disk for a prefix of what remains. Only
+        the tokens beyond the GPU hit are loaded (``need_to_allocate``, adapter
+        1451-1455), and never the prompt's last token.
+        """
+        cpu, disk = self.cpu, self.disk
+        if cpu is None:
+            return _External()
+        chunk = self.units.chunk
+        keys = req.chunk_keys
+        n = req.prompt_tokens
+        in_cpu = cpu.prefix(keys)
+        in_disk = disk.prefix(keys, in_cpu) if disk is not None and in_cpu < len(keys) else 0
+        found = in_cpu + in_disk
+        cpu.touch_reversed(keys[:in_cpu])
+        if in_disk:
+            assert disk is not None
+            disk.touch_reversed(keys[in_cpu:found])
+        own = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys and found == len(keys) else found * chunk
+        aligned = min(own, n - 1)  # vLLM recomputes the last token
+        ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=own)
+        if aligned <= gpu_hit:
+            return ext
+        first, end = gpu_hit // chunk, -(-aligned // chunk)  # the chunks holding [gpu_hit, aligned)
+        cpu_end = min(end, in_cpu)
+        if first < cpu_end:
+            ext.cpu_tokens = min(cpu_end * chunk, aligned) - max(first * chunk, gpu_hit)
+            ext.cpu_keys = keys[first:cpu_end]
+        disk_first = max(first, in_cpu)
+        if disk_first < end:
+            ext.disk_tokens = aligned - max(disk_first * chunk, gpu_hit)
+            ext.disk_keys = keys[disk_first:end]
+            ext.disk_indexes = list(range(disk_first, end))
+        return ext
+
+    def _store_lmcache(
+        self, req: Request, ext: _External, cpu_evicted: list[StoredChunk], disk_evicted: list[StoredChunk]
+    ) -> tuple[dict[int, int], dict[int, int], int]:
+        """LMCache's save: every chunk from its own hit on, GPU-covered or not; reserve first, skip held keys after.
+
+        The request's tracker starts with ``num_saved_tokens`` = LMCache's own
+        hit, whatever the GPU hit (``vllm_v1_adapter.py`` 193, 1521-1524, 1657),
+        and the save masks only the chunk-aligned part of it (326, 1174-1191):
+        chunks the GPU had are copied out again when LMCache lacks them. Nothing
+        is saved when no new full chunk lies beyond that hit (331-338). Chunks
+        read from disk are first written back to the CPU tier
+        (``storage_manager.py`` 486-514). The store itself is
+        ``ChunkStore.store_reserving``; the disk gets the same chunks and skips
+        those it holds (``storage_manager.py`` 411-431).
+        """
+        cpu, disk = self.cpu, self.disk
+        stored_cpu: dict[int, int] = {}
+        stored_disk: dict[int, int] = {}
+        if cpu is None:
+            return stored_cpu, stored_disk, 0
+        chunk = self.units.chunk
+        if ext.disk_indexes:
+            stored_cpu, _ = cpu.store_reserving(_chunk_items(req, ext.disk_indexes, chunk), cpu_evicted)
+        own = ext.own_hit
+        if own and req.prompt_tokens < (own // chunk + 1) * chunk:
+            return stored_cpu, stored_disk, 0  # no new full chunk beyond LMCache's hit (adapter 331-338)
+        items = _chunk_items(req, range(own // chunk, len(req.chunk_keys)), chunk)
+        if not items:
+            return stored_cpu, stored_disk, 0
+        added, copied = cpu.store_reserving(items, cpu_evicted)
+        for owner, tokens in added.items():
+            stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
+        if disk is not None:
+            stored_disk = disk.put_many(items, disk_evicted)
+        return stored_cpu, stored_disk, copied
+
     def _write_through(
         self, req: Request, hit_end: int, ext: _External, cpu_evicted: list[StoredChunk], disk_evicted: list[StoredChunk]
     ) -> tuple[dict[int, int], dict[int, int], int]:
@@ -313,8 +412,7 @@ class Engine:
                 computed.append((keys[i], (doc if i >= shared else -1, i, tokens)))
         # Promoted chunks precede the computed ones in the prompt, so they go in first (LRU order).
         if ext.disk_indexes:
-            promoted = [(keys[i], (doc if i >= shared else -1, i, tail if i == last else chunk)) for i in ext.disk_indexes]
-            stored_cpu = cpu.put_many(promoted, cpu_evicted)
+            stored_cpu = cpu.put_many(_chunk_items(req, ext.disk_indexes, chunk), cpu_evicted)
         written_by_doc = cpu.put_many(computed, cpu_evicted)
         for owner, tokens in written_by_doc.items():
             stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
@@ -419,6 +517,7 @@ class _External:
     consulted: bool = False
     query_tokens: int = 0
     aligned: int = 0
+    own_hit: int = 0  # lmcache: LMCache's own hit over the whole prompt, before vLLM's last-token rule
     cpu_tokens: int = 0
     disk_tokens: int = 0
     cpu_keys: list[int] = field(default_factory=list)

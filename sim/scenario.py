@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from sim.chunk_store import CpuBackend
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
@@ -143,6 +144,10 @@ class Scenario(BaseModel):
     )
     cpu_policy: Literal["lru", "fifo", "mru"] = Field(
         default="lru", description="CPU tier eviction policy: lru (LMCache's), or fifo, mru as what-ifs"
+    )
+    cpu_backend: CpuBackend = Field(
+        default="lmcache",
+        description="offload rules: lmcache (LMCache 0.5.6's own) or brief (the seed's three simplified rules)",
     )
     seed: int = Field(default=0, ge=0, le=2**31)
     costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")

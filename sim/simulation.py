@@ -29,6 +29,7 @@ def tier_spec(scenario: Scenario, run: str) -> TierSpec:
         free_order=scenario.free_order,
         gpu_policy=scenario.gpu_policy,
         cpu_policy=scenario.cpu_policy,
+        cpu_backend=scenario.cpu_backend,
         reserve_null_block=not doc_mode,
     )
 

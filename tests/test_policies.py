@@ -123,12 +123,20 @@ def test_cyclic_seed_lab_blocks_lru_zero_belady_and_mru_near_capacity() -> None:
 def test_cpu_policies_on_a_cyclic_reread_with_a_cpu_tier_one_document_short() -> None:
     # Each 5,024-token prompt stores 19 full 256-token chunks; the CPU holds 9 documents'
     # worth. LRU and FIFO: doc 9 evicts doc 0, and in pass 2 each document evicts the
-    # next one needed: no CPU hit. MRU: doc 9's chunks evict doc 8's last chunk and
-    # then each other, leaving docs 0..7 whole and doc 8 with 18 chunks; pass 2 loads
-    # 8 x 19 + 18 chunks before doc 8's store evicts its own 18th chunk and doc 9 misses.
+    # next one needed: no CPU hit, under either backend.
     scenario = Scenario(passes="forward,forward", cpu_gb=None, cpu_tokens=9 * 19 * 256)
-    cpu = {e["policy"]: e["passes"][1]["cpu_hit_tokens"] for e in compare(scenario)["cpu"]}
-    assert cpu == {"lru": 0, "fifo": 0, "mru": (8 * 19 + 18) * 256}
+    # brief: MRU's doc 9 chunks evict doc 8's last chunk and then each other, leaving
+    # docs 0..7 whole and doc 8 with 18 chunks; pass 2 loads 8 x 19 + 18 chunks before
+    # doc 8's store evicts its own 18th chunk and doc 9 misses.
+    brief = {e["policy"]: e["passes"][1]["cpu_hit_tokens"] for e in compare(scenario.replace(cpu_backend="brief"))["cpu"]}
+    assert brief == {"lru": 0, "fifo": 0, "mru": (8 * 19 + 18) * 256}
+    # lmcache: doc 9 reserves its 19 chunks before putting any (cache_engine.py 489-530),
+    # and each reservation evicts the back of the MRU order: all 19 of doc 8's. Pass 1
+    # leaves docs 0..7 and 9 whole. In pass 2 docs 0..7 hit all 19 chunks (the lookup
+    # moves them to the back, chunk 0 last); doc 8 misses and its 19 reservations evict
+    # doc 7 (the back), and doc 9 hits its 19: 9 x 19 chunks served.
+    lmcache = {e["policy"]: e["passes"][1]["cpu_hit_tokens"] for e in compare(scenario)["cpu"]}
+    assert lmcache == {"lru": 0, "fifo": 0, "mru": 9 * 19 * 256}
 
 
 @st.composite

@@ -76,7 +76,8 @@ def test_cpu_tier_serves_pass_two_in_whole_chunks() -> None:
 
 
 def test_reverse_pass_with_cpu_tier_hits_gpu_first_and_skips_the_cpu_for_it() -> None:
-    events = [e for e in stream(seed_scenario()) if e.run == "gpu+cpu"]
+    # The brief's rule 1, as the ``brief`` backend keeps it.
+    events = [e for e in stream(seed_scenario().replace(cpu_backend="brief")) if e.run == "gpu+cpu"]
     ttft = {e.seq: e for e in events if e.kind == "ttft" and e.pass_ == 3}
     cpu_lookups = {e.seq: e for e in events if isinstance(e, Lookup) and e.tier == CPU}
     by_doc = {t.doc: t for t in ttft.values()}
@@ -93,6 +94,20 @@ def test_reverse_pass_with_cpu_tier_hits_gpu_first_and_skips_the_cpu_for_it() ->
     for doc in range(5):
         assert by_doc[doc].cpu_hit_tokens == FULL_CHUNK_TOKENS
     assert all(e.tier == GPU for e in events if e.kind == "lookup" and e.seq in {by_doc[d].seq for d in (9, 8, 7, 6)})
+
+
+def test_reverse_pass_under_lmcache_queries_the_cpu_for_what_the_gpu_missed() -> None:
+    # vLLM's scheduler asks the connector about every new request
+    # (vllm/v1/core/sched/scheduler.py 1130-1141) and counts as queried the tokens its
+    # GPU did not hit (1211-1214): for docs 9..6 that is 5,024 - 5,008 = 16 tokens, of
+    # which LMCache can serve none (its 19 chunks end at 4,864, inside the GPU hit).
+    events = [e for e in stream(seed_scenario()) if e.run == "gpu+cpu"]
+    ttft = {e.doc: e for e in events if e.kind == "ttft" and e.pass_ == 3}
+    cpu_lookups = {e.seq: e for e in events if isinstance(e, Lookup) and e.tier == CPU}
+    for doc in (9, 8, 7, 6):
+        lookup = cpu_lookups[ttft[doc].seq]
+        assert (lookup.query_tokens, lookup.hit_tokens) == (PROMPT - MAX_GPU_HIT, 0)
+    assert ttft[5].cpu_hit_tokens == FULL_CHUNK_TOKENS - 1344
 
 
 def test_cpu_tier_too_small_collapses_and_sweep_reports_the_threshold() -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from sim.chunk_store import CPU_BACKENDS
 from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
 
@@ -43,6 +44,7 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
     ("--gpu-policy", "gpu_policy", click.Choice(["lru", "fifo", "mru", "belady"]), "GPU eviction policy (lru is vLLM's)"),
     ("--cpu-policy", "cpu_policy", click.Choice(["lru", "fifo", "mru"]), "CPU tier eviction policy (lru is LMCache's)"),
+    ("--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS), "offload rules: lmcache (LMCache's own) or brief (the seed's)"),
     ("--seed", "seed", int, "seed for random and zipf orders"),
 ]
 FIELD_TO_FLAG = {field: flag for flag, field, _, _ in FLAGS}

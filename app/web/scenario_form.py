@@ -52,6 +52,10 @@ FIELDS = (
     FieldSpec("disk_gb", "Disk tier, GiB", "LMCache local disk, behind the CPU tier", step="any", more=True),
     FieldSpec("gpu_policy", "GPU eviction", "lru is vLLM's", kind="select", options=_choices("gpu_policy"), more=True),
     FieldSpec("cpu_policy", "CPU eviction", "lru is LMCache's", kind="select", options=_choices("cpu_policy"), more=True),
+    FieldSpec(
+        "cpu_backend", "CPU backend", "lmcache: LMCache's own rules; brief: the seed's", kind="select",
+        options=_choices("cpu_backend"), more=True,
+    ),
     FieldSpec("free_order", "Free order", "vllm-legacy: older vLLM's order", kind="select", options=_choices("free_order"), more=True),
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
