@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 
 from sim.costs import CostModel
 from sim.presets import PRESETS, preset_fields
-from sim.scenario import PassSpec, Scenario
+from sim.scenario import PassSpec, Scenario, StorageTier
 
 # The scenario fields a preset provides and a flag (``--doc-tokens``) or body field (``doc_tokens``) overrides.
 OVERRIDE_FIELDS: tuple[str, ...] = (
@@ -42,6 +42,7 @@ OVERRIDE_FIELDS: tuple[str, ...] = (
     "gpu_policy",
     "cpu_policy",
     "cpu_backend",
+    "storage_tiers",
 )
 
 # Offload-tier sizes: giving one unit replaces the preset's size in the other.
@@ -67,7 +68,7 @@ def resolve(
             fields.pop(replaced, None)
     fields.update(given)
     if no_cpu:
-        fields.update(dict.fromkeys(_OFFLOAD_FIELDS))
+        fields.update(dict.fromkeys(_OFFLOAD_FIELDS), storage_tiers=[])
     if costs is not None:
         fields["costs"] = costs
     return Scenario(**fields)
@@ -80,7 +81,18 @@ def _optional(name: str) -> tuple[Any, FieldInfo]:
     return source.annotation | None, info
 
 
-_override_fields: dict[str, Any] = {name: _optional(name) for name in OVERRIDE_FIELDS if name != "passes"}
+_override_fields: dict[str, Any] = {
+    name: _optional(name) for name in OVERRIDE_FIELDS if name not in ("passes", "storage_tiers")
+}
+_override_fields["storage_tiers"] = (
+    str | list[StorageTier | str] | None,
+    Field(
+        default=None,
+        description="tiers behind the CPU, in lookup order: 'remote:8:lru:0.01,far:50000t' "
+        "(NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], SIZE in GiB or tokens with a t) or tier objects",
+        examples=["remote:8:lru:0.01"],
+    ),
+)
 _override_fields["passes"] = (
     str | list[PassSpec | str] | None,
     Field(

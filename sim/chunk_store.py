@@ -87,7 +87,7 @@ class ChunkStore:
 
     def store_reserving(
         self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]
-    ) -> tuple[dict[int, int], int]:
+    ) -> tuple[dict[int, int], list[tuple[int, StoredChunk]]]:
         """LMCache's store: reserve memory for every chunk first (evicting to make room), then put the new ones.
 
         ``cache_engine.py`` 489-530 allocates a memory object per chunk of the
@@ -100,9 +100,10 @@ class ChunkStore:
         costs an allocation that can evict another chunk, and the copy from GPU
         is made for every allocated chunk (``cache_engine.py`` 568-569).
 
-        Returns the tokens newly stored per document and the tokens allocated
-        (copied out of the GPU). Capacity is counted in tokens, without the
-        allocator's fragmentation.
+        Returns the tokens newly stored per document and the chunks allocated
+        (copied out of the GPU, and passed on to the tiers behind: a store cut
+        short by a full tier reaches them cut short too). Capacity is counted
+        in tokens, without the allocator's fragmentation.
         """
         chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
         from_back = self.policy == "mru"
@@ -122,7 +123,7 @@ class ChunkStore:
             allocated.append((key, chunk))
         self.used_tokens = used
         # The reservations made room for every allocated chunk, so these puts evict nothing.
-        return self.put_many(allocated, evicted), reserved
+        return self.put_many(allocated, evicted), allocated
 
     def put(self, key: int, chunk: StoredChunk, evicted: list[StoredChunk]) -> bool:
         """Store a chunk unless present or larger than the tier; evicted chunks are appended to ``evicted``."""

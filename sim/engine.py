@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sim.chunk_store import CPU_BACKENDS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
+from sim.chunk_store import CPU_BACKENDS, TOKENS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
+from sim.offload import OffloadTier
 from sim.costs import CostModel, default_costs
 from sim.events import (
     CPU,
@@ -47,7 +48,13 @@ from sim.workload import Request, Units
 
 @dataclass(frozen=True, slots=True)
 class TierSpec:
-    """The shape of a run's tiers: unit sizes and capacities in tokens (CPU and disk optional)."""
+    """The shape of a run's tiers: the GPU pool, then the offload tiers in lookup order.
+
+    ``cpu_tokens`` and ``disk_tokens`` (with their policies) are the shorthand
+    for the usual CPU and disk tiers; ``more_tiers`` are further tiers behind
+    them. ``offload_tiers()`` is the ordered list the engine runs; tiers behind
+    the CPU need the CPU (every LMCache store passes through its memory).
+    """
 
     units: Units
     gpu_tokens: int
@@ -59,6 +66,19 @@ class TierSpec:
     disk_policy: ChunkPolicy = "lru"
     gpu_policy: GpuPolicy = "lru"
     cpu_backend: CpuBackend = "lmcache"
+    more_tiers: tuple[OffloadTier, ...] = ()
+
+    def offload_tiers(self) -> list[OffloadTier]:
+        if not self.cpu_tokens:
+            return []
+        tiers = [OffloadTier(CPU, "cpu", self.cpu_tokens, self.cpu_policy)]
+        if self.disk_tokens:
+            tiers.append(OffloadTier(DISK, "disk", self.disk_tokens, self.disk_policy))
+        tiers.extend(self.more_tiers)
+        return tiers
+
+
+_NO_HITS: dict[str, int] = {}  # shared by every record without an offload hit; never written
 
 
 # A request's misses by cause (sim.explain): gpu_miss, computed, evicted detail, infinite-cache hit.
@@ -67,7 +87,12 @@ Explanation = tuple[dict[str, int], dict[str, int], list[dict[str, Any]], int]
 
 @dataclass(slots=True)
 class RequestRecord:
-    """What happened to one request: where its prompt tokens came from and its TTFT."""
+    """What happened to one request: where its prompt tokens came from and its TTFT.
+
+    ``tier_hits`` maps an offload tier's name to the tokens loaded from it
+    (tiers without a hit left out); ``cpu_hit_tokens`` and ``disk_hit_tokens``
+    (every tier behind the CPU) flatten it, as the JSON result spells them.
+    """
 
     seq: int
     pass_: int
@@ -75,8 +100,7 @@ class RequestRecord:
     doc: int
     prompt_tokens: int
     gpu_hit_tokens: int
-    cpu_hit_tokens: int
-    disk_hit_tokens: int
+    tier_hits: dict[str, int]
     computed_tokens: int
     stored_tokens: int
     ttft_ms: float
@@ -88,6 +112,17 @@ class RequestRecord:
     evicted_misses: list[dict[str, Any]] | None = None
     infinite_hit_tokens: int | None = None
 
+    @property
+    def cpu_hit_tokens(self) -> int:
+        return self.tier_hits.get(CPU, 0)
+
+    @property
+    def disk_hit_tokens(self) -> int:
+        hits = self.tier_hits
+        if not hits:
+            return 0
+        return sum(tokens for name, tokens in hits.items() if name != CPU)
+
     def to_dict(self) -> dict[str, Any]:
         data = {
             "seq": self.seq,
@@ -98,6 +133,7 @@ class RequestRecord:
             "gpu_hit_tokens": self.gpu_hit_tokens,
             "cpu_hit_tokens": self.cpu_hit_tokens,
             "disk_hit_tokens": self.disk_hit_tokens,
+            "tier_hits": dict(self.tier_hits),
             "computed_tokens": self.computed_tokens,
             "stored_tokens": self.stored_tokens,
             "ttft_ms": self.ttft_ms,
@@ -112,13 +148,13 @@ class RequestRecord:
         return data
 
 
-def _source(gpu: int, cpu: int, disk: int, computed: int) -> str:
+def _source(gpu: int, offload: list[ChunkStore], tokens: list[int], computed: int) -> str:
     """Where most of the prompt came from; ties go to the earlier tier."""
-    best, name = gpu, "gpu"
-    for tokens, tier in ((cpu, "cpu"), (disk, "disk"), (computed, "computed")):
-        if tokens > best:
-            best, name = tokens, tier
-    return name
+    best, name = gpu, GPU
+    for store, t in zip(offload, tokens):
+        if t > best:
+            best, name = t, store.name
+    return "computed" if computed > best else name
 
 
 def _chunk_items(req: Request, indexes: Iterable[int], chunk: int) -> list[tuple[int, StoredChunk]]:
@@ -173,7 +209,7 @@ def evicted_entries(
 
 
 class Engine:
-    """One run: a GPU block pool, optional CPU and disk chunk stores, and a cost model."""
+    """One run: a GPU block pool, an ordered list of offload tiers (chunk stores), and a cost model."""
 
     def __init__(self, run: str, tiers: TierSpec, costs: CostModel | None = None) -> None:
         self.run = run
@@ -184,12 +220,14 @@ class Engine:
             tiers.gpu_tokens // tiers.units.block, tiers.units.block, tiers.free_order, tiers.reserve_null_block,
             tiers.gpu_policy,
         )
-        self.cpu = ChunkStore(CPU, tiers.cpu_tokens, tiers.units.chunk, tiers.cpu_policy) if tiers.cpu_tokens else None
-        self.disk = (
-            ChunkStore(DISK, tiers.disk_tokens, tiers.units.chunk, tiers.disk_policy)
-            if tiers.disk_tokens and self.cpu
-            else None
-        )
+        specs = tiers.offload_tiers()
+        if len({t.name for t in specs}) != len(specs) or GPU in {t.name for t in specs}:
+            raise ValueError(f"offload tier names must be unique and not {GPU!r}: {[t.name for t in specs]}")
+        self.offload: list[ChunkStore] = [ChunkStore(t.name, t.capacity_tokens, tiers.units.chunk, t.policy) for t in specs]
+        self.offload_specs = specs
+        # The usual two by name, for callers that know only them.
+        self.cpu: ChunkStore | None = self.offload[0] if self.offload else None
+        self.disk: ChunkStore | None = self.offload[1] if len(self.offload) > 1 else None
         if tiers.cpu_backend not in CPU_BACKENDS:
             raise ValueError(f"unknown CPU backend {tiers.cpu_backend!r}; known: {', '.join(CPU_BACKENDS)}")
         self.lmcache = tiers.cpu_backend == "lmcache"
@@ -207,9 +245,8 @@ class Engine:
     def tier_infos(self) -> list[TierInfo]:
         """The run's tiers in lookup order, as the ``run`` event and the JSON result list them."""
         infos = [TierInfo(GPU, self.units.block, self.gpu.capacity_blocks * self.units.block, self.gpu.policy)]
-        for store in (self.cpu, self.disk):
-            if store is not None:
-                infos.append(TierInfo(store.name, store.chunk_size, store.capacity_tokens, store.policy))
+        for store, spec in zip(self.offload, self.offload_specs):
+            infos.append(TierInfo(store.name, store.chunk_size, store.capacity_tokens, store.policy, spec.kind))
         return infos
 
     def start_event(self, requests: int, docs: int, doc_tokens: int) -> RunStarted:
@@ -240,122 +277,144 @@ class Engine:
         stored_gpu = gpu.cache_blocks(blocks, req.block_keys, len(hit_blocks), req.doc, req.shared_blocks)
         gpu.free(blocks, len(req.block_keys))  # cache_blocks hashed exactly the full blocks
 
-        cpu_evicted: list[StoredChunk] = []
-        disk_evicted: list[StoredChunk] = []
-        if self.lmcache:
-            stored_cpu, stored_disk, written = self._store_lmcache(req, ext, cpu_evicted, disk_evicted)
-        else:
-            stored_cpu, stored_disk, written = self._write_through(req, hit_end, ext, cpu_evicted, disk_evicted)
+        offload_evicted: list[list[StoredChunk]] = [[] for _ in self.offload]
+        stored: list[dict[int, int]] = []
+        written = 0
+        if self.offload and self.lmcache:
+            stored, written = self._store_lmcache(req, ext, offload_evicted)
+        elif self.offload:
+            stored, written = self._write_through(req, hit_end, ext, offload_evicted)
 
-        ttft = round(self.costs.ttft_ms(computed, ext.cpu_tokens, ext.disk_tokens, written), 3)
-        source = _source(gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed)
-        evicted = self._evicted(req, evictions, cpu_evicted, disk_evicted)
+        tokens = ext.tokens
+        ttft = round(self._ttft_ms(computed, tokens, written), 3)
+        if any(tokens):
+            hits = {store.name: t for store, t in zip(self.offload, tokens) if t}
+            source = _source(gpu_hit, self.offload, tokens, computed)
+        else:
+            hits = _NO_HITS
+            source = GPU if gpu_hit >= computed else "computed"
+        evicted = self._evicted(req, evictions, offload_evicted)
         record = RequestRecord(
-            req.seq, req.pass_, req.order, req.doc, n, gpu_hit, ext.cpu_tokens, ext.disk_tokens, computed,
-            written, ttft, source, evicted,
+            req.seq, req.pass_, req.order, req.doc, n, gpu_hit, hits, computed, written, ttft, source, evicted
         )
         if explained is not None:
             record.gpu_miss, record.computed, record.evicted_misses, record.infinite_hit_tokens = explained
         self.records.append(record)
         if not emit:
             return record, []
-        return record, self._events(req, record, ext, stored_gpu, stored_cpu, stored_disk)
+        return record, self._events(req, record, ext, stored_gpu, stored)
+
+    def _ttft_ms(self, computed: int, tokens: list[int], written: int) -> float:
+        """The cost model's TTFT; a tier with its own load cost adds it, the others use their kind's constant."""
+        if not tokens:
+            return self.costs.ttft_ms(computed, 0, 0, written)
+        cpu = disk = 0
+        extra = 0.0
+        for spec, t in zip(self.offload_specs, tokens):
+            if not t:
+                continue
+            if spec.load_ms_per_token is not None:
+                extra += spec.load_ms_per_token * t
+            elif spec.kind == "cpu":
+                cpu += t
+            else:
+                disk += t
+        ttft = self.costs.ttft_ms(computed, cpu, disk, written)
+        return ttft + extra if extra else ttft
 
     def _lookup_external(self, req: Request, gpu_hit: int) -> _External:
-        """Rule 2: the contiguous chunk prefix held by CPU or disk, and what of it lies beyond the GPU hit."""
-        cpu, disk = self.cpu, self.disk
+        """Rule 2: the contiguous chunk prefix the offload tiers hold (each chunk from the first tier holding it),
+        and what of it lies beyond the GPU hit."""
+        stores = self.offload
         chunk = self.units.chunk
         keys = req.chunk_keys
         covered = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys else 0
-        if cpu is None or covered <= gpu_hit:
-            return _External()
-        cpu_chunks = cpu.chunks
-        in_disk: list[bool] = []
-        if disk is None:
-            found = 0
-            for key in keys:
-                if key not in cpu_chunks:
-                    break
-                found += 1
+        if not stores or covered <= gpu_hit:
+            return _External(tokens=[0] * len(stores))
+        where: list[int] | None = None  # the tier of each found chunk; None: all from the first
+        if len(stores) == 1:
+            found = stores[0].prefix(keys)
         else:
-            disk_chunks = disk.chunks
+            where = []
+            maps = [s.chunks for s in stores]
             for key in keys:
-                if key in cpu_chunks:
-                    in_disk.append(False)
-                elif key in disk_chunks:
-                    in_disk.append(True)
-                else:
+                tier = next((t for t, m in enumerate(maps) if key in m), -1)
+                if tier < 0:
                     break
-            found = len(in_disk)
+                where.append(tier)
+            found = len(where)
+            if not any(where):
+                where = None
         aligned = covered if found == len(keys) else found * chunk
         aligned = min(aligned, req.prompt_tokens - 1)  # vLLM recomputes the last token
-        ext = _External(consulted=True, query_tokens=req.prompt_tokens - gpu_hit, aligned=aligned)
+        ext = _External(consulted=True, query_tokens=req.prompt_tokens - gpu_hit, aligned=aligned, tokens=[0] * len(stores))
         if aligned <= gpu_hit:
             return ext
         first, end = gpu_hit // chunk, -(-aligned // chunk)  # the chunks holding [gpu_hit, aligned)
-        if True not in in_disk:
-            ext.cpu_tokens = aligned - gpu_hit
-            ext.cpu_keys = keys[first:end]
+        if where is None:
+            ext.tokens[0] = aligned - gpu_hit
+            ext.keys = [keys[first:end]]
         else:
+            ext.keys = [[] for _ in stores]
             for i in range(first, end):
-                tokens = min((i + 1) * chunk, aligned) - max(i * chunk, gpu_hit)
-                if in_disk[i]:
-                    ext.disk_tokens += tokens
-                    ext.disk_keys.append(keys[i])
-                    ext.disk_indexes.append(i)
-                else:
-                    ext.cpu_tokens += tokens
-                    ext.cpu_keys.append(keys[i])
-        cpu.touch(ext.cpu_keys)
-        if disk is not None:
-            disk.touch(ext.disk_keys)
+                t = where[i]
+                ext.tokens[t] += min((i + 1) * chunk, aligned) - max(i * chunk, gpu_hit)
+                ext.keys[t].append(keys[i])
+                if t:
+                    ext.promoted.append(i)
+        for store, loaded in zip(stores, ext.keys):
+            store.touch(loaded)
         return ext
 
     def _lookup_lmcache(self, req: Request, gpu_hit: int) -> _External:
-        """LMCache's lookup: the CPU's prefix of the prompt's chunks, then the disk's of the rest; all of it refreshed.
+        """LMCache's lookup: the CPU's prefix of the prompt's chunks, then each further tier's of the rest; all refreshed.
 
         vLLM asks the connector with the GPU hit known (``vllm_v1_adapter.py``
         1360-1431), but LMCache looks up the whole prompt: every chunk it holds
         up to the first miss is pinned and then refreshed in the policy, last
         chunk first, GPU-covered ones included (``cache_engine.py`` 1244-1276,
         ``local_cpu_backend.py`` 127-142). ``storage_manager.py`` 972-1003 asks
-        the CPU for a prefix, then the disk for a prefix of what remains. Only
-        the tokens beyond the GPU hit are loaded (``need_to_allocate``, adapter
-        1451-1455), and never the prompt's last token.
+        the CPU for a prefix, then the next backend for a prefix of what
+        remains, and so on. Only the tokens beyond the GPU hit are loaded
+        (``need_to_allocate``, adapter 1451-1455), and never the prompt's last token.
         """
-        cpu, disk = self.cpu, self.disk
-        if cpu is None:
+        stores = self.offload
+        if not stores:
             return _External()
         chunk = self.units.chunk
         keys = req.chunk_keys
         n = req.prompt_tokens
-        in_cpu = cpu.prefix(keys)
-        in_disk = disk.prefix(keys, in_cpu) if disk is not None and in_cpu < len(keys) else 0
-        found = in_cpu + in_disk
-        cpu.touch_reversed(keys[:in_cpu])
-        if in_disk:
-            assert disk is not None
-            disk.touch_reversed(keys[in_cpu:found])
+        starts: list[int] = []
+        found = 0
+        for store in stores:
+            starts.append(found)
+            if found == len(keys):
+                continue
+            count = store.prefix(keys, found)
+            if count:
+                store.touch_reversed(keys[found : found + count])
+                found += count
         own = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys and found == len(keys) else found * chunk
         aligned = min(own, n - 1)  # vLLM recomputes the last token
-        ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=own)
+        ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=own, tokens=[0] * len(stores))
         if aligned <= gpu_hit:
             return ext
         first, end = gpu_hit // chunk, -(-aligned // chunk)  # the chunks holding [gpu_hit, aligned)
-        cpu_end = min(end, in_cpu)
-        if first < cpu_end:
-            ext.cpu_tokens = min(cpu_end * chunk, aligned) - max(first * chunk, gpu_hit)
-            ext.cpu_keys = keys[first:cpu_end]
-        disk_first = max(first, in_cpu)
-        if disk_first < end:
-            ext.disk_tokens = aligned - max(disk_first * chunk, gpu_hit)
-            ext.disk_keys = keys[disk_first:end]
-            ext.disk_indexes = list(range(disk_first, end))
+        ext.keys = [[] for _ in stores]
+        bounds = starts[1:] + [found]
+        for t, (lo, hi) in enumerate(zip(starts, bounds)):
+            lo, hi = max(first, lo), min(end, hi)
+            if lo >= hi:
+                continue
+            ext.tokens[t] = min(hi * chunk, aligned) - max(lo * chunk, gpu_hit)
+            ext.keys[t] = keys[lo:hi]
+            if t:
+                ext.promoted.extend(range(lo, hi))
         return ext
 
     def _store_lmcache(
-        self, req: Request, ext: _External, cpu_evicted: list[StoredChunk], disk_evicted: list[StoredChunk]
-    ) -> tuple[dict[int, int], dict[int, int], int]:
+        self, req: Request, ext: _External, evicted: list[list[StoredChunk]]
+    ) -> tuple[list[dict[int, int]], int]:
         """LMCache's save: every chunk from its own hit on, GPU-covered or not; reserve first, skip held keys after.
 
         The request's tracker starts with ``num_saved_tokens`` = LMCache's own
@@ -363,45 +422,43 @@ class Engine:
         and the save masks only the chunk-aligned part of it (326, 1174-1191):
         chunks the GPU had are copied out again when LMCache lacks them. Nothing
         is saved when no new full chunk lies beyond that hit (331-338). Chunks
-        read from disk are first written back to the CPU tier
+        read from a tier behind the CPU are first written back to the CPU tier
         (``storage_manager.py`` 486-514). The store itself is
-        ``ChunkStore.store_reserving``; the disk gets the same chunks and skips
-        those it holds (``storage_manager.py`` 411-431).
+        ``ChunkStore.store_reserving``; the tiers behind get the chunks it
+        allocated and skip those they hold (``storage_manager.py`` 411-431).
+
+        Returns the tokens each tier newly holds per document, and the tokens
+        copied out of the GPU (what the store cost applies to).
         """
-        cpu, disk = self.cpu, self.disk
-        stored_cpu: dict[int, int] = {}
-        stored_disk: dict[int, int] = {}
-        if cpu is None:
-            return stored_cpu, stored_disk, 0
+        stores = self.offload
+        stored: list[dict[int, int]] = [{} for _ in stores]
+        cpu = stores[0]
         chunk = self.units.chunk
-        if ext.disk_indexes:
-            stored_cpu, _ = cpu.store_reserving(_chunk_items(req, ext.disk_indexes, chunk), cpu_evicted)
+        if ext.promoted:
+            stored[0], _ = cpu.store_reserving(_chunk_items(req, ext.promoted, chunk), evicted[0])
         own = ext.own_hit
         if own and req.prompt_tokens < (own // chunk + 1) * chunk:
-            return stored_cpu, stored_disk, 0  # no new full chunk beyond LMCache's hit (adapter 331-338)
+            return stored, 0  # no new full chunk beyond LMCache's hit (adapter 331-338)
         items = _chunk_items(req, range(own // chunk, len(req.chunk_keys)), chunk)
         if not items:
-            return stored_cpu, stored_disk, 0
-        added, copied = cpu.store_reserving(items, cpu_evicted)
-        for owner, tokens in added.items():
-            stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
-        if disk is not None:
-            stored_disk = disk.put_many(items, disk_evicted)
-        return stored_cpu, stored_disk, copied
+            return stored, 0
+        added, allocated = cpu.store_reserving(items, evicted[0])
+        _merge(stored[0], added)
+        for t in range(1, len(stores)):
+            stored[t] = stores[t].put_many(allocated, evicted[t])
+        return stored, sum(c[TOKENS] for _, c in allocated)
 
     def _write_through(
-        self, req: Request, hit_end: int, ext: _External, cpu_evicted: list[StoredChunk], disk_evicted: list[StoredChunk]
-    ) -> tuple[dict[int, int], dict[int, int], int]:
-        """Rule 3: chunks holding computed tokens go to CPU and disk; disk hits are promoted to CPU.
+        self, req: Request, hit_end: int, ext: _External, evicted: list[list[StoredChunk]]
+    ) -> tuple[list[dict[int, int]], int]:
+        """Rule 3: chunks holding computed tokens go to every offload tier; chunks loaded from behind the CPU are
+        promoted to it.
 
         Returns the tokens each tier newly holds per document, and the tokens
         written through from computed KV (what the store cost applies to).
         """
-        cpu, disk = self.cpu, self.disk
-        stored_cpu: dict[int, int] = {}
-        stored_disk: dict[int, int] = {}
-        if cpu is None:
-            return stored_cpu, stored_disk, 0
+        stores = self.offload
+        stored: list[dict[int, int]] = [{} for _ in stores]
         chunk, keys, doc, shared, tail = self.units.chunk, req.chunk_keys, req.doc, req.shared_chunks, req.last_chunk_tokens
         last = len(keys) - 1
         # The first chunk that ends after the hit holds computed tokens, and so do all after it.
@@ -410,30 +467,29 @@ class Engine:
             tokens = tail if i == last else chunk
             if i * chunk + tokens > hit_end:
                 computed.append((keys[i], (doc if i >= shared else -1, i, tokens)))
+        cpu = stores[0]
         # Promoted chunks precede the computed ones in the prompt, so they go in first (LRU order).
-        if ext.disk_indexes:
-            stored_cpu = cpu.put_many(_chunk_items(req, ext.disk_indexes, chunk), cpu_evicted)
-        written_by_doc = cpu.put_many(computed, cpu_evicted)
-        for owner, tokens in written_by_doc.items():
-            stored_cpu[owner] = stored_cpu.get(owner, 0) + tokens
-        stored_disk = disk.put_many(computed, disk_evicted) if disk is not None else {}
-        return stored_cpu, stored_disk, sum(written_by_doc.values())
+        if ext.promoted:
+            stored[0] = cpu.put_many(_chunk_items(req, ext.promoted, chunk), evicted[0])
+        written_by_doc = cpu.put_many(computed, evicted[0])
+        _merge(stored[0], written_by_doc)
+        for t in range(1, len(stores)):
+            stored[t] = stores[t].put_many(computed, evicted[t])
+        return stored, sum(written_by_doc.values())
 
-    def _evicted(
-        self, req: Request, gpu: Evictions, cpu: list[StoredChunk], disk: list[StoredChunk]
-    ) -> list[dict[str, Any]]:
-        if not (gpu or cpu or disk):
+    def _evicted(self, req: Request, gpu: Evictions, offload: list[list[StoredChunk]]) -> list[dict[str, Any]]:
+        if not gpu and not any(offload):
             return []
-        offload: list[tuple[str, ChunkEvictions]] = []
-        for tier, chunks in ((CPU, cpu), (DISK, disk)):
+        by_tier: list[tuple[str, ChunkEvictions]] = []
+        for store, chunks in zip(self.offload, offload):
             by_doc: ChunkEvictions = {}
             for c_doc, c_index, c_tokens in chunks:
                 seen = by_doc.setdefault(c_doc, [0, c_index, c_index])
                 seen[0] += c_tokens
                 seen[1] = min(seen[1], c_index)
                 seen[2] = max(seen[2], c_index)
-            offload.append((tier, by_doc))
-        return evicted_entries(self.units, req.prompt_tokens, req.shared_blocks, req.shared_chunks, gpu, offload)
+            by_tier.append((store.name, by_doc))
+        return evicted_entries(self.units, req.prompt_tokens, req.shared_blocks, req.shared_chunks, gpu, by_tier)
 
     def _events(
         self,
@@ -441,8 +497,7 @@ class Engine:
         rec: RequestRecord,
         ext: _External,
         stored_gpu: dict[int, int],
-        stored_cpu: dict[int, int],
-        stored_disk: dict[int, int],
+        stored: list[dict[int, int]],
     ) -> list[Event]:
         run, seq, block = self.run, req.seq, self.units.block
         events: list[Event] = [
@@ -450,23 +505,26 @@ class Engine:
             Lookup(run, seq, GPU, req.prompt_tokens, rec.gpu_hit_tokens),
         ]
         if ext.consulted:
-            events.append(Lookup(run, seq, CPU, ext.query_tokens, rec.cpu_hit_tokens))
-            if self.disk is not None:
-                events.append(Lookup(run, seq, DISK, ext.query_tokens - rec.cpu_hit_tokens, rec.disk_hit_tokens))
+            # Each tier is asked about what the tiers before it did not serve.
+            query = ext.query_tokens
+            for store, hit in zip(self.offload, ext.tokens):
+                events.append(Lookup(run, seq, store.name, query, hit))
+                query -= hit
         for e in rec.evicted:
             events.append(Evict(run, seq, e["tier"], e["doc"], e["tokens"], e["start"], e["end"], e["part"]))
-        if ext.cpu_tokens:
-            events.append(Load(run, seq, CPU, req.doc, ext.cpu_tokens, len(ext.cpu_keys)))
-        if ext.disk_tokens:
-            events.append(Load(run, seq, DISK, req.doc, ext.disk_tokens, len(ext.disk_keys)))
-        for tier, stored, unit in ((GPU, stored_gpu, block), (CPU, stored_cpu, 1), (DISK, stored_disk, 1)):
-            for doc, amount in stored.items():
-                events.append(Store(run, seq, tier, doc, amount * unit))
+        for store, tokens, keys in zip(self.offload, ext.tokens, ext.keys):
+            if tokens:
+                events.append(Load(run, seq, store.name, req.doc, tokens, len(keys)))
+        for doc, amount in stored_gpu.items():
+            events.append(Store(run, seq, GPU, doc, amount * block))
+        for store, by_doc in zip(self.offload, stored):
+            for doc, amount in by_doc.items():
+                events.append(Store(run, seq, store.name, doc, amount))
         events.extend(self.occupancy(seq))
         events.append(
             Ttft(
                 run, seq, req.pass_, req.doc, rec.ttft_ms, rec.source, rec.gpu_hit_tokens, rec.cpu_hit_tokens,
-                rec.disk_hit_tokens, rec.computed_tokens, rec.stored_tokens,
+                rec.disk_hit_tokens, rec.computed_tokens, rec.stored_tokens, dict(rec.tier_hits),
             )
         )
         return events
@@ -480,14 +538,13 @@ class Engine:
                 {str(d): b * block for d, b in gpu.doc_blocks.items() if b},
             )
         ]
-        for store in (self.cpu, self.disk):
-            if store is not None:
-                out.append(
-                    Occupancy(
-                        self.run, seq, store.name, store.used_tokens, store.capacity_tokens,
-                        {str(d): t for d, t in store.doc_tokens.items() if t},
-                    )
+        for store in self.offload:
+            out.append(
+                Occupancy(
+                    self.run, seq, store.name, store.used_tokens, store.capacity_tokens,
+                    {str(d): t for d, t in store.doc_tokens.items() if t},
                 )
+            )
         return out
 
     # -- a whole run -------------------------------------------------------
@@ -512,14 +569,19 @@ class Engine:
         return self.records
 
 
+def _merge(into: dict[int, int], more: dict[int, int]) -> None:
+    for owner, tokens in more.items():
+        into[owner] = into.get(owner, 0) + tokens
+
+
 @dataclass(slots=True)
 class _External:
+    """What the offload tiers serve of one request: per tier (in the engine's order) the tokens and chunk keys loaded."""
+
     consulted: bool = False
     query_tokens: int = 0
     aligned: int = 0
     own_hit: int = 0  # lmcache: LMCache's own hit over the whole prompt, before vLLM's last-token rule
-    cpu_tokens: int = 0
-    disk_tokens: int = 0
-    cpu_keys: list[int] = field(default_factory=list)
-    disk_keys: list[int] = field(default_factory=list)
-    disk_indexes: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    keys: list[list[int]] = field(default_factory=list)
+    promoted: list[int] = field(default_factory=list)  # chunk indexes read from a tier behind the CPU

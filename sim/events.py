@@ -36,6 +36,7 @@ class TierInfo:
     unit_tokens: int
     capacity_tokens: int
     policy: str = "lru"
+    kind: str = ""  # an offload tier's kind (cpu, disk); empty for the GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +146,10 @@ class Ttft(Event):
     source: str
     gpu_hit_tokens: int
     cpu_hit_tokens: int
-    disk_hit_tokens: int
+    disk_hit_tokens: int  # every tier behind the CPU
     computed_tokens: int
     stored_tokens: int = 0  # computed tokens written through to the CPU tier (what the store cost applies to)
+    tier_hits: dict[str, int] = field(default_factory=dict)  # offload tier name -> tokens loaded from it
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,21 @@ class RecordLike(Protocol):
     computed_tokens: int | None
 
 
+def tier_hits(records: Iterable[RecordLike]) -> dict[str, int]:
+    """Tokens loaded from each offload tier, by name, in the order the tiers first served a hit.
+
+    Records without a per-tier map (live measurements) count their CPU hits.
+    """
+    out: dict[str, int] = {}
+    for r in records:
+        hits = getattr(r, "tier_hits", None)
+        if hits is None:
+            hits = {"cpu": r.cpu_hit_tokens} if r.cpu_hit_tokens else {}
+        for name, tokens in hits.items():
+            out[name] = out.get(name, 0) + tokens
+    return out
+
+
 def pass_summaries(records: Iterable[RecordLike]) -> list[dict[str, Any]]:
     """One summary per pass, in pass order: the JSON result's ``passes``."""
     by_pass: dict[int, list[RecordLike]] = {}
@@ -38,6 +53,7 @@ def pass_summaries(records: Iterable[RecordLike]) -> list[dict[str, Any]]:
                 "cpu_hit_tokens": sum(r.cpu_hit_tokens or 0 for r in rs),
                 "disk_hit_tokens": sum(r.disk_hit_tokens or 0 for r in rs),
                 "computed_tokens": sum(r.computed_tokens or 0 for r in rs),
+                "tier_hits": tier_hits(rs),
             }
         )
     return out
@@ -50,11 +66,17 @@ def run_totals(records: Sequence[RecordLike]) -> dict[str, Any]:
         sum(r.cpu_hit_tokens or 0 for r in records),
         sum(r.disk_hit_tokens or 0 for r in records),
         sum(r.computed_tokens or 0 for r in records),
+        tier_hits(records),
     )
 
 
-def totals_of(ttfts: Sequence[float], gpu: int, cpu: int, disk: int, computed: int) -> dict[str, Any]:
-    """A run's totals from its TTFTs and token sums (``run_totals`` for records; a replay's columns directly)."""
+def totals_of(
+    ttfts: Sequence[float], gpu: int, cpu: int, disk: int, computed: int, hits: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """A run's totals from its TTFTs and token sums (``run_totals`` for records; a replay's columns directly).
+
+    ``hits``: tokens per offload tier by name; without it, a CPU tier's alone.
+    """
     return {
         "requests": len(ttfts),
         **stats.summary(ttfts),
@@ -63,6 +85,7 @@ def totals_of(ttfts: Sequence[float], gpu: int, cpu: int, disk: int, computed: i
         "cpu_hit_tokens": cpu,
         "disk_hit_tokens": disk,
         "computed_tokens": computed,
+        "tier_hits": hits if hits is not None else ({"cpu": cpu} if cpu else {}),
     }
 
 

@@ -13,13 +13,16 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from sim.chunk_store import CpuBackend
+from sim.chunk_store import ChunkPolicy, CpuBackend
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
 
 ORDERS = ("forward", "reverse", "random", "zipf")
-RunName = Literal["gpu", "gpu+cpu", "gpu+cpu+disk"]
+# Run names: gpu, gpu+cpu, and with tiers behind the CPU gpu+cpu+disk (or gpu+cpu+disk+remote, ...).
+RunName = str
+RESERVED_TIER_NAMES = ("gpu", "cpu", "disk")
+MAX_STORAGE_TIERS = 4
 
 # Bounds. Total work is bounded so one API call stays well under a few seconds.
 MAX_DOCS = 10_000
@@ -110,6 +113,56 @@ def parse_passes(text: str) -> list[PassSpec]:
     return [PassSpec.parse(t) for t in items]
 
 
+class StorageTier(BaseModel):
+    """A tier behind the CPU (and the disk): a remote store, another disk; its own size, policy and load cost.
+
+    ``--storage-tier NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]]`` on the command line, the
+    size in GiB (``8``) or tokens (``50000t``); the load cost defaults to the
+    cost model's disk constant.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,15}$", description="the tier's name, as lanes and tables show it")
+    gb: float | None = Field(default=None, gt=0, le=100 * MAX_GB, description="size in GiB")
+    tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="size in tokens (overrides gb)")
+    policy: ChunkPolicy = Field(default="lru", description="eviction policy")
+    load_ms_per_token: float | None = Field(default=None, ge=0, le=100, description="default: the disk load constant")
+
+    @model_validator(mode="after")
+    def _sized(self) -> StorageTier:
+        if self.gb is None and self.tokens is None:
+            raise ValueError(f"tier {self.name!r} needs a size: gb or tokens")
+        return self
+
+    @classmethod
+    def parse(cls, text: str) -> StorageTier:
+        """``remote:8`` (8 GiB, LRU), ``remote:50000t:fifo`` (tokens), ``remote:8:lru:0.01`` (ms per token loaded)."""
+        parts = text.strip().split(":")
+        if not 2 <= len(parts) <= 4:
+            raise ValueError(f"a tier is NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], e.g. remote:8:lru:0.01; got {text!r}")
+        size = parts[1].strip()
+        fields: dict[str, object] = {"name": parts[0], **({"tokens": size[:-1]} if size.endswith("t") else {"gb": size})}
+        if len(parts) > 2:
+            fields["policy"] = parts[2]
+        if len(parts) > 3:
+            fields["load_ms_per_token"] = parts[3]
+        return cls.model_validate(fields)
+
+    @property
+    def text(self) -> str:
+        """The tier as ``--storage-tier`` spells it; ``StorageTier.parse(t.text) == t``."""
+        size = f"{self.gb:g}" if self.tokens is None else f"{self.tokens}t"
+        cost = "" if self.load_ms_per_token is None else f":{self.load_ms_per_token:g}"
+        return f"{self.name}:{size}:{self.policy}{cost}"
+
+    def capacity_tokens(self, bytes_per_token: int) -> int:
+        if self.tokens is not None:
+            return self.tokens
+        assert self.gb is not None
+        return tokens_in(self.gb, bytes_per_token)
+
+
 PassInput = Annotated[PassSpec, Field(description="a pass: order name or object")]
 
 
@@ -127,6 +180,10 @@ class Scenario(BaseModel):
     cpu_tokens: int | None = Field(default=None, ge=1, le=10 * MAX_GPU_TOKENS, description="CPU tier size in tokens (overrides cpu_gb)")
     disk_gb: float | None = Field(default=None, gt=0, le=100 * MAX_GB, description="disk tier size in GiB (off by default)")
     disk_tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="disk tier size in tokens")
+    storage_tiers: list[StorageTier] = Field(
+        default_factory=list, max_length=MAX_STORAGE_TIERS,
+        description="tiers behind the CPU (and disk), searched in order: NAME:GIB[:POLICY[:LOAD_MS_PER_TOKEN]]",
+    )
     block_size: int = Field(default=16, ge=1, le=4096, description="GPU block size in tokens")
     chunk_size: int = Field(default=256, ge=1, le=65_536, description="CPU chunk size in tokens")
     passes: list[PassSpec] = Field(
@@ -161,6 +218,15 @@ class Scenario(BaseModel):
             return [PassSpec.parse(v) if isinstance(v, str) else v for v in value]
         return value
 
+    @field_validator("storage_tiers", mode="before")
+    @classmethod
+    def _parse_tier_strings(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [t for t in value.split(",") if t.strip()]
+        if isinstance(value, list):
+            return [StorageTier.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
@@ -182,6 +248,10 @@ class Scenario(BaseModel):
         for i, spec in enumerate(self.passes):
             if spec.docs is not None and max(spec.docs) >= self.docs:
                 problem("passes", f"pass {i + 1} lists document {max(spec.docs)}, but there are only {self.docs} (0..{self.docs - 1})")
+        names = [t.name for t in self.storage_tiers]
+        clash = sorted({n for n in names if n in RESERVED_TIER_NAMES or names.count(n) > 1})
+        if clash:
+            problem("storage_tiers", f"tier names must be unique and none of {', '.join(RESERVED_TIER_NAMES)}: {', '.join(clash)}")
         if self.gpu_tokens < self.min_gpu_tokens:
             what = "one whole document" if self.granularity == "doc" else "one whole prompt plus vLLM's null block"
             problem("gpu_tokens", f"must hold {what}: at least {self.min_gpu_tokens}")
@@ -250,10 +320,16 @@ class Scenario(BaseModel):
         return None
 
     @property
+    def behind_cpu(self) -> list[str]:
+        """The names of the tiers behind the CPU, in lookup order (the disk first)."""
+        return (["disk"] if self.disk_capacity_tokens is not None else []) + [t.name for t in self.storage_tiers]
+
+    @property
     def run_names(self) -> list[RunName]:
+        """``gpu``, ``gpu+cpu``, and with tiers behind the CPU one run with all of them (``gpu+cpu+disk``)."""
         names: list[RunName] = ["gpu"]
         if self.cpu_capacity_tokens is not None:
             names.append("gpu+cpu")
-            if self.disk_capacity_tokens is not None:
-                names.append("gpu+cpu+disk")
+            if self.behind_cpu:
+                names.append("+".join(["gpu", "cpu", *self.behind_cpu]))
         return names

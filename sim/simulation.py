@@ -13,19 +13,26 @@ from sim.explain.capacity import fill_needs
 from sim.explain.observer import attach
 from sim.explain.stream import explained
 from sim.explain.summary import add_totals, needs, totals
+from sim.offload import OffloadTier
 from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
 from sim.workload import Request, build_requests, units
 
 
 def tier_spec(scenario: Scenario, run: str) -> TierSpec:
-    """The tiers of one run of the scenario (``gpu``, ``gpu+cpu`` or ``gpu+cpu+disk``)."""
+    """The tiers of one run of the scenario (``gpu``, ``gpu+cpu`` or ``gpu+cpu+disk``, the last with every tier)."""
     doc_mode = scenario.granularity == "doc"
+    behind = len(run.split("+")) > 2
+    more = tuple(
+        OffloadTier(t.name, "disk", t.capacity_tokens(scenario.bytes_per_token), t.policy, t.load_ms_per_token)
+        for t in scenario.storage_tiers
+    )
     return TierSpec(
         units=units(scenario),
         gpu_tokens=scenario.gpu_tokens,
         cpu_tokens=scenario.cpu_capacity_tokens if "cpu" in run else None,
-        disk_tokens=scenario.disk_capacity_tokens if "disk" in run else None,
+        disk_tokens=scenario.disk_capacity_tokens if behind else None,
+        more_tiers=more if behind else (),
         free_order=scenario.free_order,
         gpu_policy=scenario.gpu_policy,
         cpu_policy=scenario.cpu_policy,
@@ -99,6 +106,7 @@ def scenario_summary(scenario: Scenario) -> dict[str, Any]:
         kv_bytes_per_token=scenario.bytes_per_token,
         cpu_capacity_tokens=scenario.cpu_capacity_tokens,
         disk_capacity_tokens=scenario.disk_capacity_tokens,
+        storage_tiers=",".join(t.text for t in scenario.storage_tiers),
         gpu_blocks=scenario.gpu_tokens // units(scenario).block,
     )
     return data

@@ -25,6 +25,10 @@ def cli_json(*flags: str) -> dict:
         ({"preset": "seed-lab", "docs": 6, "passes": "forward,reverse", "cpu_gb": 0.5}, ["--docs", "6", "--passes", "forward,reverse", "--cpu-gb", "0.5"]),
         ({"preset": "three-tiers", "no_cpu": True}, ["--preset", "three-tiers", "--no-cpu"]),
         ({"preset": "seed-lab-doc", "cpu_tokens": 20_000, "passes": ["forward", "3/1/2"]}, ["--preset", "seed-lab-doc", "--cpu-tokens", "20000", "--passes", "forward,3/1/2"]),
+        (
+            {"cpu_gb": 0.2, "storage_tiers": ["remote:0.5:fifo:0.01", {"name": "far", "tokens": 50_000}], "cpu_backend": "brief"},
+            ["--cpu-gb", "0.2", "--storage-tier", "remote:0.5:fifo:0.01", "--storage-tier", "far:50000t", "--cpu-backend", "brief"],
+        ),
     ],
 )
 def test_simulate_equals_the_cli_json(live_server: str, body: dict, flags: list[str]) -> None:
@@ -65,6 +69,8 @@ def detail(response: httpx.Response) -> list[dict]:
         ({"chunk_size": 100}, ["body", "chunk_size"], "must be a multiple of block_size (16)"),
         ({"gpu_tokens": 4000}, ["body", "gpu_tokens"], "must hold one whole prompt plus vLLM's null block: at least 5040"),
         ({"passes": "forward,3/12"}, ["body", "passes"], "pass 2 lists document 12, but there are only 10"),
+        ({"storage_tiers": "cpu:1"}, ["body", "storage_tiers"], "tier names must be unique and none of gpu, cpu, disk: cpu"),
+        ({"cpu_backend": "redis"}, ["body", "cpu_backend"], "'lmcache' or 'brief'"),
     ],
 )
 def test_bad_body_gets_422_naming_field_and_bound(live_server: str, body: dict, loc: list, needle: str) -> None:

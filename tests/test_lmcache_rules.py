@@ -19,7 +19,7 @@ from sim.chunk_store import ChunkStore, StoredChunk
 from sim.costs import default_costs
 from sim.engine import Engine
 from sim.scenario import Scenario
-from sim.simulation import simulate, tier_spec
+from sim.simulation import simulate, stream, tier_spec
 from sim.workload import build_requests
 
 PROMPT = 5024  # seed-lab: a 5,011-token document + a 13-token question
@@ -105,9 +105,9 @@ def test_rule_3_a_store_reserves_before_it_checks_what_is_held() -> None:
 
     new = [(hash("C"), (0, 2, 1)), (hash("D"), (0, 3, 1))]
     lm, evicted_lm = store(["A", "B", "C"]), []
-    added, copied = lm.store_reserving(new, evicted_lm)
+    added, allocated = lm.store_reserving(new, evicted_lm)
     assert list(lm.chunks) == [hash("C"), hash("D")]
-    assert evicted_lm == [(0, 0, 1), (0, 1, 1)] and added == {0: 1} and copied == 2
+    assert evicted_lm == [(0, 0, 1), (0, 1, 1)] and added == {0: 1} and allocated == new
     brief, evicted_brief = store(["A", "B", "C"]), []
     assert brief.put_many(new, evicted_brief) == {0: 1}
     assert list(brief.chunks) == [hash("B"), hash("C"), hash("D")] and evicted_brief == [(0, 0, 1)]
@@ -185,3 +185,18 @@ def test_lmcache_never_stores_a_chunk_it_already_holds(scenario: Scenario) -> No
         evicted += sum(e.tokens for e in events if e.kind == "evict" and e.tier == "cpu")
         # What the events say was stored, less what they say was evicted, is what it holds.
         assert engine.cpu.used_tokens == stored - evicted <= engine.cpu.capacity_tokens
+
+
+def test_a_cpu_tier_smaller_than_a_prompt_cuts_the_store_short_for_the_disk_too() -> None:
+    # The CPU holds 14 chunks, a prompt has 19 (seed-lab). LMCache allocates every chunk of a
+    # store from the CPU's memory (the disk gets copies of those objects,
+    # storage_manager.py 411-431): the 15th allocation finds nothing left to evict and the
+    # store keeps the 14 it has (cache_engine.py 518-525). So the disk, big enough for all,
+    # receives 14 chunks of each document. The brief writes all 19 to the disk.
+    scenario = Scenario(docs=2, cpu_gb=None, cpu_tokens=14 * 256, disk_tokens=100_000, passes="forward")
+    lm = _requests(scenario, "gpu+cpu+disk")
+    brief = _requests(scenario.replace(cpu_backend="brief"), "gpu+cpu+disk")
+    assert [r["stored_tokens"] for r in lm] == [14 * 256] * 2
+    assert [r["stored_tokens"] for r in brief] == [FULL_CHUNKS * 256] * 2
+    on_disk = {e.run: e.used_tokens for e in stream(scenario) if e.kind == "occupancy" and e.tier == "disk"}
+    assert on_disk == {"gpu+cpu+disk": 2 * 14 * 256}

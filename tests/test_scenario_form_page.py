@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from sim.chunk_store import CPU_BACKENDS
 from sim.scenario import MAX_DOC_TOKENS
 
 pytestmark = pytest.mark.browser
@@ -93,3 +94,25 @@ def test_gpu_policy_mru_hits_where_lru_gets_nothing(page: Page, live_server: str
     # tokens; no request can hit more than that.
     hits = int(cell(page, "gpu", 2, "gpu-hit").replace(",", ""))
     assert 5_008 <= hits <= 10 * 5_008
+
+
+def test_a_tier_behind_the_cpu_gets_its_own_lane_and_table_column(page: Page, live_server: str) -> None:
+    open_dashboard(page, live_server)
+    page.click("#more-settings summary")
+    # The backends offered are the scenario's definition, not a list in the template.
+    options = page.eval_on_selector_all("#f-cpu-backend option", "els => els.map(e => e.value)")
+    assert options == list(CPU_BACKENDS)
+    page.fill("#f-cpu-gb", "0.5")
+    page.fill("#f-storage-tiers", "remote:2")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=60_000)
+    lane = page.locator('.lane[data-run="gpu+cpu+remote"]')
+    expect(lane.locator(".tier")).to_have_count(3)
+    expect(lane.locator('.tier[data-tier="remote"] .tier-name')).to_have_text("remote")
+    # 0.5 GiB / 28,672 B = 18,724 tokens: 73 chunks, under 4 documents of 19; remote holds 2 GiB,
+    # all ten. Pass 2 rereads forward: the GPU and the CPU hold only the documents read last
+    # (the next one needed is never among them), so every document loads its 19 chunks from
+    # remote: 10 x 4,864 = 48,640 tokens, none from the CPU.
+    assert cell(page, "gpu+cpu+remote", 2, "remote-hit") == "48,640"
+    assert cell(page, "gpu+cpu+remote", 2, "cpu-hit") == "0"
+    assert cell(page, "gpu+cpu", 2, "remote-hit") == "0"

@@ -11,8 +11,8 @@ from sim.presets import PRESETS, UnknownPreset
 
 
 def test_every_cli_flag_is_an_override_field_and_back() -> None:
-    # --save-unfull-chunk is a click flag of its own (is_flag), not in FLAGS.
-    assert {field for _, field, _, _ in FLAGS} | {"save_unfull_chunk"} == set(OVERRIDE_FIELDS)
+    # --save-unfull-chunk (is_flag) and --storage-tier (repeated) are click options of their own, not in FLAGS.
+    assert {field for _, field, _, _ in FLAGS} | {"save_unfull_chunk", "storage_tiers"} == set(OVERRIDE_FIELDS)
 
 
 def test_overrides_replace_preset_fields_and_none_keeps_them() -> None:

@@ -48,7 +48,7 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--seed", "seed", int, "seed for random and zipf orders"),
 ]
 FIELD_TO_FLAG = {field: flag for flag, field, _, _ in FLAGS}
-FIELD_TO_FLAG.update(costs="--costs", preset="--preset")
+FIELD_TO_FLAG.update(costs="--costs", preset="--preset", storage_tiers="--storage-tier")
 
 
 def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,6 +56,11 @@ def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for flag, field, kind, help_text in reversed(FLAGS):
         func = click.option(flag, field, type=kind, default=None, help=help_text)(func)
     func = repeat_options(func)
+    func = click.option(
+        "--storage-tier", "storage_tiers", multiple=True,
+        help="a tier behind the CPU (and disk), repeatable, searched in order: NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], "
+        "SIZE in GiB (8) or tokens (50000t)",
+    )(func)
     func = click.option("--no-cpu", is_flag=True, help="run the GPU tier alone")(func)
     func = click.option("--save-unfull-chunk", is_flag=True, default=None, help="also store a prompt's last partial chunk")(func)
     func = click.option(
@@ -107,6 +112,7 @@ def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = 
     from app.scenario_input import resolve
 
     _long_doc_qa(flags)
+    flags["storage_tiers"] = list(flags.get("storage_tiers") or []) or None
     costs = load_costs(costs_file) if costs_file is not None else None
     try:
         return resolve(preset, flags, no_cpu, costs)

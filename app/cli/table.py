@@ -27,18 +27,37 @@ def _fmt(value: Any) -> str:
 
 
 def render_table(result: dict[str, Any]) -> str:
-    """configuration x pass: p50, mean, hit tokens per tier, computed, and the speed-up over ``gpu``."""
+    """configuration x pass: p50, mean, hit tokens per tier (one column per offload tier), computed, speed-up over ``gpu``."""
     speedups = {(c["candidate"], c["pass"]): c for c in result["comparison"]}
+    offload = offload_tiers(result)
     rows = []
     for run in result["runs"]:
         for p in run["passes"]:
             s = speedups.get((run["name"], p["pass"]))
+            hits = p.get("tier_hits") or {"cpu": p["cpu_hit_tokens"]}
             rows.append(
                 [
                     run["name"], f"{p['pass']} {p['order']}", p["p50_ms"], p["mean_ms"], p["gpu_hit_tokens"],
-                    p["cpu_hit_tokens"] + p.get("disk_hit_tokens", 0), p["computed_tokens"],
+                    *(hits.get(name, 0) for name in offload), p["computed_tokens"],
                     f"{s['p50_speedup']:.1f}x / {s['mean_speedup']:.1f}x" if s else "",
                 ]
             )
-    headers = ["config", "pass", "p50 ms", "mean ms", "GPU hit tok", "CPU hit tok", "computed tok", "speed-up p50/mean"]
-    return format_table(headers, rows, [False, False, True, True, True, True, True, True])
+    headers = [
+        "config", "pass", "p50 ms", "mean ms", "GPU hit tok", *(f"{tier_label(n)} hit tok" for n in offload),
+        "computed tok", "speed-up p50/mean",
+    ]
+    return format_table(headers, rows, [False, False] + [True] * (len(headers) - 2))
+
+
+def offload_tiers(result: dict[str, Any]) -> list[str]:
+    """Every offload tier of the result's runs, in lookup order (``cpu`` even when no run has one)."""
+    names = ["cpu"]
+    for run in result["runs"]:
+        for tier in run.get("tiers", [])[1:]:
+            if tier["name"] not in names:
+                names.append(tier["name"])
+    return names
+
+
+def tier_label(name: str) -> str:
+    return name.upper() if name in ("gpu", "cpu") else name

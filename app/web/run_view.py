@@ -19,6 +19,7 @@ LANE_TITLES = {
     "gpu+cpu": "vLLM + LMCache: GPU, then a CPU tier",
     "gpu+cpu+disk": "vLLM + LMCache: GPU, CPU, then local disk",
 }
+MORE_TIERS_TITLE = "vLLM + LMCache: GPU, CPU, then {}"
 TIER_LABELS = {"gpu": "GPU", "cpu": "CPU", "disk": "Disk"}
 # The lab measured this scenario; its table is shown beside the prediction only for it.
 MEASURED_PRESETS = ("seed-lab", "seed-lab-doc")
@@ -50,7 +51,7 @@ class RowView:
     p50_ms: float
     mean_ms: float
     gpu_hit_tokens: int
-    offload_hit_tokens: int  # CPU + disk
+    tier_hits: dict[str, int]  # offload tier name -> tokens loaded from it
     computed_tokens: int
     p50_speedup: float | None
     mean_speedup: float | None
@@ -110,6 +111,15 @@ class RunView:
         return [lane.run for lane in self.lanes]
 
     @property
+    def offload_tiers(self) -> list[TierView]:
+        """Every offload tier of any lane, in lookup order: one table column each (at least the CPU's)."""
+        seen: dict[str, TierView] = {}
+        for lane in self.lanes:
+            for tier in lane.tiers[1:]:
+                seen.setdefault(tier.name, tier)
+        return list(seen.values()) or [TierView("cpu", TIER_LABELS["cpu"], 0, 0, 0.0)]
+
+    @property
     def pass_marks(self) -> list[dict[str, Any]]:
         return [asdict(p) for p in self.passes]
 
@@ -132,7 +142,7 @@ def build(
     lanes = [
         LaneView(
             run["name"],
-            LANE_TITLES.get(run["name"], run["name"]),
+            LANE_TITLES.get(run["name"]) or MORE_TIERS_TITLE.format(", ".join(t["name"] for t in run["tiers"][2:])),
             [
                 TierView(t["name"], TIER_LABELS.get(t["name"], t["name"]), t["unit_tokens"], t["capacity_tokens"], t["capacity_tokens"] / prompt)
                 for t in run["tiers"]
@@ -185,7 +195,7 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     p50_ms=p["p50_ms"],
                     mean_ms=p["mean_ms"],
                     gpu_hit_tokens=p["gpu_hit_tokens"],
-                    offload_hit_tokens=p["cpu_hit_tokens"] + p.get("disk_hit_tokens", 0),
+                    tier_hits=p["tier_hits"],
                     computed_tokens=p["computed_tokens"],
                     p50_speedup=s["p50_speedup"] if s else None,
                     mean_speedup=s["mean_speedup"] if s else None,

@@ -50,6 +50,10 @@ FIELDS = (
     FieldSpec("question_tokens", "Question, tokens", "after each document", more=True),
     FieldSpec("shared_prefix_tokens", "Shared prefix", "tokens of a system prompt before every document", more=True),
     FieldSpec("disk_gb", "Disk tier, GiB", "LMCache local disk, behind the CPU tier", step="any", more=True),
+    FieldSpec(
+        "storage_tiers", "Tiers behind the CPU", "remote:8:lru:0.01, far:50000t (name:GiB or tokens:policy:ms per token)",
+        kind="text", more=True,
+    ),
     FieldSpec("gpu_policy", "GPU eviction", "lru is vLLM's", kind="select", options=_choices("gpu_policy"), more=True),
     FieldSpec("cpu_policy", "CPU eviction", "lru is LMCache's", kind="select", options=_choices("cpu_policy"), more=True),
     FieldSpec(

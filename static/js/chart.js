@@ -57,8 +57,9 @@
     if (i === undefined || !div) return;
     window.Plotly.extendTraces(div, {
       x: [[ev.seq + 1]], y: [[ev.ttft_ms]],
-      "marker.symbol": [[SYMBOL[ev.source] ?? "circle"]],
-      customdata: [[`doc ${ev.doc} · ${SOURCE_LABEL[ev.source] ?? ev.source}`]],
+      // A source not listed is a further tier behind the CPU: drawn as the disk is.
+      "marker.symbol": [[SYMBOL[ev.source] ?? SYMBOL.disk]],
+      customdata: [[`doc ${ev.doc} · ${SOURCE_LABEL[ev.source] ?? `loaded from ${ev.source}`}`]],
     }, [i]);
   }
 

@@ -164,8 +164,10 @@
         showTotals(lane);
         const parts = [];
         parts.push(ev.gpu_hit_tokens ? `GPU hit ${fmt.format(ev.gpu_hit_tokens)}` : "GPU miss");
-        if (ev.cpu_hit_tokens) parts.push(`CPU load ${fmt.format(ev.cpu_hit_tokens)}`);
-        if (ev.disk_hit_tokens) parts.push(`disk load ${fmt.format(ev.disk_hit_tokens)}`);
+        // One part per offload tier that served the request, in lookup order, named as its bar is.
+        for (const [name, tokens] of Object.entries(ev.tier_hits ?? {})) {
+          parts.push(`${lane.tiers.get(name)?.label ?? name} load ${fmt.format(tokens)}`);
+        }
         parts.push(`computed ${fmt.format(ev.computed_tokens)}`);
         lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}: ${parts.join(", ")} → ${ev.ttft_ms.toFixed(1)} ms`;
         lane.now.dataset.source = ev.source;

@@ -8,7 +8,7 @@
 
   const MAX_LINES = 400;
   const fmt = new Intl.NumberFormat("en-US");
-  const TIER = { gpu: "GPU", cpu: "CPU", disk: "disk" };
+  const TIER = { gpu: "GPU", cpu: "CPU" }; // any other tier is called by its name
   let pending = new Map(); // run -> events of its current request
   let runIndex = new Map();
   let explained = new Map(); // "run seq" -> its explain event
@@ -31,13 +31,13 @@
     const parts = [];
     const gpu = lookups.gpu;
     if (gpu) parts.push(gpu.hit_tokens ? `GPU hit ${fmt.format(gpu.hit_tokens)} of ${fmt.format(gpu.query_tokens)} tokens` : "GPU miss");
-    for (const tier of ["cpu", "disk"]) {
-      const lookup = lookups[tier];
-      if (!lookup) continue;
+    // The offload tiers in the order they were asked (the engine's lookup order).
+    for (const tier of Object.keys(lookups)) {
+      if (tier === "gpu") continue;
       const load = loads[tier];
       parts.push(load
-        ? `${TIER[tier]} hit: loaded ${fmt.format(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
-        : `${TIER[tier]} miss`);
+        ? `${TIER[tier] ?? tier} hit: loaded ${fmt.format(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
+        : `${TIER[tier] ?? tier} miss`);
     }
     const why = events.find((e) => e.type === "explain");
     if (ttft?.computed_tokens) {
@@ -46,11 +46,10 @@
     }
     let text = `req ${request.seq + 1} · pass ${request.pass} · ${docName(request.doc)}: ${parts.join(", ")}`;
     const evicts = events.filter((e) => e.type === "evict");
-    for (const tier of ["gpu", "cpu", "disk"]) {
+    for (const tier of new Set(evicts.map((e) => e.tier))) {
       const mine = evicts.filter((e) => e.tier === tier);
-      if (!mine.length) continue;
       const what = mine.map((e) => `${docName(e.doc)} ${e.part}, ${fmt.format(e.tokens)} tokens`).join("; ");
-      text += `; ${tier === "gpu" ? "evicted" : `${TIER[tier]} evicted`} ${what}`;
+      text += `; ${tier === "gpu" ? "evicted" : `${TIER[tier] ?? tier} evicted`} ${what}`;
     }
     return text;
   }
