@@ -1,20 +1,25 @@
 """An offload tier: LMCache's local CPU (or disk) backend, a store of KV chunks with a capacity in tokens.
 
-Chunks are keyed by a prefix-chained hash. Policies: ``lru`` (LMCache's: a
-retrieval moves the chunk to the back, eviction from the front), ``fifo``
-(retrievals change nothing) and ``mru`` (evict the most recently used).
+Chunks are keyed by a prefix-chained hash. Which chunk goes when room is
+needed is the tier's eviction policy (``sim.tiers.policies``: LMCache's
+``lru``, ``fifo``, ``lfu``, ``mru``; libCacheSim's ``s3fifo`` and ``arc``).
 Invariant: ``used_tokens <= capacity_tokens`` and equals the sum of the
 stored chunks' tokens.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Literal, get_args
 
-ChunkPolicy = Literal["lru", "fifo", "mru"]
-CHUNK_POLICIES: tuple[ChunkPolicy, ...] = ("lru", "fifo", "mru")
+from sim.tiers.policies import CHUNK_POLICY_NAMES, chunk_policy
+from sim.tiers.policies.base import DOC, INDEX, TOKENS, StoredChunk
+from sim.tiers.policies.base import ChunkPolicy as PolicyBase
+
+__all__ = ["CHUNK_POLICIES", "DOC", "INDEX", "TOKENS", "ChunkPolicy", "ChunkStore", "StoredChunk"]
+
+ChunkPolicy = Literal[CHUNK_POLICY_NAMES]  # type: ignore[valid-type]  # the registry's names
+CHUNK_POLICIES: tuple[str, ...] = CHUNK_POLICY_NAMES
 
 # Whose rules the offload tiers follow: LMCache 0.5.6's own code (the default),
 # or the seed brief's three simplified rules (kept for teaching).
@@ -22,26 +27,21 @@ CpuBackend = Literal["lmcache", "brief"]
 CPU_BACKENDS: tuple[CpuBackend, ...] = get_args(CpuBackend)
 
 
-# (doc, position of the chunk in its prompt, tokens): a plain tuple, as a store
-# of a large trace makes one per chunk and a named tuple costs ten times more.
-StoredChunk = tuple[int, int, int]
-DOC, INDEX, TOKENS = 0, 1, 2
-
-
 class ChunkStore:
     """A capacity-bound chunk store; ``put`` evicts by policy to make room."""
 
-    def __init__(self, name: str, capacity_tokens: int, chunk_size: int, policy: ChunkPolicy = "lru") -> None:
+    def __init__(self, name: str, capacity_tokens: int, chunk_size: int, policy: str = "lru") -> None:
         if capacity_tokens < 1:
             raise ValueError(f"{name} tier capacity must be at least 1 token, got {capacity_tokens}")
-        if policy not in CHUNK_POLICIES:
-            raise ValueError(f"unknown {name} policy {policy!r}; known: {', '.join(CHUNK_POLICIES)}")
         self.name = name
         self.capacity_tokens = capacity_tokens
         self.chunk_size = chunk_size
         self.policy = policy
+        self.eviction = chunk_policy(policy, capacity_tokens)
+        cls = type(self.eviction)
+        # A policy that needs no notice of a put (LRU, FIFO, MRU): the hot loop writes its map directly.
+        self._plain_puts = cls.admit is PolicyBase.admit and cls.insert is PolicyBase.insert
         self.used_tokens = 0
-        self.chunks: OrderedDict[int, StoredChunk] = OrderedDict()
         self.doc_tokens: dict[int, int] = {}
         # When a list, (stored?, key) for every chunk stored or evicted, in order (a KV event publisher reads it).
         self.journal: list[tuple[bool, int]] | None = None
@@ -49,20 +49,17 @@ class ChunkStore:
         self.eviction_log: dict[int, int] | None = None
         self.eviction_seq = -1
 
-    def __contains__(self, key: int) -> bool:
-        return key in self.chunks
+    @property
+    def chunks(self) -> dict[int, StoredChunk]:
+        """Every held chunk by key (the policy's map: read it, never write it)."""
+        return self.eviction.chunks
 
-    def touch(self, keys: Sequence[int]) -> None:
-        """Chunks were retrieved: under LRU and MRU they become the most recently used."""
-        if self.policy == "fifo":
-            return
-        move = self.chunks.move_to_end
-        for key in keys:
-            move(key)
+    def __contains__(self, key: int) -> bool:
+        return key in self.eviction.chunks
 
     def prefix(self, keys: Sequence[int], start: int = 0) -> int:
         """How many of ``keys`` from ``start`` on the tier holds, up to the first it lacks (a prefix match)."""
-        chunks = self.chunks
+        chunks = self.eviction.chunks
         found = start
         for key in keys[start:] if start else keys:
             if key not in chunks:
@@ -70,20 +67,21 @@ class ChunkStore:
             found += 1
         return found - start
 
+    def touch(self, keys: Sequence[int]) -> None:
+        """Chunks were retrieved, first to last (the brief: only the chunks loaded)."""
+        if keys:
+            self.eviction.hits(keys)
+
     def touch_reversed(self, keys: Sequence[int]) -> None:
         """A lookup hit these chunks: LMCache refreshes them last first, so the first chunk ends most recent.
 
         LMCache's ``contains(pin=True)`` collects every hit key
         (``local_cpu_backend.py`` 127-135) and ``touch_cache`` then calls the
         policy's ``update_on_hit`` over them in reverse (137-142), right after the
-        lookup (``cache_engine.py`` 1271-1276). LRU and MRU move the key to the
-        back (``lru.py`` 51, ``mru.py`` 30); FIFO does nothing (``fifo.py`` 24-29).
+        lookup (``cache_engine.py`` 1271-1276).
         """
-        if self.policy == "fifo":
-            return
-        move = self.chunks.move_to_end
-        for key in reversed(keys):
-            move(key)
+        if keys:
+            self.eviction.hits(reversed(keys))
 
     def store_reserving(
         self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]
@@ -105,23 +103,26 @@ class ChunkStore:
         short by a full tier reaches them cut short too). Capacity is counted
         in tokens, without the allocator's fragmentation.
         """
-        chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
-        from_back = self.policy == "mru"
+        policy = self.eviction
+        chunks, doc_tokens, capacity, evict = policy.chunks, self.doc_tokens, self.capacity_tokens, policy.evict
         used = self.used_tokens
-        reserved = 0
-        allocated: list[tuple[int, StoredChunk]] = []
-        for key, chunk in items:
+        journal = self.journal
+        reserved = count = 0
+        for _, chunk in items:
             tokens = chunk[TOKENS]
             while used + reserved + tokens > capacity and chunks:
-                _, old = chunks.popitem(last=from_back)
+                old_key, old = evict()
+                if journal is not None:
+                    journal.append((False, old_key))
                 used -= old[TOKENS]
                 doc_tokens[old[DOC]] -= old[TOKENS]
                 evicted.append(old)
             if used + reserved + tokens > capacity:
                 break
             reserved += tokens
-            allocated.append((key, chunk))
+            count += 1
         self.used_tokens = used
+        allocated = list(items[:count])
         # The reservations made room for every allocated chunk, so these puts evict nothing.
         return self.put_many(allocated, evicted), allocated
 
@@ -131,8 +132,9 @@ class ChunkStore:
 
     def put_many(self, items: Sequence[tuple[int, StoredChunk]], evicted: list[StoredChunk]) -> dict[int, int]:
         """Store chunks in order, skipping present ones; returns the tokens newly stored per document."""
-        chunks, doc_tokens, capacity = self.chunks, self.doc_tokens, self.capacity_tokens
-        from_back = self.policy == "mru"
+        policy = self.eviction
+        chunks, doc_tokens, capacity = policy.chunks, self.doc_tokens, self.capacity_tokens
+        admit, insert, evict, plain = policy.admit, policy.insert, policy.evict, self._plain_puts
         used = self.used_tokens
         journal = self.journal
         log, seq = self.eviction_log, self.eviction_seq
@@ -141,8 +143,10 @@ class ChunkStore:
             tokens = chunk[TOKENS]
             if key in chunks or tokens > capacity:
                 continue
+            if not plain:
+                admit(key, tokens)
             while used + tokens > capacity:
-                old_key, old = chunks.popitem(last=from_back)
+                old_key, old = evict()
                 if journal is not None:
                     journal.append((False, old_key))
                 if log is not None:
@@ -150,7 +154,10 @@ class ChunkStore:
                 used -= old[TOKENS]
                 doc_tokens[old[DOC]] -= old[TOKENS]
                 evicted.append(old)
-            chunks[key] = chunk
+            if plain:
+                chunks[key] = chunk
+            else:
+                insert(key, chunk)
             if journal is not None:
                 journal.append((True, key))
             used += tokens

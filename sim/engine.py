@@ -158,10 +158,19 @@ def _source(gpu: int, offload: list[ChunkStore], tokens: list[int], computed: in
 
 
 def _chunk_items(req: Request, indexes: Iterable[int], chunk: int) -> list[tuple[int, StoredChunk]]:
-    """The request's chunks at ``indexes`` as a tier stores them: key, owner (-1 for the shared prefix), index, tokens."""
-    keys, doc, shared, tail = req.chunk_keys, req.doc, req.shared_chunks, req.last_chunk_tokens
+    """The request's chunks at ``indexes`` (ascending) as a tier stores them: key, owner (-1 for the shared prefix),
+    index, tokens."""
+    keys, doc, shared = req.chunk_keys, req.doc, req.shared_chunks
+    items = [(keys[i], (doc, i, chunk)) for i in indexes]
+    if not items:
+        return items
+    if items[0][1][1] < shared:  # chunks of the shared prefix belong to no document
+        items = [(k, (-1 if i < shared else doc, i, t)) for k, (_, i, t) in items]
     last = len(keys) - 1
-    return [(keys[i], (doc if i >= shared else -1, i, tail if i == last else chunk)) for i in indexes]
+    if items[-1][1][1] == last and req.last_chunk_tokens != chunk:
+        key, (owner, i, _) = items[-1]
+        items[-1] = (key, (owner, i, req.last_chunk_tokens))
+    return items
 
 
 def _part(start: int, end: int, full_end: int, first: int) -> str:

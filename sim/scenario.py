@@ -199,8 +199,9 @@ class Scenario(BaseModel):
     gpu_policy: Literal["lru", "fifo", "mru", "belady"] = Field(
         default="lru", description="GPU eviction policy: lru (vLLM's), or fifo, mru, belady (offline optimum) as what-ifs"
     )
-    cpu_policy: Literal["lru", "fifo", "mru"] = Field(
-        default="lru", description="CPU tier eviction policy: lru (LMCache's), or fifo, mru as what-ifs"
+    cpu_policy: ChunkPolicy = Field(
+        default="lru",
+        description="CPU tier eviction policy: lru (LMCache's default), fifo, lfu, mru (LMCache's), s3fifo, arc (libCacheSim's)",
     )
     cpu_backend: CpuBackend = Field(
         default="lmcache",

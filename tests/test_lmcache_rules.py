@@ -177,7 +177,7 @@ def pressured(draw: st.DrawFn) -> Scenario:
 def test_lmcache_never_stores_a_chunk_it_already_holds(scenario: Scenario) -> None:
     engine = Engine("gpu+cpu", tier_spec(scenario, "gpu+cpu"), default_costs())
     assert engine.cpu is not None
-    engine.cpu.chunks = _NoOverwrite()
+    engine.cpu.eviction.chunks = _NoOverwrite()
     stored = evicted = 0
     for req in build_requests(scenario):
         _, events = engine.process(req)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sim.chunk_store import CPU_BACKENDS
+from sim.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
 from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
 
@@ -43,7 +43,7 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--kv-bytes-per-token", "kv_bytes_per_token", int, "override the model's KV bytes per token"),
     ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
     ("--gpu-policy", "gpu_policy", click.Choice(["lru", "fifo", "mru", "belady"]), "GPU eviction policy (lru is vLLM's)"),
-    ("--cpu-policy", "cpu_policy", click.Choice(["lru", "fifo", "mru"]), "CPU tier eviction policy (lru is LMCache's)"),
+    ("--cpu-policy", "cpu_policy", click.Choice(CHUNK_POLICIES), "CPU tier eviction policy (lru is LMCache's default)"),
     ("--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS), "offload rules: lmcache (LMCache's own) or brief (the seed's)"),
     ("--seed", "seed", int, "seed for random and zipf orders"),
 ]

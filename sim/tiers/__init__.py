@@ -1,0 +1,1 @@
+"""Offload tiers: their eviction policies (``sim.tiers.policies``), one module per policy."""
