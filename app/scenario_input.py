@@ -24,6 +24,8 @@ OVERRIDE_FIELDS: tuple[str, ...] = (
     "docs",
     "doc_tokens",
     "question_tokens",
+    "questions",
+    "output_tokens",
     "shared_prefix_tokens",
     "gpu_tokens",
     "cpu_gb",

@@ -69,15 +69,30 @@ class ReplayTiers:
         return "gpu+cpu" if self.cpu_blocks else "gpu"
 
 
+# Keys of generated tokens' blocks: above any trace hash id, one range per request.
+_GENERATED = 1 << 62
+
+
 def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
-    """The trace's requests as the engine takes them: one pass, no documents."""
+    """The trace's requests as the engine takes them: one pass, no documents.
+
+    A request's ``output_length`` grows its KV as vLLM's decode does: all
+    generated tokens but the last get KV, so the request ends holding
+    ``input_length + output_length - 1`` tokens, and every full block of them
+    is cached. Generated content is the request's own, so those blocks (and
+    the prompt's partial last block they complete) have keys no other request has.
+    """
     block = trace.block_tokens
     ids, offsets, inputs = trace.hash_ids, trace.offsets, trace.input_tokens
     out: list[Request] = []
+    outputs = trace.output_tokens
     for seq in range(len(trace)):
         n = inputs[seq]
         lo = offsets[seq]
         keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
+        held = n + max(outputs[seq], 1) - 1
+        full = held // block
+        block_keys = keys if full == len(keys) else keys + [_GENERATED + seq * 1_000_003 + i for i in range(len(keys), full)]
         out.append(
             Request(
                 seq=seq,
@@ -85,8 +100,8 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
                 order="trace",
                 doc=SHARED_DOC,
                 prompt_tokens=n,
-                block_keys=keys,
-                alloc_blocks=offsets[seq + 1] - lo,
+                block_keys=block_keys,
+                alloc_blocks=max(offsets[seq + 1] - lo, -(-held // block)),
                 max_hit_blocks=(n - 1) // block,
                 chunk_keys=keys[chunk_blocks - 1 :: chunk_blocks],
                 last_chunk_tokens=block * chunk_blocks,

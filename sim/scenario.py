@@ -17,6 +17,7 @@ from sim.chunk_store import ChunkPolicy, CpuBackend
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
+from sim.questions import QuestionMode
 
 ORDERS = ("forward", "reverse", "random", "zipf")
 # Run names: gpu, gpu+cpu, and with tiers behind the CPU gpu+cpu+disk (or gpu+cpu+disk+remote, ...).
@@ -174,6 +175,16 @@ class Scenario(BaseModel):
     docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="number of documents")
     doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
     question_tokens: int = Field(default=13, ge=0, le=100_000, description="tokens of the question after each document")
+    questions: QuestionMode = Field(
+        default="fresh",
+        description="fresh: a document's question changes every pass; same: it is asked again unchanged, so the block "
+        "holding the document's end and the question's start can hit too",
+    )
+    output_tokens: int = Field(
+        default=1, ge=1, le=100_000,
+        description="tokens generated per request (the first is the one sampled at the end of prefill); vLLM's decode "
+        "keeps the KV of all but the last, caching its full blocks until the request ends",
+    )
     shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_DOC_TOKENS, description="a system prompt shared by every prompt")
     gpu_tokens: int = Field(default=21_520, ge=1, le=MAX_GPU_TOKENS, description="GPU KV cache size in tokens, as vLLM logs it")
     cpu_gb: float | None = Field(default=1.5, gt=0, le=MAX_GB, description="CPU tier size in GiB (LMCache max_local_cpu_size)")
@@ -244,6 +255,8 @@ class Scenario(BaseModel):
             error = PydanticCustomError("value_error", message)
             problems.append(InitErrorDetails(type=error, loc=(field,), input=getattr(self, field)))
 
+        if self.granularity == "doc" and self.output_tokens > 1:
+            problem("output_tokens", "must be 1 with granularity doc: whole documents are cached, never generated tokens")
         if self.chunk_size % self.block_size:
             problem("chunk_size", f"must be a multiple of block_size ({self.block_size})")
         for i, spec in enumerate(self.passes):
@@ -275,7 +288,12 @@ class Scenario(BaseModel):
         """The smallest GPU tier that can run one request."""
         if self.granularity == "doc":
             return self.shared_prefix_tokens + self.doc_tokens
-        return (-(-self.prompt_tokens // self.block_size) + 1) * self.block_size
+        return (self.request_blocks + 1) * self.block_size
+
+    @property
+    def request_blocks(self) -> int:
+        """GPU blocks one request holds at its end: its prompt and the KV of all but its last generated token."""
+        return -(-(self.prompt_tokens + self.output_tokens - 1) // self.block_size)
 
     @property
     def prompt_tokens(self) -> int:
@@ -294,7 +312,7 @@ class Scenario(BaseModel):
 
     @property
     def total_blocks(self) -> int:
-        return self.total_requests * -(-self.prompt_tokens // self.block_size)
+        return self.total_requests * self.request_blocks
 
     @property
     def kv_shape(self) -> KvShape:

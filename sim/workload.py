@@ -1,7 +1,9 @@
 """Workloads: the requests of a scenario (documents x passes), each with its GPU block keys and CPU chunk keys.
 
-A request is a document followed by a question; the question differs per pass
-(a re-read asks something new), so only the document part can be reused. In
+A request is a document followed by a question; by default the question differs
+per pass (a re-read asks something new), so only the document part can be
+reused; ``questions="same"`` asks it again unchanged. A request that generates
+more than one token grows its KV as vLLM's decode does. In
 ``doc`` granularity a whole document (with any shared prefix) is one unit in
 every tier and the question is never cached: the lab's first exercise.
 """
@@ -22,14 +24,15 @@ _SHARED_CONTENT = 1
 _DOC_CONTENT = 1_000_000
 _QUESTION_CONTENT = 1_000_000_000
 _MISS_CONTENT = 2_000_000_000  # + seq: a document made unique, as long_doc_qa's forced misses are
+_OUTPUT_CONTENT = 3_000_000_000  # + seq: the tokens a request generates, its own
 
 
 @dataclass(slots=True)
 class Request:
     """One prompt as the tiers see it.
 
-    ``block_keys`` are the prompt's full GPU units and ``chunk_keys`` its CPU
-    chunks (the last one partial, of ``last_chunk_tokens``, only with
+    ``block_keys`` are the request's full GPU units (its prompt's, then those
+    its generated tokens fill) and ``chunk_keys`` its prompt's CPU chunks (the last one partial, of ``last_chunk_tokens``, only with
     ``save_unfull_chunk``). The first ``shared_blocks`` blocks belong to the
     shared prefix, not to ``doc``.
     """
@@ -120,16 +123,22 @@ class WorkloadBuilder:
             # The question is computed every time and never cached.
             max_hit = min(len(doc_keys), (n - 1) // block)
             return Request(seq, pass_, order, doc, n, doc_keys, len(doc_keys), max_hit, list(doc_keys), chunk)
-        question = (_QUESTION_CONTENT + pass_ * s.docs + doc, s.question_tokens)
-        more, end = chain_keys([question], block, state)
+        # A fresh question differs per pass (a re-read asks something new); the same one is asked every pass.
+        asked = doc if s.questions == "same" else pass_ * s.docs + doc
+        more, end = chain_keys([(_QUESTION_CONTENT + asked, s.question_tokens)], block, state)
         keys = doc_keys + more
         ratio = chunk // block
-        chunk_keys = keys[ratio - 1 :: ratio]
+        chunk_keys = keys[ratio - 1 :: ratio]  # LMCache saves no decode KV (save_decode_cache is off by default)
         last_chunk_tokens = chunk
         if s.save_unfull_chunk and n % chunk:
             tail = partial_key(end) if end.filled else hash((keys[-1], chunk)) & 0x7FFF_FFFF_FFFF_FFFF
             chunk_keys.append(tail)
             last_chunk_tokens = n % chunk
+        if s.output_tokens > 1:
+            # vLLM's decode: each generated token but the last gets KV in the request's blocks, and full
+            # blocks are hashed over all the request's tokens and cached like the prompt's.
+            generated, _ = chain_keys([(_OUTPUT_CONTENT + seq, s.output_tokens - 1)], block, end)
+            keys = keys + generated
         return Request(
             seq,
             pass_,
@@ -137,7 +146,7 @@ class WorkloadBuilder:
             doc,
             n,
             keys,
-            -(-n // block),
+            -(-(n + s.output_tokens - 1) // block),
             (n - 1) // block,
             chunk_keys,
             last_chunk_tokens,

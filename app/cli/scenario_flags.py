@@ -15,6 +15,7 @@ import click
 from sim.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
 from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
+from sim.questions import QUESTION_MODES
 
 # The scenario models (pydantic) are imported when a command builds a scenario, not when it is defined:
 # ``kvscope curve TRACE`` and ``kvscope replay`` take these flags' definitions but never a scenario.
@@ -29,6 +30,8 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--docs", "docs", int, "number of documents"),
     ("--doc-tokens", "doc_tokens", int, "tokens per document"),
     ("--question-tokens", "question_tokens", int, "tokens of the question after each document"),
+    ("--questions", "questions", click.Choice(QUESTION_MODES), "fresh: a new question every pass; same: asked again"),
+    ("--output-tokens", "output_tokens", int, "tokens generated per request; their KV grows the request's GPU blocks"),
     ("--shared-prefix-tokens", "shared_prefix_tokens", int, "a system prompt shared by every prompt"),
     ("--gpu-tokens", "gpu_tokens", int, "GPU KV cache size in tokens, as vLLM logs it"),
     ("--cpu-gb", "cpu_gb", float, "CPU tier size in GiB (LMCache max_local_cpu_size)"),

@@ -48,6 +48,11 @@ FIELDS = (
     FieldSpec("granularity", "Granularity", "cache blocks, or whole documents", kind="select", options=("block", "doc")),
     FieldSpec("model", "Model", "its KV bytes per token size the CPU tier", kind="select", options=tuple(MODELS)),
     FieldSpec("question_tokens", "Question, tokens", "after each document", more=True),
+    FieldSpec(
+        "questions", "Questions", "fresh: a new one every pass; same: asked again unchanged", kind="select",
+        options=_choices("questions"), more=True,
+    ),
+    FieldSpec("output_tokens", "Output, tokens", "generated per request; their KV fills GPU blocks", more=True),
     FieldSpec("shared_prefix_tokens", "Shared prefix", "tokens of a system prompt before every document", more=True),
     FieldSpec("disk_gb", "Disk tier, GiB", "LMCache local disk, behind the CPU tier", step="any", more=True),
     FieldSpec(

@@ -1,0 +1,55 @@
+"""Generated tokens grow a request's KV as vLLM's decode does; a question asked again can hit as the document does."""
+
+from __future__ import annotations
+
+import json
+
+from sim.replay import trace_requests
+from sim.scenario import Scenario
+from sim.simulation import simulate, stream
+from sim.trace import parse_trace
+
+# Prompts of 500 + 20 = 520 tokens: 32 full 16-token blocks and 8 tokens in a 33rd; vLLM recomputes the
+# last token, so at most (520 - 1) // 16 = 32 blocks can hit. Block 31 holds the document's last 4
+# tokens and the question's first 12: the block a question changes.
+BASE = Scenario(docs=2, doc_tokens=500, question_tokens=20, gpu_tokens=21_520, cpu_gb=None, passes="forward,forward")
+
+
+def _gpu(result: dict) -> list[dict]:
+    return next(r for r in result["runs"] if r["name"] == "gpu")["requests"]
+
+
+def test_a_question_asked_again_hits_the_block_it_shares_with_the_document() -> None:
+    # The GPU holds both prompts. Pass 2, fresh questions: blocks 0-30 (the document's 496 full-block
+    # tokens) hit, block 31 differs. Same questions: the whole prompt repeats and the hit stops only
+    # at vLLM's last-token rule, 32 blocks = 512 tokens.
+    fresh = [r["gpu_hit_tokens"] for r in _gpu(simulate(BASE)) if r["pass"] == 2]
+    same = [r["gpu_hit_tokens"] for r in _gpu(simulate(BASE.replace(questions="same"))) if r["pass"] == 2]
+    assert fresh == [31 * 16] * 2
+    assert same == [32 * 16] * 2
+
+
+def test_generated_tokens_fill_blocks_that_push_the_prompt_out() -> None:
+    # 66 usable GPU blocks; docs read 0, 1, 0 in one pass (the same question: a repeat can hit 32 blocks).
+    scenario = BASE.replace(gpu_tokens=16 * 67, passes="0/1/0")
+    # One output token: a request holds 33 blocks (32 cached), so two fit and doc 0's repeat hits 512.
+    assert [r["gpu_hit_tokens"] for r in _gpu(simulate(scenario))] == [0, 0, 512]
+    # 100 output tokens: KV for 520 + 99 = 619 tokens, 39 blocks, 38 of them full and cached (the
+    # generated ones hashed with the request's own tokens). After doc 0 the free queue is, front first:
+    # its unhashed block 38, the 27 never used, then its cached blocks tail first (37..0). Doc 1 takes 39:
+    # the 28 free ones and 11 evictions, doc 0's blocks 37..27. Doc 0's repeat hits blocks 0..26: 432.
+    decoding = scenario.replace(output_tokens=100)
+    assert [r["gpu_hit_tokens"] for r in _gpu(simulate(decoding))] == [0, 0, 27 * 16]
+    stored = [e.tokens for e in stream(decoding) if e.kind == "store" and e.tier == "gpu" and e.seq == 0]
+    assert stored == [38 * 16]
+
+
+def test_a_traces_output_length_grows_the_request_as_decode_does() -> None:
+    # 512-token blocks: 1,000 prompt tokens are one full block and a partial one; 100 generated tokens
+    # give KV for 1,099, so the partial block fills (with this request's own tokens: a key no other
+    # request has) and a third block is allocated.
+    line = json.dumps({"timestamp": 0, "input_length": 1000, "output_length": 100, "hash_ids": [7, 8]})
+    (req,) = trace_requests(parse_trace(line.encode(), 512))
+    assert req.block_keys[0] == 7 and len(req.block_keys) == 2 and req.block_keys[1] not in (7, 8)
+    assert req.alloc_blocks == 3 and req.max_hit_blocks == 1
+    assert req.chunk_keys == [7]  # the CPU tier saves no decode KV (LMCache's save_decode_cache is off)
