@@ -84,8 +84,15 @@ def _optional(name: str) -> tuple[Any, FieldInfo]:
 
 
 _override_fields: dict[str, Any] = {
-    name: _optional(name) for name in OVERRIDE_FIELDS if name not in ("passes", "storage_tiers")
+    name: _optional(name) for name in OVERRIDE_FIELDS if name not in ("passes", "storage_tiers", "question_tokens")
 }
+_override_fields["question_tokens"] = (
+    str | int | list[int] | None,
+    Field(
+        default=None, description="tokens of the question after each document, or one length per document: 13 or '13,40,7'",
+        examples=[13],
+    ),
+)
 _override_fields["storage_tiers"] = (
     str | list[StorageTier | str] | None,
     Field(

@@ -33,6 +33,7 @@ MAX_REQUESTS_PER_PASS = 100_000
 MAX_TOTAL_BLOCKS = 20_000_000
 MAX_GPU_TOKENS = 100_000_000
 MAX_GB = 4096.0
+MAX_QUESTION_TOKENS = 100_000
 
 _ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@(\d+))?$")
 # LMCache long_doc_qa's query round: tile*2, interleave*3, random*2@SEED, any of them with :HIT:MISS.
@@ -174,7 +175,9 @@ class Scenario(BaseModel):
 
     docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="number of documents")
     doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
-    question_tokens: int = Field(default=13, ge=0, le=100_000, description="tokens of the question after each document")
+    question_tokens: int | list[int] = Field(
+        default=13, description="tokens of the question after each document, or one length per document: 13 or 13,40,7"
+    )
     questions: QuestionMode = Field(
         default="fresh",
         description="fresh: a document's question changes every pass; same: it is asked again unchanged, so the block "
@@ -230,6 +233,22 @@ class Scenario(BaseModel):
             return [PassSpec.parse(v) if isinstance(v, str) else v for v in value]
         return value
 
+    @field_validator("question_tokens", mode="before")
+    @classmethod
+    def _parse_question_lengths(cls, value: object) -> object:
+        """``"13"`` and ``[13]`` are one length for every document; ``"13,40,7"`` one per document."""
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.split(",") if p.strip()]
+            if not parts or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+                raise ValueError("lengths are whole numbers of tokens, one or one per document (13 or 13,40,7)")
+            value = [int(p) for p in parts]
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        for length in value if isinstance(value, list) else [value]:
+            if isinstance(length, int) and not 0 <= length <= MAX_QUESTION_TOKENS:
+                raise ValueError(f"each length must be greater than or equal to 0 and less than or equal to {MAX_QUESTION_TOKENS}")
+        return value
+
     @field_validator("storage_tiers", mode="before")
     @classmethod
     def _parse_tier_strings(cls, value: object) -> object:
@@ -255,6 +274,8 @@ class Scenario(BaseModel):
             error = PydanticCustomError("value_error", message)
             problems.append(InitErrorDetails(type=error, loc=(field,), input=getattr(self, field)))
 
+        if isinstance(self.question_tokens, list) and len(self.question_tokens) != self.docs:
+            problem("question_tokens", f"one length per document: {self.docs} lengths, got {len(self.question_tokens)}")
         if self.granularity == "doc" and self.output_tokens > 1:
             problem("output_tokens", "must be 1 with granularity doc: whole documents are cached, never generated tokens")
         if self.chunk_size % self.block_size:
@@ -295,9 +316,19 @@ class Scenario(BaseModel):
         """GPU blocks one request holds at its end: its prompt and the KV of all but its last generated token."""
         return -(-(self.prompt_tokens + self.output_tokens - 1) // self.block_size)
 
+    def question_length(self, doc: int) -> int:
+        """Tokens of document ``doc``'s question."""
+        q = self.question_tokens
+        return q[doc] if isinstance(q, list) else q
+
+    def prompt_tokens_of(self, doc: int) -> int:
+        return self.shared_prefix_tokens + self.doc_tokens + self.question_length(doc)
+
     @property
     def prompt_tokens(self) -> int:
-        return self.shared_prefix_tokens + self.doc_tokens + self.question_tokens
+        """The longest prompt: every prompt, when all questions have one length (what bounds and sizes use)."""
+        q = self.question_tokens
+        return self.shared_prefix_tokens + self.doc_tokens + (max(q) if isinstance(q, list) else q)
 
     def pass_length(self, spec: PassSpec) -> int:
         if spec.docs is not None:

@@ -116,7 +116,7 @@ class WorkloadBuilder:
     def request(self, seq: int, pass_: int, order: str, doc: int, fresh: bool = False) -> Request:
         """``fresh``: the document's text made unique (a forced miss), so nothing of it can hit."""
         s = self.scenario
-        n = s.prompt_tokens
+        n = s.prompt_tokens_of(doc)
         block, chunk = self.unit.block, self.unit.chunk
         doc_keys, state = self._chain(_MISS_CONTENT + seq) if fresh else self._doc_keys(doc)
         if s.granularity == "doc":
@@ -125,7 +125,7 @@ class WorkloadBuilder:
             return Request(seq, pass_, order, doc, n, doc_keys, len(doc_keys), max_hit, list(doc_keys), chunk)
         # A fresh question differs per pass (a re-read asks something new); the same one is asked every pass.
         asked = doc if s.questions == "same" else pass_ * s.docs + doc
-        more, end = chain_keys([(_QUESTION_CONTENT + asked, s.question_tokens)], block, state)
+        more, end = chain_keys([(_QUESTION_CONTENT + asked, s.question_length(doc))], block, state)
         keys = doc_keys + more
         ratio = chunk // block
         chunk_keys = keys[ratio - 1 :: ratio]  # LMCache saves no decode KV (save_decode_cache is off by default)

@@ -53,3 +53,29 @@ def test_a_traces_output_length_grows_the_request_as_decode_does() -> None:
     assert req.block_keys[0] == 7 and len(req.block_keys) == 2 and req.block_keys[1] not in (7, 8)
     assert req.alloc_blocks == 3 and req.max_hit_blocks == 1
     assert req.chunk_keys == [7]  # the CPU tier saves no decode KV (LMCache's save_decode_cache is off)
+
+
+def test_question_lengths_per_document_change_which_blocks_hit() -> None:
+    # Documents of 500 tokens with questions of 20, 4 and 28 tokens: prompts of 520, 504 and 528.
+    # With fresh questions pass 2 hits each document's full blocks that hold no question, capped by
+    # vLLM's last-token rule: doc 0 31 blocks (496, block 31 holds question tokens); doc 1, a 504-token
+    # prompt, at most (504 - 1) // 16 = 31 blocks = 496; doc 2 31 blocks. With the same questions:
+    # (520-1)//16 = 32, (504-1)//16 = 31, (528-1)//16 = 32 blocks.
+    scenario = BASE.replace(docs=3, question_tokens="20,4,28")
+    assert [r["prompt_tokens"] for r in _gpu(simulate(scenario)) if r["pass"] == 1] == [520, 504, 528]
+    fresh = [r["gpu_hit_tokens"] for r in _gpu(simulate(scenario)) if r["pass"] == 2]
+    same = [r["gpu_hit_tokens"] for r in _gpu(simulate(scenario.replace(questions="same"))) if r["pass"] == 2]
+    assert fresh == [496, 496, 496]
+    assert same == [512, 496, 512]
+
+
+def test_question_lengths_are_one_or_one_per_document() -> None:
+    assert Scenario(question_tokens="13").question_tokens == 13
+    assert Scenario(docs=3, question_tokens="13,40,7").question_length(1) == 40
+    for bad, needle in (("13,40", "one length per document: 10 lengths, got 2"), ("x", "whole numbers"), ("-1", "greater than or equal to 0")):
+        try:
+            Scenario(question_tokens=bad)
+        except ValueError as exc:
+            assert needle in str(exc)
+        else:
+            raise AssertionError(f"{bad!r} was accepted")

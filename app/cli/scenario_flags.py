@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 FLAGS: list[tuple[str, str, Any, str]] = [
     ("--docs", "docs", int, "number of documents"),
     ("--doc-tokens", "doc_tokens", int, "tokens per document"),
-    ("--question-tokens", "question_tokens", int, "tokens of the question after each document"),
+    ("--question-tokens", "question_tokens", str, "tokens of the question after each document, or one per document: 13,40,7"),
     ("--questions", "questions", click.Choice(QUESTION_MODES), "fresh: a new question every pass; same: asked again"),
     ("--output-tokens", "output_tokens", int, "tokens generated per request; their KV grows the request's GPU blocks"),
     ("--shared-prefix-tokens", "shared_prefix_tokens", int, "a system prompt shared by every prompt"),

@@ -105,7 +105,14 @@ async def build_prompts(
         await sized_text(count, ["Document", f"{doc}", f"[{run_tag}]:"], rng("doc", doc), scenario.doc_tokens) for doc in range(scenario.docs)
     ]
     questions: dict[tuple[int, int], SizedText] = {}
-    for pass_, doc in dict.fromkeys(pass_docs) if scenario.question_tokens else ():
-        lead = ["Question", f"{pass_}.{doc}:"]
-        questions[(pass_, doc)] = await sized_text(count, lead, rng("question", pass_, doc), scenario.question_tokens)
+    asked: dict[tuple[int, int], SizedText] = {}  # (pass the question was made for, doc) -> its text
+    for pass_, doc in dict.fromkeys(pass_docs):
+        length = scenario.question_length(doc)
+        if not length:
+            continue
+        # A fresh question is new every pass; the same one is asked again word for word.
+        key = (pass_ if scenario.questions == "fresh" else 0, doc)
+        if key not in asked:
+            asked[key] = await sized_text(count, ["Question", f"{key[0]}.{doc}:"], rng("question", *key), length)
+        questions[(pass_, doc)] = asked[key]
     return PromptBook(shared, documents, questions)

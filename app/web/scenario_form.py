@@ -47,7 +47,7 @@ FIELDS = (
     FieldSpec("passes", "Passes", "forward, reverse, random@7, 3/1/2", kind="text"),
     FieldSpec("granularity", "Granularity", "cache blocks, or whole documents", kind="select", options=("block", "doc")),
     FieldSpec("model", "Model", "its KV bytes per token size the CPU tier", kind="select", options=tuple(MODELS)),
-    FieldSpec("question_tokens", "Question, tokens", "after each document", more=True),
+    FieldSpec("question_tokens", "Question, tokens", "after each document, or one per document: 13,40,7", kind="text", more=True),
     FieldSpec(
         "questions", "Questions", "fresh: a new one every pass; same: asked again unchanged", kind="select",
         options=_choices("questions"), more=True,
