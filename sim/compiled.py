@@ -24,10 +24,13 @@ ENGINE_ENV = "KVSCOPE_ENGINE"
 EngineChoice = Literal["python", "compiled", "auto"]
 ENGINE_CHOICES: tuple[EngineChoice, ...] = ("python", "compiled", "auto")
 
-# The TierSpec fields the replay kernel knows, as they stand today (with today's rules: issue 10 changes the
-# offload tiers). A spec with any other field set is not what the kernel reproduces: the Python engine runs it.
+# The TierSpec fields the replay kernel knows. A spec with any other field is not what the kernel was written
+# for: the Python engine runs it. Of the known ones, kernel_reproduces checks the values.
 KNOWN_SPEC_FIELDS = frozenset(
-    {"units", "gpu_tokens", "cpu_tokens", "disk_tokens", "free_order", "reserve_null_block", "cpu_policy", "disk_policy", "gpu_policy"}
+    {
+        "units", "gpu_tokens", "cpu_tokens", "disk_tokens", "free_order", "reserve_null_block", "cpu_policy", "disk_policy",
+        "gpu_policy", "cpu_backend", "more_tiers",
+    }
 )
 
 
@@ -65,17 +68,20 @@ def kernel_reproduces(spec: TierSpec) -> bool:
 
     The one place to re-point when the tiers change. It reproduces: vLLM's
     pool (free order ``vllm``, policy ``lru``, the null block reserved), alone
-    or with one CPU tier under today's rules (``ChunkStore``, policy ``lru``,
-    chunks a whole number of blocks); no disk tier. A spec with fields the
+    or with one CPU tier under the brief's rules (``cpu_backend="brief"``,
+    policy ``lru``, chunks a whole number of blocks); no tier behind it. A spec with fields the
     kernel does not know (a tier list, a backend) is refused.
     """
     if {f.name for f in fields(spec)} != KNOWN_SPEC_FIELDS:
         return False
     if spec.free_order != "vllm" or spec.gpu_policy != "lru" or not spec.reserve_null_block or spec.disk_tokens:
         return False
+    if spec.more_tiers:
+        return False
     if spec.cpu_tokens is None:
         return True
-    return spec.cpu_policy == "lru" and spec.units.chunk % spec.units.block == 0
+    # The kernel's CPU tier follows the brief's rules (LMCache's lookup refresh, store and reservation it does not).
+    return spec.cpu_backend == "brief" and spec.cpu_policy == "lru" and spec.units.chunk % spec.units.block == 0
 
 
 def _np() -> Any:

@@ -148,12 +148,12 @@ class RequestRecord:
         return data
 
 
-def _source(gpu: int, offload: list[ChunkStore], tokens: list[int], computed: int) -> str:
-    """Where most of the prompt came from; ties go to the earlier tier."""
+def _source(gpu: int, hits: dict[str, int], computed: int) -> str:
+    """Where most of the prompt came from; ties go to the earlier tier (``hits`` in lookup order)."""
     best, name = gpu, GPU
-    for store, t in zip(offload, tokens):
+    for tier, t in hits.items():
         if t > best:
-            best, name = t, store.name
+            best, name = t, tier
     return "computed" if computed > best else name
 
 
@@ -298,7 +298,7 @@ class Engine:
         ttft = round(self._ttft_ms(computed, tokens, written), 3)
         if any(tokens):
             hits = {store.name: t for store, t in zip(self.offload, tokens) if t}
-            source = _source(gpu_hit, self.offload, tokens, computed)
+            source = _source(gpu_hit, hits, computed)
         else:
             hits = _NO_HITS
             source = GPU if gpu_hit >= computed else "computed"

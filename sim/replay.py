@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from sim import compiled
+from sim.chunk_store import CpuBackend
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
@@ -50,11 +51,17 @@ class ReplayError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ReplayTiers:
-    """The tiers a trace is replayed through, in blocks of the trace's block size."""
+    """The tiers a trace is replayed through, in blocks of the trace's block size.
+
+    ``cpu_backend`` defaults to the brief's rules here, unlike a scenario's:
+    they are the rules the compiled replay (``sim.kernels``) reproduces, so a
+    large trace keeps its compiled path; ``lmcache`` replays in Python.
+    """
 
     gpu_blocks: int
     cpu_blocks: int | None = None
     chunk_blocks: int = 1
+    cpu_backend: CpuBackend = "brief"
 
     def spec(self, block_tokens: int) -> TierSpec:
         return TierSpec(
@@ -62,6 +69,7 @@ class ReplayTiers:
             gpu_tokens=(self.gpu_blocks + 1) * block_tokens,  # + vLLM's null block
             cpu_tokens=self.cpu_blocks * block_tokens if self.cpu_blocks else None,
             reserve_null_block=True,
+            cpu_backend=self.cpu_backend,
         )
 
     @property
@@ -69,30 +77,15 @@ class ReplayTiers:
         return "gpu+cpu" if self.cpu_blocks else "gpu"
 
 
-# Keys of generated tokens' blocks: above any trace hash id, one range per request.
-_GENERATED = 1 << 62
-
-
 def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
-    """The trace's requests as the engine takes them: one pass, no documents.
-
-    A request's ``output_length`` grows its KV as vLLM's decode does: all
-    generated tokens but the last get KV, so the request ends holding
-    ``input_length + output_length - 1`` tokens, and every full block of them
-    is cached. Generated content is the request's own, so those blocks (and
-    the prompt's partial last block they complete) have keys no other request has.
-    """
+    """The trace's requests as the engine takes them: one pass, no documents (``output_length`` is not replayed)."""
     block = trace.block_tokens
     ids, offsets, inputs = trace.hash_ids, trace.offsets, trace.input_tokens
     out: list[Request] = []
-    outputs = trace.output_tokens
     for seq in range(len(trace)):
         n = inputs[seq]
         lo = offsets[seq]
         keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
-        held = n + max(outputs[seq], 1) - 1
-        full = held // block
-        block_keys = keys if full == len(keys) else keys + [_GENERATED + seq * 1_000_003 + i for i in range(len(keys), full)]
         out.append(
             Request(
                 seq=seq,
@@ -100,8 +93,8 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
                 order="trace",
                 doc=SHARED_DOC,
                 prompt_tokens=n,
-                block_keys=block_keys,
-                alloc_blocks=max(offsets[seq + 1] - lo, -(-held // block)),
+                block_keys=keys,
+                alloc_blocks=offsets[seq + 1] - lo,
                 max_hit_blocks=(n - 1) // block,
                 chunk_keys=keys[chunk_blocks - 1 :: chunk_blocks],
                 last_chunk_tokens=block * chunk_blocks,
@@ -198,9 +191,9 @@ class ReplayOutcome:
             gpu_ev = {SHARED_DOC: [ev_blocks, self.gpu_ev[1][i], self.gpu_ev[2][i]]} if ev_blocks else {}
             cpu_ev = {SHARED_DOC: [cpu_tokens, self.cpu_ev[1][i], self.cpu_ev[2][i]]} if cpu_tokens else {}
             evicted = evicted_entries(units, n, 0, 0, gpu_ev, [(CPU, cpu_ev)])
+        hits = {CPU: cpu} if cpu else {}
         rec = RequestRecord(
-            i, 1, "trace", SHARED_DOC, n, gpu, cpu, 0, computed, stored, self.ttft_ms[i], _source(gpu, cpu, 0, computed),
-            evicted,
+            i, 1, "trace", SHARED_DOC, n, gpu, hits, computed, stored, self.ttft_ms[i], _source(gpu, hits, computed), evicted
         )
         if self.explained is not None:
             done = self.explained[i]

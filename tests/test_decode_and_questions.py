@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-from sim.replay import trace_requests
 from sim.scenario import Scenario
 from sim.simulation import simulate, stream
-from sim.trace import parse_trace
 
 # Prompts of 500 + 20 = 520 tokens: 32 full 16-token blocks and 8 tokens in a 33rd; vLLM recomputes the
 # last token, so at most (520 - 1) // 16 = 32 blocks can hit. Block 31 holds the document's last 4
@@ -42,17 +38,6 @@ def test_generated_tokens_fill_blocks_that_push_the_prompt_out() -> None:
     assert [r["gpu_hit_tokens"] for r in _gpu(simulate(decoding))] == [0, 0, 27 * 16]
     stored = [e.tokens for e in stream(decoding) if e.kind == "store" and e.tier == "gpu" and e.seq == 0]
     assert stored == [38 * 16]
-
-
-def test_a_traces_output_length_grows_the_request_as_decode_does() -> None:
-    # 512-token blocks: 1,000 prompt tokens are one full block and a partial one; 100 generated tokens
-    # give KV for 1,099, so the partial block fills (with this request's own tokens: a key no other
-    # request has) and a third block is allocated.
-    line = json.dumps({"timestamp": 0, "input_length": 1000, "output_length": 100, "hash_ids": [7, 8]})
-    (req,) = trace_requests(parse_trace(line.encode(), 512))
-    assert req.block_keys[0] == 7 and len(req.block_keys) == 2 and req.block_keys[1] not in (7, 8)
-    assert req.alloc_blocks == 3 and req.max_hit_blocks == 1
-    assert req.chunk_keys == [7]  # the CPU tier saves no decode KV (LMCache's save_decode_cache is off)
 
 
 def test_question_lengths_per_document_change_which_blocks_hit() -> None:
