@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -181,3 +182,24 @@ def test_json_is_written_one_request_at_a_time() -> None:
     text = io.StringIO()
     write_replay_json(run_replay(trace, tiers, explain=True), text)  # with each miss's cause too
     assert json.loads(text.getvalue()) == json.loads(json.dumps(replay(trace, tiers)))
+
+
+def test_replay_under_lmcache_stores_what_the_gpu_had_and_the_cpu_lacked(tmp_path: Path) -> None:
+    # 4-token blocks, one block per chunk; the GPU holds both prompts, the CPU one (2 blocks).
+    # r0 stores blocks 1, 2 in the CPU; r1 stores 3, 4, evicting them. r2 (blocks 1, 2 again) hits
+    # (8 - 1) // 4 = 1 block on the GPU. The brief writes through the chunk holding computed tokens
+    # (block 2: 4 tokens); LMCache, finding its own first chunk missing, stores from there: blocks 1
+    # and 2, 8 tokens (vllm_v1_adapter.py 193, 1174-1191; see tests/test_lmcache_rules.py).
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(
+        json.dumps({"timestamp": i, "input_length": 8, "output_length": 1, "hash_ids": ids})
+        for i, ids in enumerate(([1, 2], [3, 4], [1, 2]))
+    ))
+    stored = {}
+    for backend in ("brief", "lmcache"):
+        result = CliRunner().invoke(
+            main, ["replay", str(path), "--block-size", "4", "--gpu-blocks", "4", "--cpu-blocks", "2", "--cpu-backend", backend, "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        stored[backend] = [r["stored_tokens"] for r in json.loads(result.output)["requests"]]
+    assert stored == {"brief": [8, 8, 4], "lmcache": [8, 8, 8]}

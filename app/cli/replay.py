@@ -11,6 +11,7 @@ from app.cli.scenario_flags import load_costs
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim import stats
+from sim.chunk_store import CPU_BACKENDS, CpuBackend
 from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, run_replay, write_replay_json
 from sim.trace import TraceFormat
 
@@ -26,6 +27,8 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @click.option("--cpu-blocks", type=click.IntRange(1, MAX_CPU_BLOCKS), default=None, help="add a CPU tier of this many blocks")
 @click.option("--chunk-blocks", type=click.IntRange(1, MAX_CHUNK_BLOCKS), default=1, show_default=True,
               help="blocks per CPU chunk")
+@click.option("--cpu-backend", type=click.Choice(CPU_BACKENDS), default="brief", show_default=True,
+              help="the CPU tier's rules: brief (what the compiled replay reproduces) or lmcache (LMCache's own, in Python)")
 @click.option("--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
@@ -34,7 +37,7 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
               "a large trace then replays compiled")
 def command(
     trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
-    costs_file: Path | None, as_json: bool, no_explain: bool,
+    cpu_backend: CpuBackend, costs_file: Path | None, as_json: bool, no_explain: bool,
 ) -> None:
     """Replay TRACE (a Mooncake or Qwen-Bailian JSONL file, or a bundled trace's name: mooncake-synthetic)
     through the tiers.
@@ -44,7 +47,9 @@ def command(
     costs = load_costs(costs_file) if costs_file is not None else None
     loaded = load(trace, block_size, fmt)
     try:
-        outcome = run_replay(loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks), costs, explain=as_json and not no_explain)
+        outcome = run_replay(
+            loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, cpu_backend), costs, explain=as_json and not no_explain
+        )
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
     if as_json:
