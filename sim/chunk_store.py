@@ -104,19 +104,13 @@ class ChunkStore:
         in tokens, without the allocator's fragmentation.
         """
         policy = self.eviction
-        chunks, doc_tokens, capacity, evict = policy.chunks, self.doc_tokens, self.capacity_tokens, policy.evict
+        chunks, capacity, evict = policy.chunks, self.capacity_tokens, policy.evict
         used = self.used_tokens
-        journal = self.journal
         reserved = count = 0
         for _, chunk in items:
             tokens = chunk[TOKENS]
             while used + reserved + tokens > capacity and chunks:
-                old_key, old = evict()
-                if journal is not None:
-                    journal.append((False, old_key))
-                used -= old[TOKENS]
-                doc_tokens[old[DOC]] -= old[TOKENS]
-                evicted.append(old)
+                used -= self._forget(*evict(), evicted)
             if used + reserved + tokens > capacity:
                 break
             reserved += tokens
@@ -125,6 +119,17 @@ class ChunkStore:
         allocated = list(items[:count])
         # The reservations made room for every allocated chunk, so these puts evict nothing.
         return self.put_many(allocated, evicted), allocated
+
+    def _forget(self, key: int, chunk: StoredChunk, evicted: list[StoredChunk]) -> int:
+        """Account for a chunk the policy evicted (journal, eviction log, per-document tokens); returns its tokens."""
+        if self.journal is not None:
+            self.journal.append((False, key))
+        if self.eviction_log is not None:
+            self.eviction_log[key] = self.eviction_seq
+        tokens = chunk[TOKENS]
+        self.doc_tokens[chunk[DOC]] -= tokens
+        evicted.append(chunk)
+        return tokens
 
     def put(self, key: int, chunk: StoredChunk, evicted: list[StoredChunk]) -> bool:
         """Store a chunk unless present or larger than the tier; evicted chunks are appended to ``evicted``."""
@@ -137,7 +142,6 @@ class ChunkStore:
         admit, insert, evict, plain = policy.admit, policy.insert, policy.evict, self._plain_puts
         used = self.used_tokens
         journal = self.journal
-        log, seq = self.eviction_log, self.eviction_seq
         added: dict[int, int] = {}
         for key, chunk in items:
             tokens = chunk[TOKENS]
@@ -146,14 +150,7 @@ class ChunkStore:
             if not plain:
                 admit(key, tokens)
             while used + tokens > capacity:
-                old_key, old = evict()
-                if journal is not None:
-                    journal.append((False, old_key))
-                if log is not None:
-                    log[old_key] = seq
-                used -= old[TOKENS]
-                doc_tokens[old[DOC]] -= old[TOKENS]
-                evicted.append(old)
+                used -= self._forget(*evict(), evicted)
             if plain:
                 chunks[key] = chunk
             else:

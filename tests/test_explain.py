@@ -191,7 +191,7 @@ def test_attaching_after_the_first_request_is_refused() -> None:
 # -- exact sums, and a naive reference --------------------------------------------------
 
 
-def _check_sums(rec: dict) -> None:
+def _check_sums(rec: dict, partial_chunk_anomaly: bool = False) -> None:
     assert sum(rec["gpu_miss"].values()) == rec["prompt_tokens"] - rec["gpu_hit_tokens"], rec
     assert sum(rec["computed"].values()) == rec["computed_tokens"], rec
     for name in ("gpu_miss", "computed"):
@@ -204,16 +204,21 @@ def _check_sums(rec: dict) -> None:
     for e in rec["evicted_misses"]:
         assert sum(b["tokens"] for b in e["by"]) == e["tokens"]
         assert all(b["seq"] < rec["seq"] for b in e["by"])  # evicted before this request asked
-    # An unbounded stack serves at least what this one did.
-    assert rec["infinite_hit_tokens"] >= rec["prompt_tokens"] - rec["computed_tokens"]
+    # An unbounded stack serves at least what this one did. Not always under LMCache's rules with unfull chunks
+    # saved: LMCache saves nothing when its own hit covers every full chunk (vllm_v1_adapter.py 331-338), so
+    # unbounded tiers never hold such a prompt's partial chunk, while a bounded tier that lost a full chunk
+    # saves the partial one with it and can serve it later.
+    if not partial_chunk_anomaly:
+        assert rec["infinite_hit_tokens"] >= rec["prompt_tokens"] - rec["computed_tokens"]
 
 
 @SETTINGS
 @given(scenarios())
 def test_maps_sum_exactly_for_random_scenarios(scenario: Scenario) -> None:
+    anomaly = scenario.cpu_backend == "lmcache" and scenario.save_unfull_chunk
     for run in simulate(scenario)["runs"]:
         for rec in run["requests"]:
-            _check_sums(rec)
+            _check_sums(rec, anomaly)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

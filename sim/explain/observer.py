@@ -127,8 +127,9 @@ class Attributor:
         self.block = engine.units.block
         self.chunk = engine.units.chunk
         self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached)
-        self.offload = [TierHistory(s.name, s, s.chunks) for s in (engine.cpu, engine.disk) if s is not None]
+        self.offload = [TierHistory(s.name, s, s.chunks) for s in engine.offload]
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
+        self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
         self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
@@ -213,14 +214,16 @@ class Attributor:
         chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
         partial = req.last_chunk_tokens < chunk and bool(keys)
         found = gpu_bound // chunk
+        full_keys = keys[:-1] if partial else keys
         if gpu_bound == req.max_hit_blocks * self.block and keys:
-            full_keys = keys[:-1] if partial else keys
             states = self.gpu.states(full_keys[found:])
             if None not in states:
                 found = len(full_keys)
                 if partial and keys[-1] in self.seen_partial:
                     found = len(keys)
-        if partial:
+        # LMCache saves nothing when its own hit covers every full chunk and no new full chunk follows
+        # (vllm_v1_adapter.py 331-338): unbounded, it never holds such a request's partial chunk.
+        if partial and not (self.lmcache and full_keys and None not in self.gpu.states(full_keys)):
             self.seen_partial.add(keys[-1])
         return min(covered if found == len(keys) else found * chunk, n - 1)
 
