@@ -202,6 +202,9 @@ def _requests_from_events(batches: Iterable[list[dict[str, Any]]]) -> Iterator[t
                 "seq": e["seq"], "pass": e["pass"], "order": r.get("order", ""), "doc": e["doc"],
                 "prompt_tokens": r.get("prompt_tokens", 0), "gpu_hit_tokens": e["gpu_hit_tokens"],
                 "cpu_hit_tokens": e["cpu_hit_tokens"], "disk_hit_tokens": e["disk_hit_tokens"],
+                # Per offload tier; events kept before tiers were a list carry the CPU's and the disk's alone.
+                "tier_hits": e.get("tier_hits")
+                or {t: e[f"{t}_hit_tokens"] for t in ("cpu", "disk") if e[f"{t}_hit_tokens"]},
                 "computed_tokens": e["computed_tokens"], "stored_tokens": e.get("stored_tokens", 0),
                 "ttft_ms": e["ttft_ms"], "source": e["source"], "evicted": evicted.get(key, []),
             }
@@ -406,7 +409,8 @@ def events_from_result(result: dict[str, Any]) -> list[list[dict[str, Any]]]:
                  "prompt_tokens": r["prompt_tokens"]},
                 {"type": "ttft", "run": name, "seq": r["seq"], "pass": r["pass"], "doc": r["doc"], "ttft_ms": r["ttft_ms"],
                  "source": r.get("source", "computed"), **{k: r.get(k, 0) for k in (
-                     "gpu_hit_tokens", "cpu_hit_tokens", "disk_hit_tokens", "computed_tokens", "stored_tokens")}},
+                     "gpu_hit_tokens", "cpu_hit_tokens", "disk_hit_tokens", "computed_tokens", "stored_tokens")},
+                 "tier_hits": r.get("tier_hits", {})},
             ]
             last = i + 1 == len(run["requests"]) or run["requests"][i + 1]["pass"] != r["pass"]
             if last:
