@@ -67,3 +67,54 @@ def test_phone_document_is_no_wider_than_the_window(page: Page, live_server: str
     xtitle = page.locator("#ttft-chart .g-xtitle").bounding_box()
     assert legend is not None and xtitle is not None
     assert legend["y"] + legend["height"] <= xtitle["y"] or xtitle["y"] + xtitle["height"] <= legend["y"], (legend, xtitle)
+
+
+def test_why_card_says_what_the_bars_show(page: Page, live_server: str) -> None:
+    """The seed lab (tests/test_seed.py): 10 documents of 5,024 prompt tokens, a GPU of 21,504 tokens (4.28 prompts).
+    Request 12 (doc 1, pass 2) needs 5,024 tokens: it evicts the last 1,408 tokens of doc 6 (its head) and 3,616 of
+    doc 7's tail (1,408 + 3,616 = 5,024), the least recently used, while request 13 asks for doc 2. So the card must
+    not say that the tile leaving is always the next one asked for."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    for applied in range(1, 13):  # one Step at a time: each waits for its request to be applied
+        page.click("button[data-action=step]")
+        expect(page.locator("#player-status")).to_have_attribute("data-applied", str(applied))
+    line = page.locator('#event-log li[data-run="gpu"][data-seq="11"]')  # seq counts from 0
+    expect(line).to_contain_text("req 12 · pass 2 · doc 1")
+    expect(line).to_contain_text("doc 7 tail, 3,616 tokens")
+    card = page.locator(".fact").first
+    expect(card).not_to_contain_text("always the next one asked for")
+    expect(card).to_contain_text("least recently used")
+
+
+def _luminance(rgb: str) -> float:
+    """WCAG relative luminance of a computed colour "rgb(r, g, b)"."""
+    channels = [int(v) / 255 for v in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3]]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def test_one_palette_for_charts_and_badges(page: Page, live_server: str) -> None:
+    run_seed_lab(page, live_server, 1440, 900)
+    # Each configuration's line on the TTFT chart has the colour of its CSS variable (--run-0 gpu, --run-1 gpu+cpu).
+    lines = page.evaluate("Object.fromEntries([...document.getElementById('ttft-chart').data].filter(t => t.meta === 'run').map(t => [t.name, t.line.color]))")
+    css = page.evaluate("[0, 1].map(i => getComputedStyle(document.documentElement).getPropertyValue(`--run-${i}`).trim().toUpperCase())")
+    assert {k: v.upper() for k, v in lines.items()} == {"gpu": css[0], "gpu+cpu": css[1]}
+    # GPU hit, CPU load, disk load and computed are four different colours, none of them a configuration's.
+    sources = page.evaluate("window.kvscope.palette.sources.map(s => window.kvscope.palette.source(s).colour.toUpperCase())")
+    assert len(sources) == 4 and len(set(sources) | set(css)) == 6
+    # White text on every configuration badge reads at 4.5:1 or more (WCAG AA for small text).
+    for bg in page.evaluate("[...new Set([...document.querySelectorAll('.run-badge')].map(b => getComputedStyle(b).backgroundColor))]"):
+        assert _contrast(bg, "rgb(255, 255, 255)") >= 4.5, bg
+    # The focus ring is at least 3:1 on white (WCAG 1.4.11).
+    page.focus("button[data-action=run]")
+    page.keyboard.press("Tab")  # from the keyboard, so :focus-visible applies
+    assert page.evaluate("document.activeElement.matches(':focus-visible') && getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    ring = page.evaluate("getComputedStyle(document.activeElement).outlineColor")
+    assert _contrast(ring, "rgb(255, 255, 255)") >= 3, ring

@@ -19,19 +19,16 @@
       type: "bar", name: label, x, y: bars.map((b) => b.computed[cause] ?? 0), marker: { color: colour },
       hovertemplate: `${label}: %{y:,} tokens<extra>%{x}</extra>`,
     }));
-    const layout = {
-      barmode: "stack", height: 260, margin: { l: 70, r: 10, t: 10, b: 60 },
-      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
-      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#222" },
-      yaxis: { title: { text: "computed tokens" }, gridcolor: "#eee", rangemode: "tozero" },
+    const layout = window.kvscope.plot.layout(div, {
+      barmode: "stack", height: 300, margin: { t: 60, b: 60 },
+      yaxis: { title: { text: "computed tokens" }, rangemode: "tozero" },
       xaxis: { type: "category" },
-      legend: { orientation: "h", y: -0.3 },
       shapes: bars.map((b, i) => ({
         type: "rect", xref: "x", yref: "y", x0: i - 0.45, x1: i + 0.45, y0: 0, y1: b.floor,
         line: { color: "#222", width: 1, dash: "dot" },
       })),
-    };
-    window.Plotly.react(div, traces, layout, { displayModeBar: false, responsive: true });
+    });
+    window.Plotly.react(div, traces, layout, window.kvscope.plot.config);
   }
 
   function reset() {

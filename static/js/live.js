@@ -5,7 +5,6 @@
 (() => {
   "use strict";
 
-  const COLOURS = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]; // Okabe-Ito
   const fmtMs = (v) => (v === null || v === undefined ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
   const fmtTokens = (v) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
   const fmtTimes = (v) => (v === null || v === undefined || !Number.isFinite(v) ? "–" : v < 2 ? `${v.toFixed(2)}x` : `${v.toFixed(1)}x`);
@@ -31,7 +30,7 @@
     if (!chart || !window.Plotly) return;
     const traces = [];
     targets.forEach((t, i) => {
-      const colour = COLOURS[i % COLOURS.length];
+      const colour = window.kvscope.palette.run(i);
       traces.push({
         type: "scatter", mode: "lines+markers", name: `${t} measured`, x: [], y: [], customdata: [],
         line: { color: colour, width: 2 }, marker: { color: colour, size: 8, symbol: "circle" },
@@ -107,7 +106,7 @@
     const th = document.createElement("th");
     th.scope = "row";
     const badge = document.createElement("span");
-    badge.className = `live-badge live-run-${run.targets.indexOf(ev.run) % COLOURS.length}`;
+    badge.className = `live-badge live-run-${run.targets.indexOf(ev.run) % 4}`; // --run-0 .. --run-3
     badge.textContent = ev.run;
     th.appendChild(badge);
     row.appendChild(th);

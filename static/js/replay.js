@@ -5,16 +5,17 @@
 (() => {
   "use strict";
 
-  // Okabe-Ito colours, and a marker shape and dash per series, so that no series is told apart by colour alone.
+  // The page's palette (static/js/palette.js): a tier's hits take its source's colour and marker, and a dash per
+  // series, so that no series is told apart by colour alone.
+  const { palette } = window.kvscope;
   const TIER_STYLE = {
-    gpu: { color: "#0072B2", symbol: "diamond", dash: "solid", label: "GPU" },
-    cpu: { color: "#E69F00", symbol: "square", dash: "dash", label: "CPU" },
+    gpu: { color: palette.source("gpu").colour, symbol: palette.source("gpu").symbol, dash: "solid", label: "GPU" },
+    cpu: { color: palette.source("cpu").colour, symbol: palette.source("cpu").symbol, dash: "dash", label: "CPU" },
   };
-  const SOURCE_STYLE = [
-    ["gpu", "#0072B2", "diamond", "mostly a GPU hit"],
-    ["cpu", "#E69F00", "square", "mostly loaded from CPU"],
-    ["computed", "#D55E00", "circle", "mostly computed"],
-  ];
+  const SOURCE_STYLE = ["gpu", "cpu", "computed"].map((name) => {
+    const s = palette.source(name);
+    return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
+  });
   const FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" };
   const OPTIONAL = ["cpu_blocks"]; // an empty optional field means "none", so it is not sent
 
@@ -96,7 +97,7 @@
         customdata: result.timeline.map((w) => [w.tiers[i].hit_blocks, w.tiers[i].lookup_blocks, w.requests]),
         line: { color: style.color, dash: style.dash, width: 2 },
         marker: { color: style.color, symbol: style.symbol, size: 7 },
-        hovertemplate: `<b>${style.label}</b> · %{x:.0f} s<br>%{y:.3f} = %{customdata[0]:,} of %{customdata[1]:,} blocks`
+        hovertemplate: `<b>${style.label}</b> · %{x:.0f} s<br>%{y:.1%} = %{customdata[0]:,} of %{customdata[1]:,} blocks`
           + " · %{customdata[2]} requests<extra></extra>",
       };
     });
@@ -105,7 +106,7 @@
       margin: { l: 60, r: 16, t: 40, b: 80 }, height: 320, font: FONT,
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
       xaxis: { title: { text: "trace time, s" }, gridcolor: "#eee", zeroline: false },
-      yaxis: { title: { text: "hit ratio (blocks)" }, range: [0, 1], gridcolor: "#eee", zeroline: false },
+      yaxis: { title: { text: "hit ratio (blocks)" }, range: [0, 1], tickformat: ".0%", gridcolor: "#eee", zeroline: false },
       legend: { orientation: "h", x: 0, y: -0.25, yanchor: "top" },
     };
     window.Plotly.newPlot(el("replay-hit-chart"), traces, layout, { displayModeBar: false, responsive: true });

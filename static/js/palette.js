@@ -1,0 +1,29 @@
+// The palette for scripts: the colours of static/css/palette.css (read from its CSS variables, so they are
+// defined once) and the words each one stands for. Every chart takes run and source colours from here.
+(() => {
+  "use strict";
+
+  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  // Where a prompt's tokens came from, as the stream's `source` says it; "L1/L2" as LMCache users say it.
+  const SOURCES = {
+    gpu: { label: "GPU hit", tooltip: "GPU hit (vLLM prefix cache)", symbol: "diamond" },
+    cpu: { label: "loaded from CPU", tooltip: "loaded from CPU (LMCache L1, local CPU)", symbol: "square" },
+    disk: { label: "loaded from disk", tooltip: "loaded from disk (LMCache L2, local disk)", symbol: "triangle-up" },
+    computed: { label: "computed", tooltip: "computed (prefill)", symbol: "circle" },
+  };
+  const RUNS = 4; // --run-0 .. --run-3
+
+  const palette = {
+    /** The colour of the i-th configuration of a run (gpu, gpu+cpu, ...), the same on every chart and badge. */
+    run: (i) => css(`--run-${i % RUNS}`),
+    /** The colour, label and marker of a source (gpu, cpu, disk, computed). */
+    // A source not listed is a further tier behind the CPU: drawn as the disk is, named by its tier.
+    source: (name) => SOURCES[name]
+      ? { colour: css(`--source-${name}`), ...SOURCES[name] }
+      : { colour: css("--source-disk"), label: `loaded from ${name}`, tooltip: `loaded from ${name}`, symbol: SOURCES.disk.symbol },
+    sources: Object.keys(SOURCES),
+    measured: () => css("--measured"),
+  };
+
+  window.kvscope = { ...window.kvscope, palette };
+})();
