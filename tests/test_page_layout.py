@@ -56,6 +56,13 @@ def test_phone_document_is_no_wider_than_the_window(page: Page, live_server: str
     wrap = page.locator(".panel-table .table-wrap")
     assert wrap.evaluate("w => w.scrollWidth > w.clientWidth")
     assert wrap.evaluate("w => getComputedStyle(w).overflowX") == "auto"
+    # Every table on the page (runs, replay, analysis, ...) ends inside the window: it or its box scrolls.
+    overflowing = page.evaluate(
+        """[...document.querySelectorAll('table')].filter(t => t.offsetParent !== null)
+             .map(t => t.closest('.table-wrap') ?? t).filter(box => box.getBoundingClientRect().right > innerWidth + 0.5)
+             .map(box => box.outerHTML.slice(0, 80))"""
+    )
+    assert overflowing == []
     # Each drawn chart fits inside its panel, and the TTFT chart's legend and x-axis title do not overlap.
     for chart in ("#ttft-chart", "#causes-chart"):
         widths = page.evaluate(
