@@ -125,3 +125,23 @@ def test_one_palette_for_charts_and_badges(page: Page, live_server: str) -> None
     assert page.evaluate("document.activeElement.matches(':focus-visible') && getComputedStyle(document.activeElement).outlineStyle") == "solid"
     ring = page.evaluate("getComputedStyle(document.activeElement).outlineColor")
     assert _contrast(ring, "rgb(255, 255, 255)") >= 3, ring
+
+
+def test_skip_link_and_event_log_from_the_keyboard(page: Page, live_server: str) -> None:
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    # The first Tab reaches the skip link; Enter moves focus past the header and the scenario form to the run.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "run"
+    page.select_option("#speed", "max")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=60_000)
+    # The event log scrolls (30 requests x 2 configurations), so it is reachable by Tab and scrolls with the keys.
+    log = page.locator("#event-log")
+    assert log.evaluate("l => l.scrollHeight > l.clientHeight")
+    log.focus()
+    page.keyboard.press("End")
+    page.wait_for_function("() => document.getElementById('event-log').scrollTop > 0")
