@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 USER_ID  ?= $(shell id -u)
 
-.PHONY: serve test bench vendor clean
+.PHONY: serve test bench fuzz vendor clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,11 @@ $(CHROMIUM):
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# schemathesis against a local server for a bounded time (ARGS="--seconds 600"); fails on a 5xx or a slow answer.
+fuzz: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[fuzz]'
+	$(BIN)/python scripts/fuzz.py $(ARGS)
 
 # Re-download the pinned htmx release into static/vendor/ (checks its npm integrity); commit the result.
 vendor: $(STAMP)

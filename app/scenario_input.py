@@ -10,14 +10,15 @@ bad field is rejected with its name and limit before anything is simulated.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, create_model, field_validator
+from annotated_types import Len
+from pydantic import ConfigDict, Field, StringConstraints, create_model, field_validator
 from pydantic.fields import FieldInfo
 
 from sim.costs import CostModel
 from sim.presets import PRESETS, preset_fields
-from sim.scenario import PassSpec, Scenario, StorageTier
+from sim.scenario import MAX_PASSES, MAX_PASSES_TEXT, PassSpec, Scenario, StorageTier
 
 # The scenario fields a preset provides and a flag (``--doc-tokens``) or body field (``doc_tokens``) overrides.
 OVERRIDE_FIELDS: tuple[str, ...] = (
@@ -102,8 +103,10 @@ _override_fields["storage_tiers"] = (
         examples=["remote:8:lru:0.01"],
     ),
 )
+# Lengths are checked before any text is parsed: a 10 MB passes string is refused at once.
+_PassText = Annotated[str, StringConstraints(max_length=MAX_PASSES_TEXT)]
 _override_fields["passes"] = (
-    str | list[PassSpec | str] | None,
+    _PassText | Annotated[list[PassSpec | _PassText], Len(max_length=MAX_PASSES)] | None,
     Field(
         default=None,
         description="pass orders: 'forward,forward,reverse', or a list of 'forward', 'reverse', 'random@SEED', "
@@ -111,13 +114,13 @@ _override_fields["passes"] = (
         examples=["forward,forward,reverse"],
     ),
 )
-_Overrides = create_model("_Overrides", __config__=ConfigDict(extra="forbid"), **_override_fields)
+_Overrides = create_model("_Overrides", __config__=ConfigDict(extra="forbid", allow_inf_nan=False), **_override_fields)
 
 
 class ScenarioInput(_Overrides):  # type: ignore[misc, valid-type]
     """The CLI's scenario flags as one object: ``--doc-tokens 4000`` is ``{"doc_tokens": 4000}``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     preset: str = Field(default="seed-lab", description=f"starting point: {', '.join(PRESETS)}", examples=["seed-lab"])
     no_cpu: bool = Field(default=False, description="run the GPU tier alone (--no-cpu)")

@@ -29,12 +29,14 @@ from sim.lstsq import nnls
 from sim import jsontext, stats, textfile
 from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, Measurement, MeasurementError, parse_text
 from sim.readers import Repeat, kind_of, read_measurements
+from sim.work import checkpoint
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.workload import build_requests, units
 
 FITTED = ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token")
-_ZERO = CostModel(**{name: 0.0 for name in COEFFICIENTS})
+# Records without times (the fit supplies them): constructed, since a model for real use must cost something.
+_ZERO = CostModel.model_construct(**{name: 0.0 for name in COEFFICIENTS}, source="zero")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +147,7 @@ def parse_table(text: str) -> list[Cell]:
         for name, value in (("p50_ms", p50), ("mean_ms", mean)):
             if not 0 <= value <= MAX_TTFT_MS:  # also false for NaN
                 raise ValueError(f"line {line}: {name} must be from 0 to {MAX_TTFT_MS:,} ms, got {row[name]}")
+        checkpoint()
     if not cells:
         raise ValueError("the table has no cells (a header, then one line per config and pass)")
     return cells

@@ -109,7 +109,12 @@ def gpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None
     )
     curves = []
     for granularity in ("block", "doc"):
-        base = scenario.replace(granularity=granularity, cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None)
+        # The curve sets the GPU size itself; the scenario's own size may be too small for the other granularity.
+        smallest = scenario.model_copy(update={"granularity": granularity}).min_gpu_tokens
+        base = scenario.replace(
+            granularity=granularity, gpu_tokens=max(scenario.gpu_tokens, smallest),
+            cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None,
+        )
         grid = _grid(max(lo_tokens or 0, base.min_gpu_tokens), hi, points, scenario.block_size, marks)
         curves.append({"granularity": granularity, "points": _points(base, "gpu", "gpu_tokens", grid, marks)})
     return _curve("gpu", "gpu", scenario, marks, curves)

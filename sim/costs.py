@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Coefficient names in the order the fit's feature vector uses.
 COEFFICIENTS = ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "load_disk_ms_per_token", "store_ms_per_token")
@@ -23,7 +23,7 @@ DISK_TO_CPU_LOAD_RATIO = 5.0
 class CostModel(BaseModel):
     """Per-request cost constants, in ms and ms per token."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     overhead_ms: float = Field(ge=0, le=60_000, description="fixed cost of every request")
     prefill_ms_per_token: float = Field(ge=0, le=100, description="computing one prompt token")
@@ -31,6 +31,14 @@ class CostModel(BaseModel):
     load_disk_ms_per_token: float = Field(ge=0, le=100, description="loading one token of KV from disk")
     store_ms_per_token: float = Field(ge=0, le=100, description="writing one computed token through to CPU")
     source: str = Field(default="custom", description="where the constants came from")
+
+    @model_validator(mode="after")
+    def _every_request_costs_something(self) -> CostModel:
+        # At least one token is always computed (vLLM recomputes the last), so either constant makes every TTFT
+        # positive, and every speed-up a finite ratio.
+        if self.overhead_ms <= 0 and self.prefill_ms_per_token <= 0:
+            raise ValueError("overhead_ms or prefill_ms_per_token must be above 0, so that every TTFT is above 0")
+        return self
 
     def ttft_ms(self, computed: int, cpu_tokens: int = 0, disk_tokens: int = 0, stored: int = 0) -> float:
         return (

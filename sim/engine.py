@@ -43,6 +43,7 @@ from sim.events import (
 from sim.gpu import Evictions, FreeOrder, GpuBlockPool
 from sim.policies import Future, GpuPolicy
 from sim.result import pass_summaries, run_totals
+from sim.work import checkpoint
 from sim.workload import Request, Units
 
 
@@ -564,6 +565,7 @@ class Engine:
         yield self.start_event(len(requests), docs, doc_tokens)
         start = len(self.records)
         for i, req in enumerate(requests):
+            checkpoint()
             _, events = self.process(req)
             yield from events
             if i + 1 == len(requests) or requests[i + 1].pass_ != req.pass_:
@@ -574,6 +576,7 @@ class Engine:
     def run_all(self, requests: list[Request]) -> list[RequestRecord]:
         self.plan(requests)
         for req in requests:
+            checkpoint()
             self.process(req, emit=False)
         return self.records
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from sim.free_queue import FreshBlocks
 from sim.policies import FreeQueue, free_queue
 
 FreeOrder = Literal["vllm", "vllm-legacy"]
@@ -40,9 +41,11 @@ class GpuBlockPool:
         self.block_size = block_size
         self.free_order = free_order
         self.null_block = 0 if reserve_null_block else None
-        self.block_hash: list[int | None] = [None] * num_blocks
-        self.block_doc: list[int] = [0] * num_blocks
-        self.block_pos: list[int] = [0] * num_blocks
+        # Per-block tables, grown as blocks are first handed out (``_grow``): a huge pool that a
+        # small workload uses costs what it uses.
+        self.block_hash: list[int | None] = [None] * first
+        self.block_doc: list[int] = [0] * first
+        self.block_pos: list[int] = [0] * first
         self.cached: dict[int, int] = {}
         self._copies: dict[int, list[int]] = {}
         self.doc_blocks: dict[int, int] = {}
@@ -53,7 +56,15 @@ class GpuBlockPool:
         # When a list, every hash a reused block dropped is appended, copies too (a KV event publisher reads it).
         self.dropped_keys: list[int] | None = None
         # LRU is vLLM's FreeBlockQueue itself; other policies are what-ifs (sim.policies).
-        self.free_queue: FreeQueue = free_queue(policy, range(first, num_blocks), self)
+        self.free_queue: FreeQueue = free_queue(policy, FreshBlocks(first, num_blocks, self._grow), self)
+
+    def _grow(self, high: int) -> None:
+        """Blocks below ``high`` now exist: give them table entries (ids are handed out lowest first)."""
+        more = high - len(self.block_hash)
+        if more > 0:
+            self.block_hash.extend([None] * more)
+            self.block_doc.extend([0] * more)
+            self.block_pos.extend([0] * more)
 
     @property
     def capacity_blocks(self) -> int:

@@ -28,7 +28,6 @@ counted). Requests run one at a time here (``--max-inflight-requests 1``).
 from __future__ import annotations
 
 import io
-import math
 import random
 import re
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sim import textfile
-from sim.measurements import CONFIG_ALIASES, Measurement, MeasurementError
+from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, Measurement, MeasurementError
 
 RepeatMode = Literal["tile", "interleave", "random"]
 REPEAT_MODES: tuple[RepeatMode, ...] = ("tile", "interleave", "random")
@@ -169,8 +168,11 @@ def parse_round(name: str, text: str, expected: int | None) -> tuple[dict[int, f
         except (TypeError, ValueError):
             raise MeasurementError(f"{name} line {line}: prompt_id {raw['prompt_id']!r} or ttft {raw['ttft']!r} is not a number") from None
         why = _failed(raw, ttft_s)
-        if why is None and (not math.isfinite(ttft_s) or ttft_s < 0):
-            raise MeasurementError(f"{name} line {line}: ttft must be a finite number of seconds >= 0 (or -1 for a failed request), got {raw['ttft']!r}")
+        if why is None and not 0 <= ttft_s <= MAX_TTFT_MS / 1000:  # also false for NaN
+            raise MeasurementError(
+                f"{name} line {line}: ttft must be from 0 to {MAX_TTFT_MS // 1000:,} seconds (or -1 for a failed request), "
+                f"got {raw['ttft']!r}"
+            )
         if prompt_id < 0 or (expected is not None and prompt_id >= expected):
             limit = f"0..{expected - 1}" if expected is not None else ">= 0"
             raise MeasurementError(f"{name} line {line}: prompt_id {prompt_id} is outside {limit}")

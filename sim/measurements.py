@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from sim import jsontext, stats, textfile
 from sim.result import comparison, pass_summaries
+from sim.work import checkpoint
 
 REQUIRED = ("config", "pass", "order", "seq", "doc", "prompt_tokens", "ttft_ms")
 OPTIONAL = (
@@ -27,7 +28,8 @@ OPTIONAL = (
     "disk_hit_tokens", "stored_tokens",
 )
 COLUMNS = REQUIRED + OPTIONAL
-# A TTFT beyond an hour is no measurement of a prompt; the bound keeps means and speed-ups finite.
+# A TTFT of 0 or beyond an hour is no measurement of a prompt (one token is always computed); the bounds keep
+# means and speed-ups finite.
 MAX_TTFT_MS = 3_600_000
 CONFIG_ALIASES = {"vllm": "gpu", "vllm-only": "gpu", "lmcache": "gpu+cpu", "vllm+lmcache": "gpu+cpu"}
 _INT = {
@@ -91,8 +93,8 @@ class Measurement:
                     values[name] = int(value)
                 elif name == "ttft_ms":
                     values[name] = float(value)
-                    if not 0 <= values[name] <= MAX_TTFT_MS:  # also false for NaN
-                        raise ValueError(f"must be from 0 to {MAX_TTFT_MS:,} ms")
+                    if not 0 < values[name] <= MAX_TTFT_MS:  # also false for NaN
+                        raise ValueError(f"must be above 0 and at most {MAX_TTFT_MS:,} ms")
                 else:
                     values[name] = str(value)
             except (TypeError, ValueError) as exc:
@@ -175,6 +177,7 @@ def parse_text(text: str, jsonl: bool = False) -> list[Measurement]:
         for line, raw in enumerate(text.splitlines(), start=1):
             if not raw.strip():
                 continue
+            checkpoint()
             try:
                 obj = jsontext.loads(raw)
             except ValueError as exc:
@@ -189,6 +192,7 @@ def parse_text(text: str, jsonl: bool = False) -> list[Measurement]:
         if missing:
             raise MeasurementError(f"line 1: header lacks {', '.join(missing)} (needs {', '.join(REQUIRED)})")
         for raw in reader:
+            checkpoint()
             if None in raw:
                 raise MeasurementError(f"line {reader.line_num}: more fields than the header has")
             rows.append(Measurement.parse(raw, reader.line_num))

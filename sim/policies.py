@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from sim.free_queue import FreeBlockQueue
+from sim.free_queue import FreeBlockQueue, FreshBlocks
 
 if TYPE_CHECKING:
     from sim.workload import Request
@@ -50,15 +50,20 @@ class FreeQueue(Protocol):
 class _EmptyFirst:
     """Blocks that hold nothing, reused before any cached block is evicted; subclasses order the cached ones."""
 
-    def __init__(self, block_ids: Iterable[int], pool: BlockTable) -> None:
+    def __init__(self, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> None:
         self._pool = pool
-        self._empty: list[int] = list(block_ids)[::-1]  # a stack: the lowest id is reused first
+        # Freed empty blocks, a stack (the last freed is reused first), then the never-used ones, lowest id first.
+        self._empty: list[int] = []
+        self._fresh = block_ids if isinstance(block_ids, FreshBlocks) else FreshBlocks(0, 0)
+        if not isinstance(block_ids, FreshBlocks):
+            self._empty = list(block_ids)[::-1]
 
     def __len__(self) -> int:
-        return len(self._empty) + self._cached_count()
+        return len(self._empty) + len(self._fresh) + self._cached_count()
 
     def __iter__(self) -> Iterator[int]:
         yield from reversed(self._empty)
+        yield from self._fresh
         yield from self._cached_order()
 
     def popleft_n(self, n: int) -> list[int]:
@@ -67,8 +72,10 @@ class _EmptyFirst:
         empty = self._empty
         take = min(n, len(empty))
         out = [empty.pop() for _ in range(take)]
-        if n > take:
-            out += self._evict(n - take)
+        if n > len(out):
+            out += self._fresh.take(n - len(out))
+        if n > len(out):
+            out += self._evict(n - len(out))
         return out
 
     def prepend(self, block_ids: Iterable[int]) -> None:
@@ -106,7 +113,7 @@ class MruQueue(_EmptyFirst):
     a prefix that can hit.
     """
 
-    def __init__(self, block_ids: Iterable[int], pool: BlockTable) -> None:
+    def __init__(self, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> None:
         super().__init__(block_ids, pool)
         self._cached: OrderedDict[int, None] = OrderedDict()  # back = evicted first
 
@@ -137,7 +144,7 @@ class _Ranked(_EmptyFirst):
     its block's latest, so a stale copy can never evict a block twice.
     """
 
-    def __init__(self, block_ids: Iterable[int], pool: BlockTable) -> None:
+    def __init__(self, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> None:
         super().__init__(block_ids, pool)
         self._heap: list[tuple[int, int, int, int]] = []  # (rank, tie, entry, block id)
         self._live: dict[int, tuple[int, int, int]] = {}  # block id -> its live (rank, tie, entry)
@@ -177,7 +184,7 @@ class _Ranked(_EmptyFirst):
 class FifoQueue(_Ranked):
     """First in, first out: blocks are evicted in the order their KV was computed; hits change nothing."""
 
-    def __init__(self, block_ids: Iterable[int], pool: BlockTable) -> None:
+    def __init__(self, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> None:
         super().__init__(block_ids, pool)
         self._clock = 0
         self._since: dict[int, int] = {}  # block id -> when its current content was queued first
@@ -235,7 +242,7 @@ class BeladyQueue(_Ranked):
     before the first request.
     """
 
-    def __init__(self, block_ids: Iterable[int], pool: BlockTable) -> None:
+    def __init__(self, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> None:
         super().__init__(block_ids, pool)
         self.future: Future | None = None
 
@@ -255,7 +262,7 @@ class BeladyQueue(_Ranked):
             self._push(block_id, -future.next_use(key), -block_pos[block_id])
 
 
-QueueFactory = Callable[[Iterable[int], BlockTable], FreeQueue]
+QueueFactory = Callable[[Iterable[int] | FreshBlocks, BlockTable], FreeQueue]
 
 GPU_POLICIES: dict[str, QueueFactory] = {
     "lru": lambda block_ids, _pool: FreeBlockQueue(block_ids),
@@ -266,7 +273,7 @@ GPU_POLICIES: dict[str, QueueFactory] = {
 GPU_POLICY_NAMES: tuple[str, ...] = tuple(GPU_POLICIES)
 
 
-def free_queue(policy: str, block_ids: Iterable[int], pool: BlockTable) -> FreeQueue:
+def free_queue(policy: str, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> FreeQueue:
     """The free queue of ``policy``; the error lists the known names."""
     try:
         factory = GPU_POLICIES[policy]

@@ -34,6 +34,8 @@ MAX_TOTAL_BLOCKS = 20_000_000
 MAX_GPU_TOKENS = 100_000_000
 MAX_GB = 4096.0
 MAX_QUESTION_TOKENS = 100_000
+# ``--passes`` as text: 100 passes of explicit lists of ~1,000 documents. Checked before the text is parsed.
+MAX_PASSES_TEXT = 1_000_000
 
 _ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@(\d+))?$")
 # LMCache long_doc_qa's query round: tile*2, interleave*3, random*2@SEED, any of them with :HIT:MISS.
@@ -43,11 +45,13 @@ _REPEAT_RE = re.compile(r"^(tile|interleave|random)\*(\d+)(@(\d+))?(:(\d+:\d+))?
 class PassSpec(BaseModel):
     """One pass over the documents: an order name (with a seed for random/zipf) or an explicit list."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     order: Literal["forward", "reverse", "random", "zipf", "list", "repeat"] = "forward"
     seed: int = Field(default=0, ge=0, le=2**31)
-    docs: tuple[int, ...] | None = Field(default=None, description="explicit document order (order='list')")
+    docs: tuple[int, ...] | None = Field(
+        default=None, max_length=MAX_REQUESTS_PER_PASS, description="explicit document order (order='list')"
+    )
     requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_PASS, description="zipf: requests in the pass")
     zipf_alpha: float = Field(default=1.1, gt=0, le=10)
     repeat_mode: Literal["tile", "interleave", "random"] | None = Field(
@@ -109,6 +113,8 @@ class PassSpec(BaseModel):
 
 def parse_passes(text: str) -> list[PassSpec]:
     """``forward,forward,reverse`` -> three pass specs."""
+    if len(text) > MAX_PASSES_TEXT:
+        raise ValueError(f"the passes text is {len(text):,} characters long; the limit is {MAX_PASSES_TEXT:,}")
     items = [t for t in text.split(",") if t.strip()]
     if not items:
         raise ValueError("no passes given; e.g. forward,forward,reverse")
@@ -171,7 +177,7 @@ PassInput = Annotated[PassSpec, Field(description="a pass: order name or object"
 class Scenario(BaseModel):
     """Everything one simulation needs. Fields mirror the CLI flags (``doc_tokens`` is ``--doc-tokens``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="number of documents")
     doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")

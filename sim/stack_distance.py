@@ -21,6 +21,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from sim.work import checkpoint
+
 
 @dataclass(frozen=True, slots=True)
 class StackProfile:
@@ -67,6 +69,8 @@ def python_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
     last: dict[Hashable, int] = {}
     distinct = 0
     for t, key in enumerate(stream):
+        if not t & 0xFFFF:
+            checkpoint()
         p = last.get(key)
         last[key] = t
         if p is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from sim.hashing import ChainState, chain_keys, partial_key
 from sim.longdocqa import forced_misses, repeat_order
 from sim.scenario import PassSpec, Scenario
+from sim.work import checkpoint
 
 SHARED_DOC = -1  # owner of blocks that belong to no single document
 
@@ -110,6 +111,7 @@ class WorkloadBuilder:
         for pass_index, (spec, docs) in enumerate(zip(self.scenario.passes, pass_orders(self.scenario))):
             misses = forced_misses(len(docs), spec.hit_miss_ratio)
             for i, doc in enumerate(docs):
+                checkpoint()
                 out.append(self.request(len(out), pass_index + 1, spec.label, doc, fresh=i in misses))
         return out
 

@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from live_servers import KVSCOPE, ROOT, free_port, stop, wait_until_up
+from live_servers import ROOT, serve_process
 
 # Tests never touch the user's runs database: every server, CLI run and in-process app keeps runs in memory unless a
 # test names a temporary file itself; and the data directory points at a throwaway folder in case anything asks it.
@@ -36,17 +34,8 @@ ARTIFACTS = ROOT / "test-artifacts"
 @contextmanager
 def serve(*args: str) -> Iterator[str]:
     """``kvscope serve --host 127.0.0.1 --port FREE ARGS``; yields the base URL and always stops the server."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [*KVSCOPE, "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *args],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        wait_until_up(url, proc, timeout_s=30, path="/healthz")
+    with serve_process(*args) as (url, _):
         yield url
-    finally:
-        stop(proc)
 
 
 @pytest.fixture(scope="session")

@@ -75,6 +75,22 @@ def emulator(*args: str) -> Iterator[str]:
         stop(proc)
 
 
+@contextmanager
+def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``kvscope serve --host 127.0.0.1 --port FREE ARGS``; yields the base URL and the process, and always stops it."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*KVSCOPE, "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *args],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+    try:
+        wait_until_up(url, proc, timeout_s=30, path="/healthz")
+        yield url, proc
+    finally:
+        stop(proc)
+
+
 def run_kvscope(args: Sequence[str], timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KVSCOPE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
 

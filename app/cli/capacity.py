@@ -9,9 +9,10 @@ from typing import Any
 
 import click
 
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
+from sim.work import curve_cost
 
 
 @click.command("capacity")
@@ -33,6 +34,7 @@ def command(
     scenario = build_scenario(**flags)
     if tier == "cpu" and scenario.cpu_capacity_tokens is None and flags.get("no_cpu"):
         raise click.UsageError("--tier cpu varies the CPU tier; drop --no-cpu")
+    within_budget(curve_cost(scenario, tier, points), "fewer --points or a smaller scenario")
     try:
         curve = (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points, min_tokens, max_tokens)
     except CurveTooLarge as exc:

@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.whatif import compare
+from sim.work import policies_cost
 
 
 @click.command("policies")
@@ -19,6 +20,7 @@ def command(as_json: bool, **flags: Any) -> None:
     """What if the GPU evicted by FIFO, MRU or Belady's offline optimum instead of LRU, and the CPU tier by FIFO
     or MRU: GPU hits per pass of the GPU tier alone, and CPU hits per pass with the CPU tier (* = the scenario's)."""
     scenario = build_scenario(**flags)
+    within_budget(policies_cost(scenario))
     result = compare(scenario)
     if as_json:
         click.echo(json.dumps(result, indent=1))

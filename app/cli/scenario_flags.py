@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from sim.costs import CostModel
     from sim.scenario import Scenario
+    from sim.work import Cost
 
 # (flag, field, click type, help)
 FLAGS: list[tuple[str, str, Any, str]] = [
@@ -125,6 +126,17 @@ def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = 
         raise click.UsageError(describe(exc)) from None
 
 
+def within_budget(cost: Cost, fix: str = "fewer documents, passes or tokens") -> None:
+    """Exit 2 when a command's estimated cost exceeds the CLI's budget (``app.budgets.CLI``), naming the flag."""
+    from app import budgets
+    from sim.work import OverBudget
+
+    try:
+        budgets.CLI.check(cost, "docs", fix)
+    except OverBudget as exc:
+        raise click.UsageError(f"{FIELD_TO_FLAG.get(exc.field, '--' + exc.field.replace('_', '-'))}: {exc}") from None
+
+
 def load_costs(path: Path) -> CostModel:
     from sim.calibrate import load_profile
 
@@ -144,6 +156,7 @@ def describe(exc: ValidationError) -> str:
         where = flag + ("[" + ".".join(loc[1:]) + "]" if len(loc) > 1 else "")
         msg = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
-        suffix = f" (got {got!r})" if field and isinstance(got, (int, float, str)) else ""
+        shown = repr(got) if isinstance(got, (int, float, str)) else ""
+        suffix = f" (got {shown if len(shown) <= 80 else shown[:80] + '...'})" if field and shown else ""
         lines.append(f"{where}: {msg}{suffix}")
     return "\n".join(lines)

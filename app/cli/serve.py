@@ -8,9 +8,10 @@ from pathlib import Path
 import click
 import uvicorn
 
-from app import costs_profile
+from app import budgets, costs_profile
 from app.cli import runs_db
 from app.cli.serve_upstreams import configure_upstreams, upstream_options
+from app.web import guard
 from app.live.targets import ENV_VAR, TargetSpecError, env_value, parse_targets, targets_from_env
 
 # Open step streams must not hold a shutdown for long: they are cancelled after this many seconds.
@@ -31,15 +32,39 @@ GRACEFUL_SHUTDOWN_S = 2
 )
 @upstream_options
 @runs_db.db_options
+@click.option(
+    "--budget", default=None, metavar="KEY=VALUE,...",
+    help=f"one request's limits and the workers, e.g. work=1e7,seconds=10,concurrency=4 "
+    f"(replaces ${budgets.ENV_VAR}; default {budgets.WebBudget().describe()})",
+)
+@click.option(
+    "--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+    help=f"a Host name the server answers to besides the bind address and localhost; repeat for more; * for any "
+    f"(replaces ${guard.HOSTS_ENV}; a server on 0.0.0.0 answers to any unless given)",
+)
+@click.option(
+    "--auth-token", default=None, metavar="TOKEN",
+    help=f"require this token of every request but /healthz (Authorization: Bearer TOKEN, or open /?token=TOKEN once); "
+    f"replaces ${guard.TOKEN_ENV}",
+)
 def command(
     host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None,
     upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...], upstream_timeout: str | None,
     db: str | None, keep_runs: int | None, db_max_mb: int | None,
+    budget: str | None, allowed_hosts: tuple[str, ...], auth_token: str | None,
 ) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
     _configure_live_targets(targets)
     configure_upstreams(upstreams, kv_events, kv_replay, upstream_timeout)
     runs_db.configure(db, keep_runs, db_max_mb).close()  # checked now, reopened by the app
+    _configure_guard(host, allowed_hosts, auth_token)
+    try:
+        if budget is not None:
+            os.environ[budgets.ENV_VAR] = budgets.parse_web_budget(budget).describe()
+        else:
+            budgets.web_budget()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--budget" if budget is not None else budgets.ENV_VAR) from None
     try:
         costs_profile.configure(costs_file)
     except ValueError as exc:
@@ -52,6 +77,16 @@ def command(
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
+
+def _configure_guard(host: str, allowed_hosts: tuple[str, ...], auth_token: str | None) -> None:
+    """Hand the Host allow-list and the token to the app through its environment variables."""
+    if allowed_hosts or guard.HOSTS_ENV not in os.environ:
+        os.environ[guard.HOSTS_ENV] = "*" if "*" in allowed_hosts else guard.allowed_hosts_for(host, allowed_hosts)
+    if auth_token is not None:
+        if not auth_token.strip():
+            raise click.BadParameter("must not be empty", param_hint="--auth-token")
+        os.environ[guard.TOKEN_ENV] = auth_token
 
 
 def _configure_live_targets(specs: tuple[str, ...]) -> None:

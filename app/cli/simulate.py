@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import render_table
 from sim import measurements
 from sim.simulation import simulate
+from sim.work import simulation_cost
 
 
 @click.command("simulate")
@@ -25,11 +26,12 @@ from sim.simulation import simulate
 def command(as_json: bool, no_explain: bool, out: Path | None, **flags: Any) -> None:
     """Simulate the scenario with the GPU tier alone and with a CPU tier, and compare them."""
     scenario = build_scenario(**flags)
+    within_budget(simulation_cost(scenario, explain=not no_explain))
     result = simulate(scenario, explain=not no_explain)
     if out is not None:
         measurements.write(out, measurements.from_result(result, model=scenario.model))
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        click.echo(json.dumps(result, indent=1, allow_nan=False))  # NaN and Infinity are not JSON
         return
     click.echo(render_table(result))
     if out is not None:

@@ -6,6 +6,8 @@ To add a feature, write ``app/web/routes/<feature>.py`` with
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
@@ -15,8 +17,10 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 
+from app.web import errors
 from app.web.context import STATIC_DIR, Web
 from app.web.disconnects import QuietDisconnects
+from app.web.guard import RequestGuard
 from app.web.headers import SecurityHeaders
 from app.web.proxied import ProxyFirst
 from app.web.routes import advise, analysis, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
@@ -25,6 +29,15 @@ ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrat
 
 # plotly.js as bundled with the installed plotly package, so Python and JS plotly stay in step.
 PLOTLY_JS = Path(find_spec("plotly").origin or "").parent / "package_data" / "plotly.min.js"  # type: ignore[union-attr]
+
+
+def _lifespan(web: Web) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        web.workers.close()  # shutting down: running simulations stop at their next request
+
+    return lifespan
 
 
 def make_app(web: Web | None = None) -> FastAPI:
@@ -36,12 +49,15 @@ def make_app(web: Web | None = None) -> FastAPI:
         openapi_url=docs.OPENAPI_URL,
         docs_url=None,  # FastAPI's own /docs and /redoc load their scripts from a CDN; routes/docs.py serves ours
         redoc_url=None,
+        lifespan=_lifespan(web),
     )
     app.state.web = web
     web.runs.mark_interrupted()  # runs a killed server left 'running'
+    errors.install(app)
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)
     app.add_middleware(QuietDisconnects)
+    app.add_middleware(RequestGuard)  # a refused request reaches nothing (but the proxied paths, served first)
     app.add_middleware(ProxyFirst, table=web.proxied)  # outside the above: proxied requests skip them
     for feature in ROUTERS:
         app.include_router(feature.router(web=web))

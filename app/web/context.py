@@ -9,12 +9,13 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 from starlette.types import ASGIApp
 
-from sim.explain.causes import LABELS as CAUSE_LABELS
-from sim.explain.causes import PRECEDENCE
-
+from app.budgets import web_budget
 from app.live.targets import Target, configured_targets
 from app.runs.store import RunStore
 from app.web.sse import StreamStats
+from app.web.workers import Workers
+from sim.explain.causes import LABELS as CAUSE_LABELS
+from sim.explain.causes import PRECEDENCE
 
 
 def _package_dir(name: str) -> Path:
@@ -76,3 +77,5 @@ class Web:
     runs: RunStore = field(default_factory=RunStore.from_env)
     # The proxied paths, (method, path) -> ASGI endpoint: filled by the watch router, served first (app.web.proxied).
     proxied: dict[tuple[str, str], ASGIApp] = field(default_factory=dict)
+    # The heavy calls' worker processes and the budget of one request (``kvscope serve --budget``, ``KVSCOPE_BUDGET``).
+    workers: Workers = field(default_factory=lambda: Workers(web_budget()))

@@ -7,10 +7,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def content_security_policy(script_src: str = "'self'") -> str:
-    """Everything from this origin only; plotly and htmx inject <style> elements."""
+    """Everything from this origin only; plotly and htmx inject <style> elements; no other page may frame this one."""
     return (
         f"default-src 'self'; script-src {script_src}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-        "object-src 'none'; base-uri 'self'; form-action 'self'"
+        "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
     )
 
 
@@ -19,7 +19,7 @@ CSP = content_security_policy()
 
 
 class SecurityHeaders:
-    """Adds the CSP (unless the route set its own, as ``/docs`` does) and ``nosniff``."""
+    """Adds the CSP (unless the route set its own, as ``/docs`` does), ``nosniff``, no framing, no referrer to other sites."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -34,6 +34,8 @@ class SecurityHeaders:
                 headers = MutableHeaders(scope=message)
                 headers.setdefault("Content-Security-Policy", CSP)
                 headers.setdefault("X-Content-Type-Options", "nosniff")
+                headers.setdefault("X-Frame-Options", "DENY")  # frame-ancestors for browsers without CSP 2
+                headers.setdefault("Referrer-Policy", "same-origin")
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

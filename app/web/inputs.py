@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 from app.costs_profile import served_costs
 from app.scenario_input import ScenarioInput
 from sim.scenario import MAX_DOCS, Scenario
+from sim.work import Budget, Cost, OverBudget
 
 # The step stream sends every tier's occupancy per request and the page draws
 # every document as a tile: bounded far below what /api/simulate accepts.
@@ -35,6 +36,9 @@ class InputErrors(Exception):
     def __init__(self, errors: list[dict[str, Any]]) -> None:
         super().__init__("; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in errors))
         self.errors = errors
+
+    def __reduce__(self) -> tuple[type[InputErrors], tuple[list[dict[str, Any]]]]:
+        return type(self), (self.errors,)
 
     def for_body(self) -> RequestValidationError:
         """As FastAPI's 422, located in the request body."""
@@ -74,6 +78,14 @@ def stream_limits(scenario: Scenario) -> list[dict[str, Any]]:
             }
         )
     return errors
+
+
+def within(budget: Budget, cost: Cost, field: str = "docs", fix: str = "fewer documents, passes or tokens") -> None:
+    """Raises ``InputErrors`` at ``field`` when the estimate of a call exceeds the budget."""
+    try:
+        budget.check(cost, field, fix)
+    except OverBudget as exc:
+        raise InputErrors([{"type": "value_error", "loc": (exc.field,), "msg": str(exc)}]) from None
 
 
 def check(body: ScenarioInput, *, streamed: bool = False) -> Scenario:

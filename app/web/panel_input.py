@@ -24,6 +24,9 @@ class Problem(Exception):
         super().__init__(message)
         self.field = field
 
+    def __reduce__(self) -> tuple[type[Problem], tuple[str, str]]:
+        return type(self), (self.field, str(self))  # raised in a worker process, re-raised in the server
+
     def for_body(self) -> RequestValidationError:
         return RequestValidationError([{"type": "value_error", "loc": ("body", self.field) if self.field else ("body",), "msg": str(self)}])
 

@@ -7,7 +7,6 @@ the API validate alike. Bounds shown on the inputs come from ``Scenario``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -15,6 +14,7 @@ from typing import Any, get_args
 import annotated_types
 
 from app.scenario_input import ScenarioInput, resolve
+from sim import jsontext
 from sim.kv import MODELS
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
@@ -159,6 +159,6 @@ def parse(form: Mapping[str, str]) -> ScenarioInput:
 def json_value(text: str) -> Any:
     """The parsed value, or the text itself for pydantic to refuse with the field's name."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return jsontext.loads(text)
+    except ValueError:
         return text

@@ -9,7 +9,6 @@ answers as the CLI's ``--json``: ``analyze``, ``capacity``, ``policies``,
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request, UploadFile
@@ -22,7 +21,7 @@ from app.web.inputs import InputErrors, check, errors_of
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
-from sim import measurements
+from sim import jsontext, measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
 from sim.longdocqa import REPEAT_MODES, Failure, parse_run
@@ -31,6 +30,7 @@ from sim.measurements import Measurement, MeasurementError
 from sim.readers import MeasurementSet, read_measurements
 from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
 from sim.whatif import compare
+from sim.work import Budget, OverBudget, curve_cost, policies_cost
 
 MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
 MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
@@ -68,6 +68,11 @@ def _measurement_set(name: str, text: str) -> MeasurementSet:
         raise Problem("file", f"{name}: {exc}") from None
 
 
+def _analysis(found: MeasurementSet, baseline: str) -> dict[str, Any]:
+    """``kvscope analyze --json`` of an uploaded file's measurements (in a worker process)."""
+    return {**measurements.analyze(found.rows, baseline), "failures": found.failures_json()}
+
+
 def _int(values: dict[str, str], name: str, default: int, low: int, high: int) -> int:
     raw = values.get(name, "").strip()
     if not raw:
@@ -79,6 +84,14 @@ def _int(values: dict[str, str], name: str, default: int, low: int, high: int) -
     if not low <= value <= high:
         raise Problem(name, f"must be between {low:,} and {high:,}, got {value:,}")
     return value
+
+
+def _curve_checked(budget: Budget, scenario: Scenario, tier: str, points: int) -> None:
+    """A curve over the budget is a Problem at ``points`` (the first thing to lower)."""
+    try:
+        budget.check(curve_cost(scenario, tier, points), "points", "fewer points or a smaller scenario")
+    except OverBudget as exc:
+        raise Problem("points", str(exc)) from None
 
 
 def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
@@ -143,7 +156,7 @@ def router(*, web: Web) -> APIRouter:
             failures: list[Failure] = []
             upload = await upload_text(form.get("file"), "file")  # type: ignore[arg-type]
             if upload is not None:
-                found = _measurement_set(*upload)
+                found = await web.workers.run(_measurement_set, *upload)
                 rows += found.rows
                 failures += found.failures
             warmup = await upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
@@ -151,7 +164,7 @@ def router(*, web: Web) -> APIRouter:
             if (warmup is None) != (query is None):
                 raise Problem("query" if query is None else "warmup", "a long_doc_qa run needs both warmup_round.csv and query_round.csv")
             if warmup is not None and query is not None:
-                run = _long_doc_qa_run(values, warmup, query)
+                run = await web.workers.run(_long_doc_qa_run, values, warmup, query)
                 rows += run.rows
                 failures += run.failures
             if not rows:
@@ -161,7 +174,8 @@ def router(*, web: Web) -> APIRouter:
         baseline = values.get("baseline", "").strip() or "gpu"
         files = await uploaded_files(form.get("file"), form.get("warmup"), form.get("query"))
         run_id, _ = keep(lambda: save_rows(web.runs, "analysis", files, rows))
-        return render(request, "analysis/measurements.html", view=measurements_view(rows, baseline, failures), run_id=run_id)
+        view = await web.workers.run(measurements_view, rows, baseline, failures)
+        return render(request, "analysis/measurements.html", view=view, run_id=run_id)
 
     @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
     async def capacity_panel(request: Request) -> HTMLResponse:
@@ -173,7 +187,9 @@ def router(*, web: Web) -> APIRouter:
                 raise Problem("curve_tier", "choose gpu or cpu")
             if tier == "cpu" and scenario.cpu_capacity_tokens is None:
                 raise Problem("curve_tier", "the scenario has no CPU tier: give it a CPU size in the sidebar")
-            curve = _curve(scenario, tier, _int(values, "curve_points", 40, 2, MAX_WEB_POINTS))
+            points = _int(values, "curve_points", 40, 2, MAX_WEB_POINTS)
+            _curve_checked(web.workers.budget.per_request, scenario, tier, points)
+            curve = await web.workers.run(_curve, scenario, tier, points)
         except Problem as exc:
             return problem(request, exc)
         return render(request, "analysis/capacity.html", curve=curve, chart=_chart(curve))
@@ -182,9 +198,10 @@ def router(*, web: Web) -> APIRouter:
     async def policies_panel(request: Request) -> HTMLResponse:
         try:
             scenario = sidebar_scenario(form_values(await request.form()))
+            _policies_checked(web.workers.budget.per_request, scenario)
         except Problem as exc:
             return problem(request, exc)
-        return render(request, "analysis/policies.html", result=compare(scenario))
+        return render(request, "analysis/policies.html", result=await web.workers.run(compare, scenario))
 
     @routes.post("/ui/analysis/size", response_class=HTMLResponse, include_in_schema=False)
     async def size_panel(request: Request) -> HTMLResponse:
@@ -212,35 +229,41 @@ def router(*, web: Web) -> APIRouter:
             upload = await upload_text(file, "file")
             if upload is None:
                 raise Problem("file", "no file was uploaded")
-            found = _measurement_set(*upload)
+            found = await web.workers.run(_measurement_set, *upload)
         except Problem as exc:
             raise exc.for_body() from None
+        report = await web.workers.run(_analysis, found, baseline)
         files = await uploaded_files(file)
         kept = run_headers(*keep(lambda: save_rows(web.runs, "analysis", files, found.rows)))
-        return JSONResponse({**measurements.analyze(found.rows, baseline), "failures": found.failures_json()}, headers=kept)
+        return JSONResponse(report, headers=kept)
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
-    def capacity_route(body: CapacityInput) -> JSONResponse:
+    async def capacity_route(body: CapacityInput) -> JSONResponse:
         """``kvscope capacity --json``: per capacity and pass, hit tokens and predicted TTFT; ``marks`` holds the
         scenario's own capacity and the thresholds of ``kvscope sweep``."""
         try:
             scenario = check(body)
             if body.tier == "cpu" and scenario.cpu_capacity_tokens is None:
                 raise Problem("tier", "the scenario has no CPU tier (no_cpu, or no cpu_gb / cpu_tokens)")
-            return JSONResponse(_curve(scenario, body.tier, body.points))
+            _curve_checked(web.workers.budget.per_request, scenario, body.tier, body.points)
+            return await web.workers.run_json(_curve, scenario, body.tier, body.points)
         except InputErrors as exc:
             raise exc.for_body() from None
         except Problem as exc:
             raise exc.for_body() from None
 
     @routes.post("/api/policies", summary="Every eviction policy on a scenario", response_class=JSONResponse)
-    def policies_route(body: ScenarioInput) -> JSONResponse:
+    async def policies_route(body: ScenarioInput) -> JSONResponse:
         """``kvscope policies --json``: the GPU tier alone under lru, fifo, mru and belady, and the CPU tier under
         lru, fifo and mru; per policy, pass summaries and totals (``current`` marks the scenario's policy)."""
         try:
-            return JSONResponse(compare(check(body)))
+            scenario = check(body)
+            _policies_checked(web.workers.budget.per_request, scenario)
         except InputErrors as exc:
             raise exc.for_body() from None
+        except Problem as exc:
+            raise exc.for_body() from None
+        return await web.workers.run_json(compare, scenario)
 
     @routes.post("/api/size", summary="Size a CPU tier and a GPU KV cache", response_class=JSONResponse)
     def size_route(body: SizeInput) -> JSONResponse:
@@ -252,6 +275,13 @@ def router(*, web: Web) -> APIRouter:
         return JSONResponse(sizing(shape, body.docs, body.doc_tokens, body.chunk_size, body.gpu_memory_gib))
 
     return routes
+
+
+def _policies_checked(budget: Budget, scenario: Scenario) -> None:
+    try:
+        budget.check(policies_cost(scenario))
+    except OverBudget as exc:
+        raise Problem(exc.field, str(exc)) from None
 
 
 def _long_doc_qa_run(values: dict[str, str], warmup: tuple[str, str], query: tuple[str, str]) -> LongDocQaRun:
@@ -274,9 +304,11 @@ def _shape(model: str, config: tuple[str, str] | None) -> KvShape:
     if config is not None:
         name, text = config
         try:
-            return shape_from_config(json.loads(text), name)
-        except json.JSONDecodeError as exc:
-            raise Problem("config", f"{name}: not JSON ({exc.msg}, line {exc.lineno})") from None
+            config = jsontext.loads(text)
+        except ValueError as exc:
+            raise Problem("config", f"{name}: {exc}") from None
+        try:
+            return shape_from_config(config, name)
         except (ValueError, AttributeError) as exc:
             raise Problem("config", str(exc) if isinstance(exc, ValueError) else f"{name}: not a JSON object") from None
     try:

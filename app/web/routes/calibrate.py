@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.costs_profile import profile_name, profile_text
@@ -24,12 +23,14 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
+from app.web.workers import Workers
 from sim import measurements
 from sim.calibrate import SAMPLE_COEFFICIENTS, Calibration, calibrate_text, parse_profile
 from sim.identify import Identifiability
 from sim.costs import CostModel
 from sim.measurements import MeasurementError
 from sim.scenario import Scenario
+from sim.work import OverBudget, simulation_cost
 
 MAX_LABEL_CHARS = 160
 
@@ -109,10 +110,14 @@ async def _required_upload(file: Any, field: str, missing: str) -> tuple[str, st
     return upload
 
 
-async def _calibrate(name: str, text: str, scenario: Scenario) -> Calibration:
-    """The CLI's fit, off the event loop (re-simulating a large scenario takes a while); errors name the file."""
+async def _calibrate(workers: Workers, name: str, text: str, scenario: Scenario) -> Calibration:
+    """The CLI's fit on a worker (re-simulating a large scenario takes a while); errors name the file."""
     try:
-        return await run_in_threadpool(calibrate_text, text, scenario, name.endswith(".jsonl"), name)
+        workers.budget.per_request.check(simulation_cost(scenario, records=False), "scenario")
+    except OverBudget as exc:
+        raise Problem("scenario", f"re-simulating the run's scenario: {exc}") from None
+    try:
+        return await workers.run(calibrate_text, text, scenario, name.endswith(".jsonl"), name)
     except MeasurementError as exc:
         raise Problem("file", f"{name}: {exc}") from None
     except ValueError as exc:  # e.g. the data cannot tell two costs apart
@@ -151,7 +156,7 @@ def router(*, web: Web) -> APIRouter:
         try:
             upload = await _required_upload(form.get("file"), "file", "choose a measurement file")
             scenario = sidebar_scenario(form_values(form))
-            calibration = await _calibrate(*upload, scenario)
+            calibration = await _calibrate(web.workers, *upload, scenario)
         except Problem as exc:
             return problem(request, exc)
         run_id, _ = await _keep(web, calibration, upload, scenario, await uploaded_files(form.get("file")))
@@ -212,7 +217,7 @@ def router(*, web: Web) -> APIRouter:
             except ValidationError as exc:
                 raise InputErrors(errors_of(exc)) from None
             upload = await _required_upload(file, "file", "no file was uploaded")
-            calibration = await _calibrate(*upload, scenario)
+            calibration = await _calibrate(web.workers, *upload, scenario)
         except InputErrors as exc:
             raise exc.for_body() from None
         except Problem as exc:

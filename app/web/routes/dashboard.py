@@ -16,14 +16,15 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from app.web import run_view, scenario_form, stored
 from app.web.context import Web
-from app.web.inputs import InputErrors, check, errors_of
+from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.scenario_form import FormView
 from sim.presets import PRESETS
+from sim.scenario import Scenario
 from sim.simulation import simulate
+from sim.work import simulation_cost
 
 DEFAULT_PRESET = "seed-lab"
 
@@ -49,6 +50,11 @@ def _initial_run() -> run_view.RunView:
     """The default preset, not yet played: the same for every visitor, so simulated once."""
     scenario = check(scenario_form.parse({"preset": DEFAULT_PRESET}))
     return run_view.build(scenario, simulate(scenario))
+
+
+def _played_run(scenario: Scenario, stream_body: dict[str, Any]) -> run_view.RunView:
+    """A run's panels (in a worker process)."""
+    return run_view.build(scenario, simulate(scenario), stream_body=stream_body)
 
 
 def router(*, web: Web) -> APIRouter:
@@ -114,9 +120,13 @@ def router(*, web: Web) -> APIRouter:
             return invalid(request, scenario_form.view(preset, values, errors_of(exc)))
         except InputErrors as exc:
             return invalid(request, scenario_form.view(preset, values, exc.errors))
+        try:
+            within(web.workers.budget.per_request, simulation_cost(scenario))
+        except InputErrors as exc:
+            return invalid(request, scenario_form.view(preset, values, exc.errors))
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         # Off the event loop: a large scenario takes a while, and open streams must keep flowing meanwhile.
-        run = await run_in_threadpool(lambda: run_view.build(scenario, simulate(scenario), stream_body=stream_body))
+        run = await web.workers.run(_played_run, scenario, stream_body)
         return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values), swap_fields=True)
 
     def invalid(request: Request, form: FormView) -> HTMLResponse:

@@ -9,6 +9,7 @@ call stays within a few seconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -20,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.runs.recording import keep, run_headers, save_replay
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, check
+from app.web.inputs import InputErrors, check, within
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
+from sim.scenario import Scenario
+from sim.work import Budget, Cost, OverBudget, block_stream_cost, trace_cost
 from sim.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
@@ -95,27 +98,64 @@ def _bundled(name: str, block_size: int | None) -> Trace:
     return read_trace(bundled_trace_path(name), block_size, WEB_LIMITS, name=name)
 
 
-def load_trace(form: TraceForm) -> Trace:
+@dataclass(frozen=True, slots=True)
+class TraceChoice:
+    """What a form chose, read (an upload's bytes travel to the worker process, its file object cannot)."""
+
+    trace: str
+    block_size: int | None
+    upload: tuple[str, bytes] | None
+
+    @classmethod
+    async def of(cls, form: TraceForm) -> TraceChoice:
+        file = form.file
+        upload = (file.filename, await file.read(WEB_LIMITS.max_bytes + 1)) if file is not None and file.filename else None
+        return cls(form.trace, form.block_size, upload)
+
+
+def load_trace(choice: TraceChoice) -> Trace:
     """The uploaded file if there is one, else the bundled trace; a bad trace is a 422 naming the line."""
-    file = form.file
-    if file is not None and file.filename:
-        data = file.file.read(WEB_LIMITS.max_bytes + 1)
+    if choice.upload is not None:
+        name, data = choice.upload
         try:
-            return parse_trace(data, form.block_size, WEB_LIMITS, name=file.filename)
+            return parse_trace(data, choice.block_size, WEB_LIMITS, name=name)
         except TraceError as exc:
-            raise _invalid("file", f"{file.filename}: {exc}") from None
-    if form.trace not in BUNDLED_TRACES:
-        raise _invalid("trace", f"unknown bundled trace; known: {', '.join(BUNDLED_TRACES)}", form.trace)
+            raise _invalid("file", f"{name}: {exc}") from None
+    if choice.trace not in BUNDLED_TRACES:
+        raise _invalid("trace", f"unknown bundled trace; known: {', '.join(BUNDLED_TRACES)}", choice.trace)
     try:
-        return _bundled(form.trace, form.block_size)
+        return _bundled(choice.trace, choice.block_size)
     except TraceError as exc:
-        raise _invalid("block_size", f"{form.trace}: {exc}", form.block_size) from None
+        raise _invalid("block_size", f"{choice.trace}: {exc}", choice.block_size) from None
 
 
-def _reread(file: UploadFile) -> bytes:
-    """The uploaded trace as sent, for the kept run (its sha256; its content up to the size kept)."""
-    file.file.seek(0)
-    return file.file.read(WEB_LIMITS.max_bytes + 1)
+def _within(budget: Budget, cost: Cost, field: str) -> None:
+    try:
+        budget.check(cost, field, "a smaller trace")
+    except OverBudget as exc:
+        raise _invalid(exc.field, str(exc)) from None
+
+
+def replay_answer(choice: TraceChoice, tiers: ReplayTiers, timeline_buckets: int, budget: Budget) -> dict[str, Any]:
+    """``kvscope replay --json`` of the chosen trace, in a worker: read, estimated, replayed."""
+    trace = load_trace(choice)
+    _within(budget, trace_cost(len(trace), trace.total_blocks), "file")
+    try:
+        return replay(trace, tiers, timeline_buckets=timeline_buckets)
+    except ReplayError as exc:
+        value = {"gpu_blocks": tiers.gpu_blocks, "cpu_blocks": tiers.cpu_blocks, "chunk_blocks": tiers.chunk_blocks}.get(exc.field)
+        raise _invalid(exc.field, str(exc), value) from None
+
+
+def curve_answer(choice: TraceChoice, points: int, budget: Budget) -> dict[str, Any]:
+    """``kvscope curve --json`` of the chosen trace, in a worker."""
+    stream = trace_stream(load_trace(choice))
+    _within(budget, block_stream_cost(len(stream), points), "file")
+    return lru_curve(stream, points)
+
+
+def scenario_curve_answer(scenario: Scenario, points: int) -> dict[str, Any]:
+    return lru_curve(scenario_stream(scenario), points)
 
 
 def router(*, web: Web) -> APIRouter:
@@ -131,32 +171,32 @@ def router(*, web: Web) -> APIRouter:
         """Each bundled trace's name and summary (requests, block references, distinct blocks, sha256)."""
         return [_bundled(name, MOONCAKE_BLOCK_TOKENS).summary() for name in BUNDLED_TRACES]
 
+    budget = web.workers.budget.per_request
+
     @api.post("/api/replay", summary="Replay a trace through the tiers", response_class=JSONResponse)
-    def replay_route(form: Annotated[ReplayForm, Form()]) -> JSONResponse:
+    async def replay_route(form: Annotated[ReplayForm, Form()]) -> JSONResponse:
         """The same JSON as ``kvscope replay TRACE --json``: ``trace``, ``run``, ``tiers`` (each with
         ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``;
         the ``X-Kvscope-Run`` header names the run kept of it."""
-        trace = load_trace(form)
         tiers = ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks)
-        try:
-            result = replay(trace, tiers, timeline_buckets=form.timeline_buckets)
-        except ReplayError as exc:
-            raise _invalid(exc.field, str(exc), getattr(form, exc.field)) from None
-        files = [(form.file.filename, _reread(form.file))] if form.file is not None and form.file.filename else []
+        choice = await TraceChoice.of(form)
+        result = await web.workers.run(replay_answer, choice, tiers, form.timeline_buckets, budget)
+        files = [choice.upload] if choice.upload is not None else []
         return JSONResponse(result, headers=run_headers(*keep(lambda: save_replay(web.runs, result, files))))
 
     @api.post("/api/curve", summary="Plain-LRU hit-ratio curve of a trace", response_class=JSONResponse)
-    def curve_route(form: Annotated[CurveForm, Form()]) -> JSONResponse:
+    async def curve_route(form: Annotated[CurveForm, Form()]) -> JSONResponse:
         """``references``, ``distinct_blocks``, ``max_hit_ratio`` and ``points`` (``kvscope curve TRACE --json``'s list)."""
-        return JSONResponse(lru_curve(trace_stream(load_trace(form)), form.points))
+        return await web.workers.run_json(curve_answer, await TraceChoice.of(form), form.points, budget)
 
     @api.post("/api/curve/scenario", summary="Plain-LRU hit-ratio curve of a scenario's blocks", response_class=JSONResponse)
-    def scenario_curve_route(body: ScenarioCurveInput) -> JSONResponse:
+    async def scenario_curve_route(body: ScenarioCurveInput) -> JSONResponse:
         """The curve of the full blocks of the scenario's requests, in request order (``kvscope curve`` without TRACE)."""
         try:
             scenario = check(body)
+            within(budget, block_stream_cost(scenario.total_blocks, body.points), "points", "fewer points or a smaller scenario")
         except InputErrors as exc:
             raise exc.for_body() from None
-        return JSONResponse(lru_curve(scenario_stream(scenario), body.points))
+        return await web.workers.run_json(scenario_curve_answer, scenario, body.points)
 
     return api

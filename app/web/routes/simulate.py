@@ -18,12 +18,13 @@ from app.runs.recording import RUN_HEADER, StreamRecorder, keep, run_headers, sa
 from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, StreamInput, check
+from app.web.inputs import InputErrors, StreamInput, check, within
 from app.web.sse import Encoded, Outcome, Streamable, event_stream
 from sim.events import Event, RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
 from sim.simulation import simulate, stream
+from sim.work import simulation_cost
 
 STATUS_OF: dict[Outcome, str] = {"completed": "done", "abandoned": "stopped", "failed": "failed"}
 
@@ -86,13 +87,19 @@ def router(*, web: Web) -> APIRouter:
     api = APIRouter(prefix="/api", tags=["simulate"])
 
     @api.post("/simulate", summary="Simulate a scenario", response_class=JSONResponse)
-    def simulate_route(
+    async def simulate_route(
         scenario: Annotated[Scenario, Depends(scenario_of)],
         explain: Annotated[bool, Query(description="each miss's cause (gpu_miss, computed); false is --no-explain")] = True,
     ) -> JSONResponse:
         """The same JSON as ``kvscope simulate --json`` with the same flags: ``{"docs": 20}`` is ``--docs 20``.
-        The ``X-Kvscope-Run`` header names the run kept of it (``X-Kvscope-Run-Error`` says why none was)."""
-        result = simulate(scenario, explain=explain)
+        The ``X-Kvscope-Run`` header names the run kept of it (``X-Kvscope-Run-Error`` says why none was).
+        A scenario whose estimated work, memory or answer exceeds the server's budget is a 422 naming the limit;
+        a busy server or a run past its deadline answers 503."""
+        try:
+            within(web.workers.budget.per_request, simulation_cost(scenario, explain=explain))
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        result = await web.workers.run(simulate, scenario, explain)
         return JSONResponse(result, headers=run_headers(*keep(lambda: save_simulation(web.runs, scenario, result))))
 
     @api.post("/simulate/stream", summary="Stream a simulation step by step", response_class=EventSourceResponse)

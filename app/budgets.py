@@ -1,0 +1,87 @@
+"""The budget of each surface: how much one CLI command or one web request may cost (``sim.work`` estimates the cost).
+
+The CLI runs one command for one user, who can wait and owns the memory: its
+budget only stops what would not finish or not fit. The web serves many
+clients from one process: one request must stay within seconds and a fraction
+of the memory, and at most ``concurrency`` simulations run at once with
+``queue`` more waiting (beyond: 503 with Retry-After). ``kvscope serve
+--budget work=2e7,memory=512MiB,seconds=20`` (or ``KVSCOPE_BUDGET``) changes
+the web's at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, fields, replace
+
+from sim.work import Budget
+
+ENV_VAR = "KVSCOPE_BUDGET"
+
+MIB = 2**20
+GIB = 2**30
+
+# One command: hours of work at most and what a workstation holds.
+CLI = Budget(work_steps=20_000_000_000, memory_bytes=16 * GIB, response_bytes=4 * GIB)
+
+
+@dataclass(frozen=True, slots=True)
+class WebBudget:
+    """One web request's budget, and how many may run and wait at once."""
+
+    # ~1 s of simulation at ~0.5 us a block step on a quiet machine (~3 s at the 1-1.5 us of a busy one); a few
+    # hundred MiB; an answer a browser can take. The deadline stops what is slower still: no answer takes over ~4 s.
+    work: int = 2_000_000
+    memory: int = 512 * MIB
+    response: int = 64 * MIB
+    seconds: float = 4.0  # past it, the work stops at its next request and the client gets 503
+    concurrency: int = 2  # simulations at once: the cores of a small machine
+    queue: int = 8  # waiting for one of them: about what the workers get through within the deadline
+
+    @property
+    def per_request(self) -> Budget:
+        return Budget(self.work, self.memory, self.response, self.seconds)
+
+    def describe(self) -> str:
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+_SIZE = re.compile(r"^\s*([0-9.eE+]+)\s*(B|KiB|MiB|GiB)?\s*$")
+_UNIT = {None: 1, "B": 1, "KiB": 2**10, "MiB": MIB, "GiB": GIB}
+
+
+def _number(key: str, text: str) -> float:
+    match = _SIZE.match(text)
+    try:
+        if match is None:
+            raise ValueError
+        value = float(match.group(1)) * _UNIT[match.group(2)]
+    except ValueError:
+        raise ValueError(f"{key}: {text!r} is not a number (sizes may end in KiB, MiB or GiB)") from None
+    if not 0 <= value < 1e15:
+        raise ValueError(f"{key}: must be from 0 to below 1e15, got {text}")
+    return value
+
+
+def parse_web_budget(text: str, base: WebBudget | None = None) -> WebBudget:
+    """``work=2e6,memory=512MiB,response=64MiB,seconds=4,concurrency=2,queue=8``; any subset, the rest from ``base``."""
+    budget = base or WebBudget()
+    names = {f.name: f.type for f in fields(WebBudget)}
+    changes: dict[str, float | int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in names:
+            raise ValueError(f"{item!r}: expected KEY=VALUE with KEY one of {', '.join(names)}")
+        number = _number(key, value)
+        changes[key] = number if key == "seconds" else int(number)
+    budget = replace(budget, **changes)
+    if budget.concurrency < 1 or budget.seconds <= 0:
+        raise ValueError("concurrency must be at least 1 and seconds above 0")
+    return budget
+
+
+def web_budget() -> WebBudget:
+    """The budget this server runs with: the default, changed by ``KVSCOPE_BUDGET``."""
+    return parse_web_budget(os.environ.get(ENV_VAR, ""))

@@ -1,0 +1,203 @@
+"""The web's workers for CPU-heavy calls: at most ``concurrency`` at once, ``queue`` more waiting, each stopped at its deadline.
+
+Routes hand a simulation, a curve, a file's analysis or a fit to ``run``: it
+runs in one of ``concurrency`` worker processes, so it never holds the
+server's GIL and ``/healthz``, static files and open streams answer in
+milliseconds whatever runs (threads would share one GIL with the event loop:
+a probe waited up to a second behind two simulations). ``fn`` and its
+arguments go by pickle, so ``fn`` is a module-level function. The step
+stream's steps (a generator, small and paced) go to ``steps``, on threads.
+
+Past the queue a call is refused at once (``Busy``: 503 with Retry-After); a
+call that passes its deadline stops at its next ``sim.work.checkpoint()`` and
+answers 503 (``TimedOut``) instead of holding a worker. ``close()`` (server
+shutdown) ends the worker processes at once and stops the stream's steps at
+their next checkpoint, so SIGTERM is never held up by a simulation (and no
+worker outlives the server: they are daemonic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import multiprocessing
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+from fastapi.responses import JSONResponse, Response
+
+from app.budgets import WebBudget
+from sim.work import StopSignal, Stopped, stoppable
+
+T = TypeVar("T")
+
+# A call that ignores its deadline (a long stretch without a checkpoint) is answered this long after it anyway.
+GRACE_S = 1.0
+WORKER_NICE = 10
+_END = object()
+
+
+class Busy(Exception):
+    """Every worker is busy and the queue is full: come back in ``retry_after_s``."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"the server is busy: {limit} simulations are running or waiting (the limit); retry shortly")
+        self.retry_after_s = retry_after_s
+
+
+class TimedOut(Exception):
+    """The call passed its deadline (or the server is stopping) and was stopped."""
+
+
+@dataclass(slots=True)
+class WorkStats:
+    """Calls since start-up (shown by ``/healthz``); ``running`` counts those admitted and not yet finished."""
+
+    running: int = 0
+    completed: int = 0
+    refused: int = 0
+    timed_out: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Workers:
+    """A bounded pool of threads for the web's heavy calls; every call runs under a ``StopSignal``."""
+
+    def __init__(self, budget: WebBudget) -> None:
+        self.budget = budget
+        self.stats = WorkStats()
+        # Spawned, not forked: the server has threads, and a fork copies whatever locks they held. At a lower
+        # priority (nice +10), so that the server's own process (health, static files, streams) goes first.
+        self._processes = multiprocessing.get_context("spawn").Pool(budget.concurrency, initializer=_start_worker)
+        self._threads = ThreadPoolExecutor(budget.concurrency, thread_name_prefix="kvscope-steps")
+        self._signals: set[StopSignal] = set()
+        self._closed = False
+
+    @property
+    def limit(self) -> int:
+        return self.budget.concurrency + self.budget.queue
+
+    def admit(self) -> None:
+        """Raise ``Busy`` when no more calls may run or wait."""
+        if self._closed or self.stats.running >= self.limit:
+            self.stats.refused += 1
+            # Most calls take about a second: the calls ahead of this one, shared among the workers.
+            raise Busy(self.limit, max(1, -(-self.stats.running // self.budget.concurrency)))
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker process, within the deadline; raises ``Busy`` or ``TimedOut``."""
+        self.admit()
+        seconds = self.budget.seconds
+        deadline = time.monotonic() + seconds  # CLOCK_MONOTONIC: the same clock in every process
+        self.stats.running += 1
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+
+        def settle(result: Any = None, error: BaseException | None = None) -> None:  # on the loop
+            self.stats.running -= 1
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        self._processes.apply_async(
+            _call_in_worker, (deadline, fn, args),
+            callback=lambda result: loop.call_soon_threadsafe(settle, result),
+            error_callback=lambda error: loop.call_soon_threadsafe(settle, None, error),
+        )
+        try:
+            result = await asyncio.wait_for(asyncio.shield(future), timeout=seconds + GRACE_S)
+        except Stopped as exc:
+            self.stats.timed_out += 1
+            raise TimedOut(f"stopped after {seconds:g} s ({exc}); the limit here is {seconds:g} s: ask for less") from None
+        except TimeoutError:
+            self.stats.timed_out += 1
+            raise TimedOut(f"not done after {seconds:g} s; the limit here is {seconds:g} s: ask for less") from None
+        self.stats.completed += 1
+        return result
+
+    async def run_json(self, fn: Callable[..., Any], *args: Any) -> Response:
+        """``run``, with the answer rendered as JSON in the worker too (tens of MB would take the loop's time)."""
+        body = await self.run(_json_bytes, fn, args)
+        return Response(body, media_type="application/json")
+
+    async def steps(self, items: Iterator[T], last: Callable[[T], bool]) -> AsyncIterator[T]:
+        """``items`` advanced on a worker thread up to and including each item for which ``last`` holds.
+
+        For a stream: it has no deadline (the client paces it and may leave) and holds no place in
+        the queue while it waits for its client, but each of its steps takes a worker's turn.
+        """
+        self.admit()
+        signal = StopSignal()
+        try:
+            while True:
+                batch = await self._submit(signal, _next_batch, items, last)
+                for item in batch:
+                    if item is _END:
+                        return
+                    yield item
+        finally:
+            signal.stop("the stream ended")
+
+    def _submit(self, signal: StopSignal, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        self.stats.running += 1
+        self._signals.add(signal)
+        future = asyncio.get_running_loop().run_in_executor(self._threads, _call, signal, fn, args)
+
+        def release(_: object) -> None:
+            self.stats.running -= 1
+            self._signals.discard(signal)
+
+        future.add_done_callback(release)
+        return future
+
+    def close(self) -> None:
+        """Stop every call at its next checkpoint and take no more (the server is stopping)."""
+        self._closed = True
+        for signal in list(self._signals):
+            signal.stop("the server is stopping")
+        self._processes.terminate()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+# What the routes send to a worker: imported when it starts, not on its first call.
+_WARM_MODULES = ("app.web.routes", "app.web.run_view", "sim.simulation", "sim.capacity", "sim.whatif", "sim.replay", "sim.calibrate")
+
+
+def _start_worker() -> None:
+    os.nice(WORKER_NICE)
+    for name in _WARM_MODULES:
+        importlib.import_module(name)
+
+
+def _call_in_worker(deadline: float, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    """In a worker process: ``fn(*args)``, stopped at its first checkpoint past ``deadline``."""
+    return _call(StopSignal(deadline=deadline), fn, args)
+
+
+def _json_bytes(fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
+    return JSONResponse(fn(*args)).body
+
+
+def _call(signal: StopSignal, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    with stoppable(signal):
+        signal.check()  # it may have waited in the queue past its deadline
+        return fn(*args)
+
+
+def _next_batch(items: Iterator[T], last: Callable[[T], bool]) -> list[Any]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if last(item):
+            return batch
+    batch.append(_END)
+    return batch

@@ -1,0 +1,127 @@
+"""``make fuzz``: schemathesis against a local ``kvscope serve`` for a bounded time, then the figures that matter.
+
+Starts the server on a free loopback port, lets schemathesis generate requests
+from the OpenAPI schema (valid and invalid) for ``--seconds``, and reports
+from its HAR log: cases sent, answers by status class, 5xx count, the slowest
+answer, and the server's peak RSS (its own and its largest worker's). Fails
+(exit 1) on any 5xx or an answer slower than ``--max-answer-s``.
+
+    make fuzz                      # 180 s
+    make fuzz ARGS="--seconds 600"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def peak_rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=180, help="schemathesis' time budget")
+    parser.add_argument("--max-answer-s", type=float, default=5.0, help="the slowest answer allowed")
+    parser.add_argument("--workers", default="2", help="schemathesis' concurrent workers")
+    args = parser.parse_args()
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [str(BIN / "kvscope"), "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="kvscope-fuzz-"))
+    har = workdir / "fuzz.har"
+    peaks: dict[int, float] = {}
+    try:
+        for _ in range(300):
+            try:
+                if urlopen(f"{url}/healthz", timeout=1).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        fuzz = subprocess.Popen(
+            [
+                str(BIN / "st"), "run", f"{url}/openapi.json", "--max-time", str(args.seconds), "--workers", args.workers,
+                "--checks", "not_a_server_error", "--request-timeout", "60", "--generation-database", "none",
+                "--suppress-health-check", "all", "--report", "har", "--report-har-path", str(har), "--no-color",
+            ],
+            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        while fuzz.poll() is None:  # sample the server's and its workers' peaks while it runs
+            for pid in [server.pid, *children(server.pid)]:
+                peaks[pid] = max(peaks.get(pid, 0.0), peak_rss_mib(pid))
+            time.sleep(1)
+        output = fuzz.stdout.read() if fuzz.stdout else ""
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    tail = "\n".join(output.strip().splitlines()[-12:])
+    entries = json.loads(har.read_text())["log"]["entries"] if har.exists() else []
+    statuses = [e["response"]["status"] for e in entries]
+    times_ms = sorted(e["time"] for e in entries)
+    by_class = {f"{c}xx": sum(1 for s in statuses if s // 100 == c) for c in (2, 4, 5)}
+    slowest = max(entries, key=lambda e: e["time"], default=None)
+    report = {
+        "seconds": args.seconds,
+        "cases": len(entries),
+        "answers": by_class,
+        "5xx": by_class["5xx"],
+        "503_busy_or_deadline": statuses.count(503),
+        "p50_ms": round(times_ms[len(times_ms) // 2], 1) if times_ms else None,
+        "p99_ms": round(times_ms[int(len(times_ms) * 0.99)], 1) if times_ms else None,
+        "slowest_ms": round(slowest["time"], 1) if slowest else None,
+        "slowest": f"{slowest['request']['method']} {slowest['request']['url']}" if slowest else None,
+        "server_peak_rss_mib": round(peaks.get(server.pid, 0.0), 1),
+        "worker_peak_rss_mib": round(max((v for k, v in peaks.items() if k != server.pid), default=0.0), 1),
+    }
+    print(tail)
+    print(json.dumps(report, indent=1))
+    server_errors = [e for e in entries if e["response"]["status"] >= 500 and e["response"]["status"] != 503]
+    for e in server_errors[:5]:
+        print("5xx:", e["request"]["method"], e["request"]["url"], e["response"]["status"], file=sys.stderr)
+    failed = by_class["5xx"] > statuses.count(503) or (slowest is not None and slowest["time"] > args.max_answer_s * 1000)
+    print(f"(HAR log: {har})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Bad and oversized input over a real uvicorn: every case is a 4xx naming the field (or the file's line) and the limit.
+
+Each case once took the server down or answered 500 (see the hardening issue): a 10^8-block GPU pool built up
+front, answers of hundreds of MB, NaN and Infinity in bodies, zero costs, a curve refusing what simulate accepts,
+1e308 and deeply nested values in uploaded files, whole inputs repeated in a 422.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from live_servers import run_kvscope, serve_process
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, int]]:
+    with serve_process() as (url, proc):
+        yield url, proc.pid
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def _post_json(url: str, text: str, timeout: float = 30) -> httpx.Response:
+    return httpx.post(url, content=text, headers={"content-type": "application/json"}, timeout=timeout)
+
+
+def _detail(response: httpx.Response) -> str:
+    return json.dumps(response.json()["detail"])
+
+
+# -- resource limits -----------------------------------------------------------------------------------------
+
+
+def test_a_1e8_token_gpu_with_a_tiny_workload_completes_in_bounded_memory(server: tuple[str, int]) -> None:
+    url, pid = server
+    before = _peak_rss_bytes(pid)
+    body = {"docs": 1, "doc_tokens": 1, "question_tokens": 0, "gpu_tokens": 100_000_000, "block_size": 1, "chunk_size": 1, "passes": "forward"}
+    response = httpx.post(f"{url}/api/simulate", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.json()["scenario"]["gpu_blocks"] == 100_000_000
+    # Built up front, the pool's three per-block tables alone were 3 x 8 B x 10^8 = 2.4 GB; built on use, a few blocks.
+    assert _peak_rss_bytes(pid) - before < 100 * 2**20
+
+
+def test_a_capacity_curve_up_to_1e7_gpu_tokens_completes(server: tuple[str, int]) -> None:
+    url, pid = server
+    before = _peak_rss_bytes(pid)
+    response = httpx.post(f"{url}/api/capacity", json={"gpu_tokens": 10_000_000, "points": 40}, timeout=60)
+    assert response.status_code == 200, response.text
+    points = response.json()["curves"][0]["points"]
+    assert points[-1]["capacity_tokens"] == 10_000_000  # the grid reaches the scenario's own size
+    assert _peak_rss_bytes(pid) - before < 100 * 2**20
+
+
+def test_an_answer_of_hundreds_of_mb_is_refused_before_it_runs(server: tuple[str, int]) -> None:
+    url, _ = server
+    # The issue's 5 KB body: 100 passes of 100,000 zipf requests, 10^7 records x 2 runs (~6 GB of JSON).
+    body = {"docs": 1, "doc_tokens": 1, "question_tokens": 0, "passes": [{"order": "zipf", "requests": 100_000}] * 100}
+    response = httpx.post(f"{url}/api/simulate", json=body, timeout=10)
+    assert response.status_code == 422
+    assert "the limit here is" in _detail(response) and "estimated" in _detail(response)
+    # An explicit pass list of 10^5 documents x 10 passes: 10^6 records.
+    body = {"docs": 10, "doc_tokens": 1, "question_tokens": 0, "passes": [{"order": "list", "docs": [0] * 100_000}] * 10}
+    response = httpx.post(f"{url}/api/simulate", json=body, timeout=10)
+    assert response.status_code == 422, response.text
+    assert "estimated" in _detail(response)
+
+
+# -- bad values ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "loc"),
+    [
+        ('{"cpu_gb": NaN}', ["body", "cpu_gb"]),
+        ('{"cpu_gb": Infinity}', ["body", "cpu_gb"]),
+        (
+            '{"costs": {"overhead_ms": 1, "prefill_ms_per_token": Infinity, "load_cpu_ms_per_token": 0, '
+            '"load_disk_ms_per_token": 0, "store_ms_per_token": 0}}',
+            ["body", "costs", "prefill_ms_per_token"],
+        ),
+    ],
+)
+def test_nan_and_infinity_are_422_at_their_field(server: tuple[str, int], text: str, loc: list[str]) -> None:
+    response = _post_json(f"{server[0]}/api/simulate", text)
+    assert response.status_code == 422
+    assert [e["loc"] for e in response.json()["detail"]] == [loc]
+    assert "finite number" in response.json()["detail"][0]["msg"]
+
+
+def test_costs_that_make_every_ttft_zero_are_422(server: tuple[str, int]) -> None:
+    zero = dict.fromkeys(("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "load_disk_ms_per_token", "store_ms_per_token"), 0)
+    response = httpx.post(f"{server[0]}/api/simulate", json={"costs": zero}, timeout=10)
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "costs"] and "overhead_ms or prefill_ms_per_token must be above 0" in error["msg"]
+
+
+def test_simulate_json_refuses_zero_costs_and_never_prints_infinity(tmp_path: Path) -> None:
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps({"overhead_ms": 0, "prefill_ms_per_token": 0, "load_cpu_ms_per_token": 0,
+                                "load_disk_ms_per_token": 0, "store_ms_per_token": 0}))
+    result = run_kvscope(["simulate", "--costs", str(zero), "--json"])
+    assert result.returncode == 2
+    assert "overhead_ms or prefill_ms_per_token must be above 0" in result.stderr
+    result = run_kvscope(["simulate", "--json", "--docs", "3"])
+    assert result.returncode == 0
+    json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in simulate --json"))
+
+
+def test_capacity_accepts_every_scenario_simulate_accepts(server: tuple[str, int]) -> None:
+    url, _ = server
+    # A GPU of exactly one 5,011-token document: enough whole-document; one token short of a prompt at block level.
+    body = {"granularity": "doc", "gpu_tokens": 5011}
+    assert httpx.post(f"{url}/api/simulate", json=body, timeout=30).status_code == 200
+    response = httpx.post(f"{url}/api/capacity", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    assert [c["granularity"] for c in response.json()["curves"]] == ["block", "doc"]
+    page = httpx.post(f"{url}/ui/analysis/capacity", data={"preset": "seed-lab", **{k: str(v) for k, v in body.items()}}, timeout=60)
+    assert page.status_code == 200, page.text
+
+
+def test_1e308_ttfts_are_422_naming_the_line(server: tuple[str, int]) -> None:
+    url, _ = server
+    rows = "config,pass,order,seq,doc,prompt_tokens,ttft_ms\ngpu,1,forward,0,0,5024,575.9\ngpu,1,forward,1,1,5024,1e308\n"
+    response = httpx.post(f"{url}/api/analyze", files={"file": ("m.csv", rows)}, timeout=30)
+    assert response.status_code == 422
+    assert "line 3: column ttft_ms" in _detail(response) and "at most 3,600,000 ms" in _detail(response)
+    table = "config,pass,order,p50_ms,mean_ms\ngpu,1,forward,1e308,1e308\n"
+    response = httpx.post(f"{url}/api/calibrate", files={"file": ("t.csv", table)}, timeout=30)
+    assert response.status_code == 422
+    assert "line 2: p50_ms must be from 0 to 3,600,000 ms" in _detail(response)
+
+
+@pytest.mark.parametrize(("layers", "shown"), [("1e308", "1e+308"), ("-28", "-28")])
+def test_a_config_json_with_impossible_layers_is_422(server: tuple[str, int], layers: str, shown: str) -> None:
+    config = f'{{"num_hidden_layers": {layers}, "num_attention_heads": 12, "num_key_value_heads": 2, "hidden_size": 1536}}'
+    response = httpx.post(f"{server[0]}/ui/analysis/size", files={"config": ("config.json", config)}, timeout=10)
+    assert response.status_code == 422
+    assert "num_hidden_layers must be from 1 to 1,000" in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "extra"),
+    [
+        ("/api/analyze", "file", {}),
+        ("/api/replay", "file", {"gpu_blocks": "100"}),
+        ("/api/curve", "file", {}),
+        ("/api/calibrate", "file", {}),
+        ("/ui/analysis/measurements", "file", {}),
+        ("/ui/analysis/profile", "profile", {}),
+        ("/ui/analysis/size", "config", {}),
+    ],
+)
+def test_json_nested_100000_deep_in_an_upload_is_422(server: tuple[str, int], path: str, field: str, extra: dict) -> None:
+    response = httpx.post(f"{server[0]}{path}", data=extra, files={field: ("deep.jsonl", DEEP + "\n")}, timeout=30)
+    assert response.status_code == 422, response.text[:300]
+    assert "nested deeper than 64 levels" in response.text
+
+
+def test_a_deep_json_body_is_refused_not_a_server_error(server: tuple[str, int]) -> None:
+    response = _post_json(f"{server[0]}/api/simulate", '{"passes": ' + DEEP + "}")
+    assert 400 <= response.status_code < 500
+
+
+# -- body limits and what an error repeats ----------------------------------------------------------------
+
+
+def test_a_422_repeats_little_of_a_large_input(server: tuple[str, int]) -> None:
+    huge = "x" * 1_500_000
+    response = httpx.post(f"{server[0]}/api/simulate", json={"preset": huge}, timeout=30)
+    assert response.status_code == 422
+    assert len(response.content) < 5_000  # it was the whole 1.5 MB
+
+
+def test_a_passes_text_over_its_length_limit_is_422_before_parsing(server: tuple[str, int]) -> None:
+    text = "forward," * 150_000  # 1.2 million characters: under the body limit, over the field's
+    response = httpx.post(f"{server[0]}/api/simulate", json={"passes": text}, timeout=10)
+    assert response.status_code == 422
+    assert "at most 1000000 characters" in _detail(response)
+    assert len(response.content) < 5_000
+
+
+def test_bodies_over_the_route_limit_are_413_before_they_are_read(server: tuple[str, int]) -> None:
+    url, _ = server
+    body = json.dumps({"passes": "forward," * 1_300_000})  # 10 MB
+    response = _post_json(f"{url}/api/simulate", body)
+    assert response.status_code == 413
+    assert "2,097,152 bytes" in response.json()["detail"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted while read
+        yield b'{"passes": "'
+        for _ in range(40):
+            yield b"forward," * 10_000
+        yield b'"}'
+
+    response = httpx.post(f"{url}/api/simulate", content=chunks(), headers={"content-type": "application/json"}, timeout=30)
+    assert response.status_code == 413
+    # An upload route takes more: a 3 MB measurement file is read (and refused for what it holds, not its size).
+    rows = "config,pass,order,seq,doc,prompt_tokens,ttft_ms\n" + "gpu,1,forward,0,0,5024,575.9\n" * 100_000
+    response = httpx.post(f"{url}/api/analyze", files={"file": ("m.csv", rows)}, timeout=60)
+    assert response.status_code == 200, response.text[:300]

@@ -1,0 +1,68 @@
+"""Cost estimates (sim.work): an upper bound of what a simulation holds and answers, and the stop signal it obeys."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+
+import pytest
+
+from sim.scenario import Scenario
+from sim.simulation import simulate
+from sim.work import Budget, Cost, OverBudget, StopSignal, Stopped, simulation_cost, stoppable
+
+# Scenarios that stress different parts of the estimate: many documents (keys), many tiny requests (records),
+# a huge GPU that the workload fills (pool blocks), a big CPU tier (chunks), block size 1 (keys and blocks).
+SHAPES = [
+    dict(docs=40, doc_tokens=10_000, passes="forward,forward,reverse"),
+    dict(docs=1, doc_tokens=1, question_tokens=0, passes=[{"order": "zipf", "requests": 5_000}] * 2),
+    dict(docs=20, doc_tokens=50_000, gpu_tokens=10_000_000, cpu_gb=None, passes="forward,forward"),
+    dict(docs=20, doc_tokens=20_000, gpu_tokens=2_000_000, cpu_gb=20, passes="forward,random@1,reverse"),
+    dict(docs=30, doc_tokens=2000, block_size=1, chunk_size=16, gpu_tokens=40_000, passes="forward,forward"),
+]
+
+
+@pytest.mark.parametrize("explain", [True, False])
+@pytest.mark.parametrize("fields", SHAPES)
+def test_the_estimate_bounds_what_a_simulation_holds_and_answers(fields: dict, explain: bool) -> None:
+    scenario = Scenario(**fields)
+    cost = simulation_cost(scenario, explain=explain)
+    tracemalloc.start()
+    try:
+        result = simulate(scenario, explain=explain)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    answer = len(json.dumps(result))
+    # An upper bound, so that a call under budget fits; within 3x (the answer, whose records vary from ~200 B to
+    # ~1 kB with their evictions and causes: 5x), so that the budget does not refuse what fits.
+    assert peak <= cost.memory_bytes <= 3 * peak
+    assert answer <= cost.response_bytes <= 5 * answer
+
+
+def test_a_huge_gpu_costs_what_the_workload_uses() -> None:
+    # The issue's case: 10^8 one-token blocks for one one-token prompt. The pool builds blocks on first use,
+    # so the estimate (and the run) holds a handful of blocks, not 10^8 x ~450 B = 45 GB.
+    scenario = Scenario(docs=1, doc_tokens=1, question_tokens=0, gpu_tokens=100_000_000, block_size=1, chunk_size=1, passes="forward")
+    assert simulation_cost(scenario).memory_bytes < 1_000_000
+
+
+def test_a_budget_names_the_first_limit_exceeded() -> None:
+    budget = Budget(work_steps=100, memory_bytes=1000, response_bytes=10)
+    budget.check(Cost(100, 1000, 10))  # at the limits: fine
+    with pytest.raises(OverBudget, match=r"estimated memory is 1,001 bytes; the limit here is 1,000 bytes") as info:
+        budget.check(Cost(100, 1001, 10), "passes")
+    assert info.value.field == "passes"
+
+
+def test_a_stopped_simulation_stops_at_its_next_request() -> None:
+    scenario = Scenario(docs=200, doc_tokens=20_000, passes="forward,forward,forward")
+    signal = StopSignal(deadline=time.monotonic() - 1)  # already past
+    with stoppable(signal), pytest.raises(Stopped, match="deadline"):
+        simulate(scenario)
+    signal = StopSignal()
+    signal.stop("the server is stopping")
+    with stoppable(signal), pytest.raises(Stopped, match="server is stopping"):
+        simulate(scenario)
+    simulate(scenario.replace(docs=2))  # without a signal nothing stops it
