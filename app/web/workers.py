@@ -5,15 +5,14 @@ runs in one of ``concurrency`` worker processes, so it never holds the
 server's GIL and ``/healthz``, static files and open streams answer in
 milliseconds whatever runs (threads would share one GIL with the event loop:
 a probe waited up to a second behind two simulations). ``fn`` and its
-arguments go by pickle, so ``fn`` is a module-level function. The step
-stream's steps (a generator, small and paced) go to ``steps``, on threads.
+arguments go by pickle, so ``fn`` is a module-level function. (The step
+stream, small and paced, and recorded as it goes, stays on the event loop.)
 
 Past the queue a call is refused at once (``Busy``: 503 with Retry-After); a
 call that passes its deadline stops at its next ``sim.work.checkpoint()`` and
 answers 503 (``TimedOut``) instead of holding a worker. ``close()`` (server
-shutdown) ends the worker processes at once and stops the stream's steps at
-their next checkpoint, so SIGTERM is never held up by a simulation (and no
-worker outlives the server: they are daemonic).
+shutdown) ends the worker processes at once, so SIGTERM is never held up by a
+simulation (and no worker outlives the server: they are daemonic).
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ import importlib
 import multiprocessing
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -38,7 +36,6 @@ T = TypeVar("T")
 # A call that ignores its deadline (a long stretch without a checkpoint) is answered this long after it anyway.
 GRACE_S = 1.0
 WORKER_NICE = 10
-_END = object()
 
 
 class Busy(Exception):
@@ -75,8 +72,6 @@ class Workers:
         # Spawned, not forked: the server has threads, and a fork copies whatever locks they held. At a lower
         # priority (nice +10), so that the server's own process (health, static files, streams) goes first.
         self._processes = multiprocessing.get_context("spawn").Pool(budget.concurrency, initializer=_start_worker)
-        self._threads = ThreadPoolExecutor(budget.concurrency, thread_name_prefix="kvscope-steps")
-        self._signals: set[StopSignal] = set()
         self._closed = False
 
     @property
@@ -129,43 +124,10 @@ class Workers:
         body = await self.run(_json_bytes, fn, args)
         return Response(body, media_type="application/json")
 
-    async def steps(self, items: Iterator[T], last: Callable[[T], bool]) -> AsyncIterator[T]:
-        """``items`` advanced on a worker thread up to and including each item for which ``last`` holds.
-
-        For a stream: it has no deadline (the client paces it and may leave) and holds no place in
-        the queue while it waits for its client, but each of its steps takes a worker's turn.
-        """
-        self.admit()
-        signal = StopSignal()
-        try:
-            while True:
-                batch = await self._submit(signal, _next_batch, items, last)
-                for item in batch:
-                    if item is _END:
-                        return
-                    yield item
-        finally:
-            signal.stop("the stream ended")
-
-    def _submit(self, signal: StopSignal, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        self.stats.running += 1
-        self._signals.add(signal)
-        future = asyncio.get_running_loop().run_in_executor(self._threads, _call, signal, fn, args)
-
-        def release(_: object) -> None:
-            self.stats.running -= 1
-            self._signals.discard(signal)
-
-        future.add_done_callback(release)
-        return future
-
     def close(self) -> None:
         """Stop every call at its next checkpoint and take no more (the server is stopping)."""
         self._closed = True
-        for signal in list(self._signals):
-            signal.stop("the server is stopping")
         self._processes.terminate()
-        self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 # What the routes send to a worker: imported when it starts, not on its first call.
@@ -180,24 +142,11 @@ def _start_worker() -> None:
 
 def _call_in_worker(deadline: float, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     """In a worker process: ``fn(*args)``, stopped at its first checkpoint past ``deadline``."""
-    return _call(StopSignal(deadline=deadline), fn, args)
-
-
-def _json_bytes(fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
-    return JSONResponse(fn(*args)).body
-
-
-def _call(signal: StopSignal, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    signal = StopSignal(deadline=deadline)
     with stoppable(signal):
         signal.check()  # it may have waited in the queue past its deadline
         return fn(*args)
 
 
-def _next_batch(items: Iterator[T], last: Callable[[T], bool]) -> list[Any]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if last(item):
-            return batch
-    batch.append(_END)
-    return batch
+def _json_bytes(fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
+    return JSONResponse(fn(*args)).body

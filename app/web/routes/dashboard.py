@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from app.web import run_view, scenario_form, stored
 from app.web.context import Web
@@ -98,7 +99,7 @@ def router(*, web: Web) -> APIRouter:
         except InputErrors as exc:
             return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, exc.errors), run=_initial_run())
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-        view = await run_in_threadpool(lambda: run_view.build(scenario, simulate(scenario), stream_body=stream_body))
+        view = await web.workers.run(_played_run, scenario, stream_body)
         return render(request, "dashboard.html", form=stored.form_of(preset, query), run=view, costs=stored.costs_of(scenario, "the link's costs"))
 
     @pages.get("/ui/fields", response_class=HTMLResponse)
