@@ -17,6 +17,7 @@ from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from app.runs.recording import keep, run_headers, save_replay
 from app.scenario_input import ScenarioInput
@@ -182,7 +183,11 @@ def router(*, web: Web) -> APIRouter:
         choice = await TraceChoice.of(form)
         result = await web.workers.run(replay_answer, choice, tiers, form.timeline_buckets, budget)
         files = [choice.upload] if choice.upload is not None else []
-        return JSONResponse(result, headers=run_headers(*keep(lambda: save_replay(web.runs, result, files))))
+
+        def answer() -> JSONResponse:  # kept and rendered off the event loop
+            return JSONResponse(result, headers=run_headers(*keep(lambda: save_replay(web.runs, result, files))))
+
+        return await run_in_threadpool(answer)
 
     @api.post("/api/curve", summary="Plain-LRU hit-ratio curve of a trace", response_class=JSONResponse)
     async def curve_route(form: Annotated[CurveForm, Form()]) -> JSONResponse:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
 
 from app.runs.recording import RUN_HEADER, StreamRecorder, keep, run_headers, save_simulation
 from app.runs.store import StoreError
@@ -100,7 +101,11 @@ def router(*, web: Web) -> APIRouter:
         except InputErrors as exc:
             raise exc.for_body() from None
         result = await web.workers.run(simulate, scenario, explain)
-        return JSONResponse(result, headers=run_headers(*keep(lambda: save_simulation(web.runs, scenario, result))))
+
+        def answer() -> JSONResponse:  # kept and rendered off the event loop: /healthz must not wait for it
+            return JSONResponse(result, headers=run_headers(*keep(lambda: save_simulation(web.runs, scenario, result))))
+
+        return await run_in_threadpool(answer)
 
     @api.post("/simulate/stream", summary="Stream a simulation step by step", response_class=EventSourceResponse)
     async def simulate_stream(
