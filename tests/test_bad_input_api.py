@@ -208,7 +208,7 @@ def test_bodies_over_the_route_limit_are_413_before_they_are_read(server: tuple[
 
     response = httpx.post(f"{url}/api/simulate", content=chunks(), headers={"content-type": "application/json"}, timeout=30)
     assert response.status_code == 413
-    # An upload route takes more: a 3 MB measurement file is read (and refused for what it holds, not its size).
-    rows = "config,pass,order,seq,doc,prompt_tokens,ttft_ms\n" + "gpu,1,forward,0,0,5024,575.9\n" * 100_000
+    # An upload route takes more: a 2.7 MB measurement file (20,000 rows with a long model name) is read.
+    rows = "config,pass,order,seq,doc,prompt_tokens,ttft_ms,model\n" + f"gpu,1,forward,0,0,5024,575.9,{'m' * 100}\n" * 20_000
     response = httpx.post(f"{url}/api/analyze", files={"file": ("m.csv", rows)}, timeout=60)
     assert response.status_code == 200, response.text[:300]
