@@ -116,7 +116,8 @@ def _distinct_blocks(scenario: Scenario) -> int:
     misses), and never more than all the requests' blocks."""
     block = scenario.block_size
     doc_blocks = -(-(scenario.shared_prefix_tokens + scenario.doc_tokens) // block)
-    per_request = -(-scenario.question_tokens // block) + 1
+    question = scenario.question_tokens
+    per_request = -(-(max(question) if isinstance(question, list) else question) // block) + 1
     if any(p.hit_miss_ratio for p in scenario.passes):
         per_request += doc_blocks  # a forced miss makes its document's text unique
     return min(scenario.total_blocks, scenario.docs * doc_blocks + scenario.total_requests * per_request)
