@@ -128,6 +128,27 @@ def test_only_configured_upstreams_are_reachable(proxied: tuple[str, str, list[b
     assert httpx.get(url + "/api/watch").json() == [{"name": "fake", "kv_events": False}]
 
 
+def test_the_proxied_paths_keep_the_servers_host_origin_and_token_rules(live_server_factory: Serve) -> None:
+    with fake_upstream() as (upstream, received), live_server_factory(
+        "--upstream", f"fake={upstream}", "--auth-token", "s3cret"
+    ) as url:
+        port = url.rsplit(":", 1)[1]
+        bearer = {"authorization": "Bearer s3cret"}
+        body = b'{"prompt": "a b", "max_tokens": 1}'
+        before = len(received)
+        # DNS rebinding: a page whose name resolves to 127.0.0.1 must not reach the upstream through the proxy.
+        rebound = httpx.post(url + "/v1/completions", content=body, headers={**bearer, "host": f"evil.example:{port}"})
+        assert rebound.status_code == 400
+        # A cross-site page may not spend the upstream's GPU either, and without the token nobody may.
+        foreign = httpx.post(url + "/v1/completions", content=body, headers={**bearer, "origin": "http://evil.example"})
+        assert foreign.status_code == 403
+        assert httpx.post(url + "/v1/completions", content=body).status_code == 401
+        assert httpx.get(url + "/upstream/fake/v1/models").status_code == 401
+        assert len(received) == before  # none of them reached the upstream
+        ok = httpx.post(url + "/v1/completions", content=body, headers=bearer)
+        assert ok.status_code == 200 and received[-1] == body
+
+
 def test_an_upstream_that_is_down_gives_502_naming_it(live_server_factory: Serve) -> None:
     down = f"http://127.0.0.1:{free_port()}"
     with live_server_factory("--upstream", f"gone={down}") as url:

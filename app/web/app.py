@@ -57,8 +57,8 @@ def make_app(web: Web | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)
     app.add_middleware(QuietDisconnects)
-    app.add_middleware(RequestGuard)  # a refused request reaches nothing (but the proxied paths, served first)
     app.add_middleware(ProxyFirst, table=web.proxied)  # outside the above: proxied requests skip them
+    app.add_middleware(RequestGuard)  # outermost: a refused request reaches nothing, proxied paths included
     for feature in ROUTERS:
         app.include_router(feature.router(web=web))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

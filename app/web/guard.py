@@ -14,7 +14,10 @@
   sets (401 otherwise).
 - Body size: uploads (``UPLOAD_PATHS``) up to ``UPLOAD_LIMIT_BYTES``, anything
   else up to ``BODY_LIMIT_BYTES``; a larger ``Content-Length`` is refused before a
-  byte is read, and a body that grows past it while read (413).
+  byte is read, and a body that grows past it while read (413). The proxied
+  OpenAI paths (``/v1/...``, ``/upstream/NAME/v1/...``) bound their own bodies
+  and pass straight through once Host, token and origin are checked, so a
+  rebound DNS name cannot reach an upstream through this server either.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ UPLOAD_PATHS = frozenset({
     "/api/analyze", "/api/calibrate", "/api/replay", "/api/curve",
     "/ui/analysis/measurements", "/ui/analysis/calibrate", "/ui/analysis/profile", "/ui/analysis/size",
 })
+PROXIED_PREFIXES = ("/v1/", "/upstream/")  # app/web/proxied.py: forwarded with the proxy's own body bound
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/healthz"})  # the container's health check carries no token
 
@@ -104,6 +108,9 @@ class RequestGuard:
                 return
         if scope["method"] not in SAFE_METHODS and (reason := _cross_site(headers)):
             await _refuse(send, 403, reason)
+            return
+        if path.startswith(PROXIED_PREFIXES):
+            await self.app(scope, receive, send)
             return
         limit = UPLOAD_LIMIT_BYTES if path in UPLOAD_PATHS else BODY_LIMIT_BYTES
         length = headers.get("content-length")
