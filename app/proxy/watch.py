@@ -369,9 +369,10 @@ def _eviction_ranks(engine: Engine) -> dict[str, int]:
     """The twin's cached GPU blocks, by hash label, numbered in the order its free queue would evict them (vLLM's
     LRU: the front first, FreeKVCacheBlockQueue at vllm/v1/core/kv_cache_utils.py:258)."""
     gpu = engine.gpu
+    hashes = gpu.block_hash  # grows as blocks are first handed out: ids past its end were never cached
     ranks: dict[str, int] = {}
     for block_id in gpu.free_queue:
-        key = gpu.block_hash[block_id]
+        key = hashes[block_id] if block_id < len(hashes) else None
         if key is not None and gpu.cached.get(key) == block_id:
             ranks[hash_label(key)] = len(ranks)
     return ranks
