@@ -35,15 +35,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sim import textfile
-from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, Measurement, MeasurementError
+from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, UNKNOWN_DOC, Measurement, MeasurementError
 
 RepeatMode = Literal["tile", "interleave", "random"]
 REPEAT_MODES: tuple[RepeatMode, ...] = ("tile", "interleave", "random")
 WARMUP_FILE, QUERY_FILE = "warmup_round.csv", "query_round.csv"
 # The columns that make a CSV one of long_doc_qa's rounds (kvscope's own files have ttft_ms instead).
 ROUND_COLUMNS = ("prompt_id", "ttft")
-# A query-round request whose document is not known (the repeat mode was not given).
-UNKNOWN_DOC = -1
 _FALSE = {"false", "0", "no"}
 _RATIO_RE = re.compile(r"^(\d+):(\d+)$")
 
@@ -128,6 +126,14 @@ class Failure:
             "config": self.config, "pass": self.pass_, "prompt_id": self.prompt_id, "file": self.file, "line": self.line,
             "reason": self.reason,
         }
+
+    def text(self) -> str:
+        return failure_text(self.to_dict())
+
+
+def failure_text(f: dict[str, Any]) -> str:
+    """One failed request in a line, from its ``to_dict`` (as a kept run holds it)."""
+    return f"{f['config']} pass {f['pass']} prompt_id {f['prompt_id']} ({f['file']} line {f['line']}): {f['reason']}"
 
 
 @dataclass(slots=True)

@@ -160,3 +160,22 @@ def test_analyses_replays_and_calibrations_are_kept(url: str, tmp_path: Path) ->
     # The bundled trace's identity is its sha256 (sim/data/traces/README.md).
     assert kept["kind"] == "replay" and kept["source"]["trace"]["sha256"] == replayed.json()["trace"]["sha256"]
     assert kept["summary"]["requests"] == 3_993
+
+
+def test_an_analysis_keeps_its_failed_requests_and_shows_them(url: str, db_path: Path) -> None:
+    # A long_doc_qa query round (new columns) whose prompt 1 failed: successful False, ttft -1.
+    header = "prompt_id,request_start,ttft,request_end,successful,is_miss,ttft_time"
+    query = "\n".join([header, "0,0.0,0.05,0.55,True,False,0.05", "1,0.6,-1,1.1,False,False,-0.4",
+                       "2,1.2,0.07,1.77,True,False,1.27"]) + "\n"
+    analysed = httpx.post(f"{url}/api/analyze", files={"file": ("query_round.csv", query.encode(), "text/csv")})
+    assert analysed.status_code == 200, analysed.text
+    kept = httpx.get(f"{url}/api/runs/{analysed.headers['X-Kvscope-Run']}").json()
+    # Two requests succeeded (prompts 0 and 2); the one that failed is kept beside them, as the answer gave it.
+    assert kept["records"] == 2 and kept["summary"]["failed"] == 1
+    assert kept["source"]["failures"] == analysed.json()["failures"]
+    assert [(f["prompt_id"], f["line"]) for f in kept["source"]["failures"]] == [(1, 3)]  # line 3: header, prompt 0, 1
+    shown = run_kvscope(["runs", "--db", str(db_path), "show", analysed.headers["X-Kvscope-Run"]])
+    assert shown.returncode == 0, shown.stderr
+    assert "failed requests, left out of the statistics: 1" in shown.stdout
+    assert "prompt_id 1 (query_round.csv line 3): successful is False" in shown.stdout
+    assert '"failures"' not in shown.stdout  # listed once, as lines, not again in the source's JSON

@@ -103,4 +103,4 @@ def command(
         click.echo("")
         click.echo(f"failed requests, left out of the statistics: {len(failures)}")
         for f in failures:
-            click.echo(f"  {f.config} pass {f.pass_} prompt_id {f.prompt_id} ({f.file} line {f.line}): {f.reason}")
+            click.echo(f"  {f.text()}")

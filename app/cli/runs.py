@@ -14,6 +14,7 @@ from app.runs import compare, export, importer
 from app.runs.recording import result_of
 from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunStore, StoreError, StoreFull, check_id
 from sim import textfile
+from sim.longdocqa import failure_text
 
 
 class RunIdType(click.ParamType):
@@ -94,8 +95,15 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
     info = run.info
     click.echo(f"run {info.id}: {info.kind}, {info.status}, {info.created_at}")
     click.echo(f"  {info.summary.get('scenario') or info.name}")
-    if run.source:
-        click.echo(f"  source: {json.dumps(run.source)}")
+    failures = (run.source or {}).get("failures") or []
+    source = {k: v for k, v in (run.source or {}).items() if k != "failures"}
+    if source:
+        click.echo(f"  source: {json.dumps(source)}")
+    if failures:
+        # As ``kvscope analyze`` words them, so a kept analysis reads as it did when made.
+        click.echo(f"failed requests, left out of the statistics: {len(failures)}")
+        for f in failures:
+            click.echo(f"  {failure_text(f)}")
     click.echo("")
     rows = [[p["config"], f"{p['pass']} {p['order'] or ''}", p["requests"]["a"], p["p50_ms"]["a"], p["mean_ms"]["a"],
              p["gpu_hit_tokens"]["a"], p["cpu_hit_tokens"]["a"]] for p in view["passes"]]

@@ -310,11 +310,15 @@ def upload_source(files: list[tuple[str, bytes]]) -> dict[str, Any]:
 def save_rows(
     store: RunStore, kind: str, files: list[tuple[str, bytes]], rows: list[Measurement], *,
     result: Any = None, costs: dict[str, Any] | None = None, scenario: Scenario | None = None,
+    failures: list[dict[str, Any]] | None = None,
 ) -> int:
-    """An analysis, calibration or import of measurement files: the parsed rows, and each file's identity."""
+    """An analysis, calibration or import of measurement files: the parsed rows, each file's identity, and the
+    failed requests left out of the rows (long_doc_qa's, ``sim.readers``): their count in the summary, each in the source."""
+    extra = {"failed": len(failures)} if failures else {}
+    source = {**upload_source(files), **({"failures": failures} if failures else {})}
     run = NewRun(
         kind, name=" + ".join(name for name, _ in files), scenario=scenario_fields(scenario) if scenario else None,
-        costs=costs, summary=summary(scenario, rows), source=upload_source(files),
+        costs=costs, summary=summary(scenario, rows, **extra), source=source,
     )
     return store.save(run, result=result, records=[r.row() for r in rows], uploads=files, keep_upload_bytes=UPLOAD_KEEP_BYTES)
 

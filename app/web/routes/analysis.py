@@ -173,7 +173,7 @@ def router(*, web: Web) -> APIRouter:
             return problem(request, exc)
         baseline = values.get("baseline", "").strip() or "gpu"
         files = await uploaded_files(form.get("file"), form.get("warmup"), form.get("query"))
-        run_id, _ = keep(lambda: save_rows(web.runs, "analysis", files, rows))
+        run_id, _ = keep(lambda: save_rows(web.runs, "analysis", files, rows, failures=[f.to_dict() for f in failures]))
         view = await web.workers.run(measurements_view, rows, baseline, failures)
         return render(request, "analysis/measurements.html", view=view, run_id=run_id)
 
@@ -234,7 +234,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
         report = await web.workers.run(_analysis, found, baseline)
         files = await uploaded_files(file)
-        kept = run_headers(*keep(lambda: save_rows(web.runs, "analysis", files, found.rows)))
+        kept = run_headers(*keep(lambda: save_rows(web.runs, "analysis", files, found.rows, failures=found.failures_json())))
         return JSONResponse(report, headers=kept)
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
