@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
+from sim.measurements import MAX_TTFT_MS
 from sim.scenario import Scenario
 
 TIERS = ("gpu", "cpu", "disk")
@@ -31,8 +32,8 @@ class Target:
             raise ValueError("target: give p50_ms, p90_ms or hit_ratio")
         for name in ("p50_ms", "p90_ms"):
             value = getattr(self, name)
-            if value is not None and not 0 < value <= 3_600_000:
-                raise ValueError(f"{name} must be above 0 and at most 3,600,000, got {value}")
+            if value is not None and not 0 < value <= MAX_TTFT_MS:
+                raise ValueError(f"{name} must be above 0 and at most {MAX_TTFT_MS:,}, got {value}")
         if self.hit_ratio is not None and not 0 <= self.hit_ratio <= 1:
             raise ValueError(f"hit_ratio must be from 0 to 1, got {self.hit_ratio}")
 

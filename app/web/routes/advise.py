@@ -20,6 +20,7 @@ from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices
 from sim.advise.search import Space, advise
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.kv import KV_CACHE_DTYPES, shape_from_config
+from sim.measurements import MAX_TTFT_MS
 from sim.scenario import Scenario
 from sim.trace import BUNDLED_TRACES
 
@@ -33,8 +34,8 @@ class AdviseInput(BaseModel):
 
     scenario: ScenarioInput = Field(default_factory=ScenarioInput, description="the workload (as for /api/simulate)")
     trace: Literal[tuple(BUNDLED_TRACES)] | None = Field(default=None, description="a bundled trace instead of the scenario")  # type: ignore[valid-type]
-    p50_ms: float | None = Field(default=None, gt=0, le=3_600_000, description="TTFT p50 target, ms")
-    p90_ms: float | None = Field(default=None, gt=0, le=3_600_000, description="TTFT p90 target, ms")
+    p50_ms: float | None = Field(default=None, gt=0, le=MAX_TTFT_MS, description="TTFT p50 target, ms")
+    p90_ms: float | None = Field(default=None, gt=0, le=MAX_TTFT_MS, description="TTFT p90 target, ms")
     hit_ratio: float | None = Field(default=None, ge=0, le=1, description="a floor on the prefix hit ratio")
     pass_: int | None = Field(default=None, alias="pass", ge=1, le=100, description="put the target on this pass only")
     buy: list[Literal[TIERS]] = Field(default=["gpu"], min_length=1, description="tiers whose size may change")  # type: ignore[valid-type]
