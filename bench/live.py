@@ -20,19 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
-
 from app.live.client import VllmClient
 from app.live.session import LiveRun
 from app.live.targets import Target
+from bench._served import free_port, served
 from sim import measurements, stats
 from sim.calibrate import seed_scenario
 from sim.prompt_keys import request_for_tokens, tokenize
@@ -42,29 +39,11 @@ from sim.workload import Units
 _EMULATE = [sys.executable, "-c", "from app.cli import main; main()", "emulate"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _emulator(*args: str) -> Iterator[str]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([*_EMULATE, "--port", str(port), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    port = free_port()
+    with served([*_EMULATE, "--port", str(port), *args], port, "/health") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _hashing() -> dict[str, float]:

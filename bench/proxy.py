@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
 
 from app.runs.store import ENV_DB
-from bench.live import _emulator, _free_port
+from bench._served import free_port, served
+from bench.live import _emulator
 
 REQUESTS = 30
 ROUNDS = 4
@@ -33,31 +33,13 @@ STACKS = {"plain": ("asyncio", "h11"), "fast": ("uvloop", "httptools")}
 UPSTREAM = "emu"
 
 
-@contextmanager
-def _server(args: list[str], port: int, probe: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + probe, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 Command = tuple[list[str], dict[str, str]]
 
 
 def kvscope_proxy(emu: str, stack: str, app_dir: str = ".") -> Command:
     """The command and environment of the app ``kvscope serve --upstream emu=URL`` runs, on one uvicorn stack
     (from the checkout at ``app_dir``: another build can be measured in the same rounds)."""
-    port = _free_port()
+    port = free_port()
     loop, http = STACKS[stack]
     args = [sys.executable, "-m", "uvicorn", "--factory", "app.web.app:make_app", "--app-dir", app_dir,
             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--loop", loop, "--http", http]
@@ -112,14 +94,14 @@ def measure(extra: dict[str, Callable[[str], Command]] | None = None, rounds: in
     with _emulator("--speed", "1000") as emu, httpx.Client(timeout=30) as client, ExitStack() as stack:
         paths: dict[str, _Path] = {"direct": _Path(emu, watched=False)}
         for name, (loop, http) in STACKS.items():
-            port = _free_port()
+            port = free_port()
             relay = [sys.executable, "-m", "bench._bare_relay", str(port), emu, loop, http]
-            paths[f"bare_relay_{name}"] = _Path(stack.enter_context(_server(relay, port, "/health")), watched=False)
+            paths[f"bare_relay_{name}"] = _Path(stack.enter_context(served(relay, port, "/health")), watched=False)
         proxies = {f"kvscope_{name}": kvscope_proxy(emu, name) for name in STACKS}
         proxies |= {name: command(emu) for name, command in (extra or {}).items()}
         for name, (args, env) in proxies.items():
             port = int(args[args.index("--port") + 1])
-            paths[name] = _Path(stack.enter_context(_server(args, port, "/healthz", env)), watched=True)
+            paths[name] = _Path(stack.enter_context(served(args, port, "/healthz", env)), watched=True)
         for path in paths.values():  # the prompt is cached from here on: every TTFT below is a GPU hit
             path.ttft_ms(client, prompt)
         for _ in range(rounds):

@@ -4,9 +4,7 @@ maximum speed (over HTTP, and played to the end in headless Chromium), and the b
 from __future__ import annotations
 
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,37 +14,19 @@ from typing import Any
 
 import httpx
 
+from bench._served import free_port, served
+
 # Runs kept in memory: a benchmark never writes to the user's runs database (the store's cost is bench/runs.py's).
 _SERVE = [sys.executable, "-c", "from app.cli import main; main()", "serve", "--log-level", "warning", "--db", ":memory:"]
 _CHROMIUM = "/usr/bin/chromium"
 _CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _served() -> Iterator[str]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([*_SERVE, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("kvscope serve did not start") from None
-                time.sleep(0.1)
+    port = free_port()
+    with served([*_SERVE, "--port", str(port)], port, "/healthz") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _ttfb_ms(client: httpx.Client, url: str, n: int = 30) -> dict[str, float]:
