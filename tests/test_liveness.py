@@ -30,47 +30,111 @@ def _running(url: str) -> int:
 
 
 # The load comes from a process of its own (niced: it stands for clients on other machines), so that the probes
-# below never wait for the load's threads or its share of this machine's two cores.
+# below never wait for the load's threads or its share of this machine's two cores. It posts N simulations and
+# opens S step streams at once, reading each stream to its end.
 LOAD = """
 import asyncio, json, sys
 import httpx
 
-async def main(url, n, body):
-    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=n)) as client:
-        answers = await asyncio.gather(*(client.post(url + "/api/simulate", json=body) for _ in range(n)))
+async def stream(client, url, body):
+    async with client.stream("POST", url + "/api/simulate/stream", json=body) as response:
+        async for _ in response.aiter_bytes():
+            pass
+        return response
+
+async def main(url, n, streams, body, stream_body):
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=n + streams)) as client:
+        answers = await asyncio.gather(
+            *(client.post(url + "/api/simulate", json=body) for _ in range(n)),
+            *(stream(client, url, stream_body) for _ in range(streams)),
+        )
     print(json.dumps([[a.status_code, a.headers.get("retry-after")] for a in answers]))
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])))
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), json.loads(sys.argv[5])))
 """
+STREAM = {"docs": 200}  # the largest step stream (200 documents x 3 passes x 2 runs): ~0.5 s of simulation
 
 
-def test_healthz_answers_fast_under_100_concurrent_heavy_requests() -> None:
+def _probe(client: httpx.Client, url: str, n: int) -> list[float]:
+    """``n`` /healthz round trips, ~10 ms apart, in ms."""
+    latencies_ms = []
+    for _ in range(n):
+        start = time.perf_counter()
+        assert client.get(f"{url}/healthz").status_code == 200
+        latencies_ms.append((time.perf_counter() - start) * 1000)
+        time.sleep(0.01)
+    return latencies_ms
+
+
+def _p99(latencies_ms: list[float]) -> float:
+    return statistics.quantiles(latencies_ms, n=100)[98]
+
+
+def test_healthz_answers_fast_under_100_concurrent_heavy_requests_and_streams() -> None:
     # A long deadline, so that on a loaded machine the admitted calls are served rather than stopped.
-    with serve_process("--budget", "seconds=60") as (url, _):
+    with serve_process("--budget", "seconds=60") as (url, _), httpx.Client(timeout=5) as client:
+        # The anchors, measured in this run: /healthz on the idle server, and one heavy simulation alone.
+        idle_ms = _probe(client, url, 100)
+        start = time.perf_counter()
+        assert client.post(f"{url}/api/simulate", json=HEAVY, timeout=60).status_code == 200
+        one_simulation_ms = (time.perf_counter() - start) * 1000
         load = subprocess.Popen(
-            [sys.executable, "-c", LOAD, url, "100", json.dumps(HEAVY)], stdout=subprocess.PIPE, text=True,
-            preexec_fn=lambda: os.nice(10),
+            [sys.executable, "-c", LOAD, url, "100", "10", json.dumps(HEAVY), json.dumps(STREAM)], stdout=subprocess.PIPE,
+            text=True, preexec_fn=lambda: os.nice(10),
         )
-        latencies_ms: list[float] = []
-        with httpx.Client(timeout=5) as client:
-            deadline = time.monotonic() + 10
-            while _running(url) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            busy = _running(url)
-            for _ in range(200):  # a bounded loop: 200 probes, ~10 ms apart
-                start = time.perf_counter()
-                assert client.get(f"{url}/healthz").status_code == 200
-                latencies_ms.append((time.perf_counter() - start) * 1000)
-                time.sleep(0.01)
+        deadline = time.monotonic() + 10
+        while _running(url) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        busy = _running(url)
+        loaded_ms = _probe(client, url, 200)
+        still_busy = _running(url)
         answers = json.loads(load.communicate(timeout=180)[0])
-        assert busy >= 2  # the probes really ran beside simulations
-        p99 = statistics.quantiles(latencies_ms, n=100)[98]
-        assert p99 < 100, f"/healthz p99 {p99:.1f} ms under load"
-        # 2 workers and 8 waiting by default: of 100 at once, 90 are told at once to come back; the 10 are served.
-        statuses = [status for status, _ in answers]
-        assert statuses.count(200) >= 10 and statuses.count(503) >= 100 - 10
-        assert statuses.count(200) + statuses.count(503) == 100
-        assert all(retry is not None and int(retry) >= 1 for status, retry in answers if status == 503)
+    # The probes really ran beside simulations: both workers busy when they began and when they ended.
+    assert busy >= 2 and still_busy >= 2, (busy, still_busy)
+    # Health queued behind the work would wait for a simulation (hundreds of ms at least, measured above); served
+    # beside it, it costs what it costs on the idle server. The promise is 100 ms p99; a machine so loaded by
+    # others that even the idle probes are slow (their p99 over 20 ms) is held to 5x its own idle p99 instead.
+    p99, idle_p99 = _p99(loaded_ms), _p99(idle_ms)
+    assert p99 < max(100.0, 5 * idle_p99), f"/healthz p99 {p99:.1f} ms under load, {idle_p99:.1f} ms idle"
+    assert max(loaded_ms) < one_simulation_ms, f"a probe waited {max(loaded_ms):.0f} ms, a simulation takes {one_simulation_ms:.0f} ms"
+    # 2 workers and 8 waiting by default: of 110 at once, 100 are told at once to come back; the 10 are served.
+    statuses = [status for status, _ in answers]
+    assert statuses.count(200) >= 10 and statuses.count(503) >= 110 - 10 - 10  # a few may find a worker freed
+    assert statuses.count(200) + statuses.count(503) == 110
+    assert all(retry is not None and int(retry) >= 1 for status, retry in answers if status == 503)
+
+
+def test_a_step_stream_waits_its_turn_in_the_worker_pool() -> None:
+    # One worker and no queue: while a simulation holds the worker, a stream is refused at once (503 before any
+    # event), as a second simulation would be; once the worker is free, the same stream is served.
+    with serve_process("--budget", "concurrency=1,queue=0,seconds=60") as (url, _):
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(lambda: httpx.post(f"{url}/api/simulate", json=HEAVY, timeout=60))
+            deadline = time.monotonic() + 10
+            while _running(url) < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            refused = httpx.post(f"{url}/api/simulate/stream", json={"preset": "seed-lab"}, timeout=30)
+            assert held.result().status_code == 200
+        assert refused.status_code == 503, refused.text[:300]
+        assert refused.headers["content-type"].startswith("application/json")
+        assert int(refused.headers["retry-after"]) >= 1
+        assert "1 simulations are running or waiting" in refused.json()["detail"]
+        with httpx.stream("POST", f"{url}/api/simulate/stream", json={"preset": "seed-lab"}, timeout=30) as served:
+            assert served.status_code == 200
+            assert "event: done" in served.read().decode()
+        work = httpx.get(f"{url}/healthz", timeout=5).json()["work"]
+        assert work["refused"] == 1 and work["completed"] == 2  # the simulation and the stream's events
+
+
+def test_a_step_stream_over_the_budget_is_422_naming_the_limit() -> None:
+    # seed-lab as sim.work counts it: 2 runs x (9,420 block references + 30 requests x 16), the CPU run's 600 chunk
+    # lookups, all x2 for explain: ~41,000 block steps, far over 1,000.
+    with serve_process("--budget", "work=1000") as (url, _):
+        response = httpx.post(f"{url}/api/simulate/stream", json={"preset": "seed-lab"}, timeout=30)
+        assert response.status_code == 422
+        error = response.json()["detail"][0]
+        assert error["loc"] == ["body", "docs"]
+        assert "the limit here is 1,000 block steps" in error["msg"]
 
 
 def test_a_call_past_its_deadline_answers_503_and_frees_its_worker() -> None:

@@ -5,8 +5,9 @@ runs in one of ``concurrency`` worker processes, so it never holds the
 server's GIL and ``/healthz``, static files and open streams answer in
 milliseconds whatever runs (threads would share one GIL with the event loop:
 a probe waited up to a second behind two simulations). ``fn`` and its
-arguments go by pickle, so ``fn`` is a module-level function. (The step
-stream, small and paced, and recorded as it goes, stays on the event loop.)
+arguments go by pickle, so ``fn`` is a module-level function. The step
+stream's events are made here too, whole, before its first message: the event
+loop only sends (and keeps) them, at the client's pace.
 
 Past the queue a call is refused at once (``Busy``: 503 with Retry-After); a
 call that passes its deadline stops at its next ``sim.work.checkpoint()`` and
@@ -64,7 +65,7 @@ class WorkStats:
 
 
 class Workers:
-    """A bounded pool of threads for the web's heavy calls; every call runs under a ``StopSignal``."""
+    """A bounded pool of processes for the web's heavy calls; every call runs under a ``StopSignal``."""
 
     def __init__(self, budget: WebBudget) -> None:
         self.budget = budget

@@ -1,7 +1,10 @@
 """The simulation API: ``POST /api/simulate`` (the ``simulate --json`` result), its SSE step stream, and the presets.
 
 Both keep the run in the runs database and name it in the ``X-Kvscope-Run``
-header; the stream keeps each request's events as they are sent.
+header; the stream keeps each request's events as they are sent. Both simulate
+in the web's worker pool (``app.web.workers``), never on the event loop that
+serves ``/healthz`` and the open streams: the stream's events are made there,
+within the budget and deadline, before its first message; the loop only sends them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ STATUS_OF: dict[Outcome, str] = {"completed": "done", "abandoned": "stopped", "f
 class StreamJob:
     scenario: Scenario
     pace_s: float
+    events: list[Event]  # every event of the run, made in a worker process
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +56,25 @@ def scenario_of(body: ScenarioInput) -> Scenario:
         raise exc.for_body() from None
 
 
-def stream_job_of(body: StreamInput) -> StreamJob:
-    # A dependency, so that a bad body gets its 422 before the stream's 200 starts.
+def stream_events(scenario: Scenario, explain: bool) -> list[Event]:
+    """Every event of the step stream (in a worker process: the stream's limits keep the list to a few MB)."""
+    return list(stream(scenario, explain=explain))
+
+
+async def stream_job_of(
+    body: StreamInput,
+    request: Request,
+    explain: Annotated[bool, Query(description="send each request's misses by cause (explain)")] = True,
+) -> StreamJob:
+    # A dependency, so that a bad body (422), a run over the budget (422) and a busy server (503 + Retry-After)
+    # are answered before the stream's 200 starts.
+    workers = request.app.state.web.workers
     try:
-        return StreamJob(check(body, streamed=True), body.pace_ms / 1000)
+        scenario = check(body, streamed=True)
+        within(workers.budget.per_request, simulation_cost(scenario, explain=explain))
     except InputErrors as exc:
         raise exc.for_body() from None
+    return StreamJob(scenario, body.pace_ms / 1000, await workers.run(stream_events, scenario, explain))
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
@@ -108,14 +125,12 @@ def router(*, web: Web) -> APIRouter:
         return await run_in_threadpool(answer)
 
     @api.post("/simulate/stream", summary="Stream a simulation step by step", response_class=EventSourceResponse)
-    async def simulate_stream(
-        kept: Annotated[KeptStream, Depends(kept_stream)],
-        explain: Annotated[bool, Query(description="send each request's misses by cause (explain)")] = True,
-    ) -> AsyncIterator[ServerSentEvent]:
+    async def simulate_stream(kept: Annotated[KeptStream, Depends(kept_stream)]) -> AsyncIterator[ServerSentEvent]:
         """One SSE message per core event (``run``, ``request``, ``lookup``, ``evict``, ``load``, ``store``,
         ``occupancy``, ``explain``, ``ttft``, ``pass``, ``done``; ``error`` on failure), runs interleaved request
-        by request. The message's ``event`` is the kind and its ``data`` the event as JSON. Disconnecting stops
-        the work. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
+        by request. The message's ``event`` is the kind and its ``data`` the event as JSON. The run is simulated
+        first (within the server's budget: over it 422, busy or past the deadline 503); disconnecting stops the
+        sending and the keeping. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
         cannot be)."""
         recorder = kept.recorder
 
@@ -123,7 +138,7 @@ def router(*, web: Web) -> APIRouter:
             if recorder is not None:
                 recorder.finish(STATUS_OF[outcome])
 
-        events = recorded(stream(kept.job.scenario, explain=explain), recorder, kept.problem)
+        events = recorded(iter(kept.job.events), recorder, kept.problem)
         async for item in event_stream(events, web.streams, pace_s=kept.job.pace_s, on_end=ended):
             yield item
 
