@@ -170,9 +170,42 @@ def test_json_nested_100000_deep_in_an_upload_is_422(server: tuple[str, int], pa
     assert "nested deeper than 64 levels" in response.text
 
 
-def test_a_deep_json_body_is_refused_not_a_server_error(server: tuple[str, int]) -> None:
-    response = _post_json(f"{server[0]}/api/simulate", '{"passes": ' + DEEP + "}")
-    assert 400 <= response.status_code < 500
+# Every route that takes a JSON body (the OpenAPI schema's, at the time of writing).
+JSON_ROUTES = ["/api/simulate", "/api/simulate/stream", "/api/live/runs", "/api/curve/scenario", "/api/capacity", "/api/policies", "/api/size", "/api/advise"]
+
+
+@pytest.mark.parametrize("path", JSON_ROUTES)
+def test_a_json_body_nested_100000_deep_is_422_naming_the_body_and_the_limit(server: tuple[str, int], path: str) -> None:
+    response = _post_json(f"{server[0]}{path}", '{"passes": ' + DEEP + "}")
+    assert response.status_code == 422, response.text[:300]
+    assert response.json()["detail"] == [
+        {"type": "json_too_deep", "loc": ["body"], "msg": "the JSON body is nested deeper than 64 levels (the limit)"}
+    ]
+
+
+def test_a_json_body_at_the_nesting_limit_reaches_its_route_and_one_level_more_does_not(server: tuple[str, int]) -> None:
+    def post(lists: int) -> httpx.Response:
+        # The object and ``lists`` lists inside it: 1 + lists levels. Chunked, so the body is read as it arrives.
+        body = ('{"passes": ' + "[" * lists + "]" * lists + "}").encode()
+        return httpx.post(f"{server[0]}/api/simulate", content=iter([body[:10], body[10:]]), headers={"content-type": "application/json"}, timeout=30)
+
+    # 64 levels: the route's own check answers (passes is text or a list of pass objects): a 422 at passes.
+    at_limit = post(63)
+    assert at_limit.status_code == 422
+    assert at_limit.json()["detail"][0]["loc"][:2] == ["body", "passes"]
+    # 65 levels: refused for its depth before the route parses it.
+    over = post(64)
+    assert over.status_code == 422
+    assert over.json()["detail"][0]["type"] == "json_too_deep"
+
+
+def test_the_json_routes_named_here_are_every_json_body_route(server: tuple[str, int]) -> None:
+    spec = httpx.get(f"{server[0]}/openapi.json", timeout=30).json()
+    taking_json = sorted(
+        path for path, ops in spec["paths"].items() for op in ops.values()
+        if "application/json" in op.get("requestBody", {}).get("content", {})
+    )
+    assert taking_json == sorted(JSON_ROUTES)
 
 
 # -- body limits and what an error repeats ----------------------------------------------------------------

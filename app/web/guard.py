@@ -18,6 +18,9 @@
   OpenAI paths (``/v1/...``, ``/upstream/NAME/v1/...``) bound their own bodies
   and pass straight through once Host, token and origin are checked, so a
   rebound DNS name cannot reach an upstream through this server either.
+- JSON nesting: a JSON body (anything but an upload) nested deeper than
+  ``sim.jsontext.MAX_DEPTH`` is a 422 naming the body and the limit, where
+  the parser would fail with a RecursionError (a 400 without a reason).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.web.panel_input import MAX_UPLOAD_BYTES
+from sim import jsontext
 
 HOSTS_ENV = "KVSCOPE_ALLOWED_HOSTS"
 TOKEN_ENV = "KVSCOPE_TOKEN"
@@ -117,7 +121,7 @@ class RequestGuard:
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _refuse(send, 413, f"the request body is larger than the limit of {limit:,} bytes for {path}")
             return
-        await self._limited(scope, receive, send, limit)
+        await self._limited(scope, receive, send, limit, json_body=path not in UPLOAD_PATHS and _is_json(headers))
 
     def _token_response(self, scope: Scope, headers: Headers) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """None when the request carries the token; else the answer (a cookie and redirect for ``?token=``, or 401)."""
@@ -142,9 +146,10 @@ class RequestGuard:
         await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int, json_body: bool = False) -> None:
         """A body without ``Content-Length`` (chunked) is counted as it arrives; past the limit the client gets 413
-        and the app sees the client leave, so it stops reading and whatever it answers is dropped."""
+        and the app sees the client leave, so it stops reading and whatever it answers is dropped. A JSON body is
+        read whole first (it is within the limit) and its nesting checked."""
         received = 0
         started = refused = False
 
@@ -170,7 +175,33 @@ class RequestGuard:
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        await self.app(scope, counting_receive, watching_send)
+        if not json_body:
+            await self.app(scope, counting_receive, watching_send)
+            return
+        chunks: list[bytes] = []
+        message = await counting_receive()
+        while message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+            message = await counting_receive()
+        if refused:
+            return  # 413 sent
+        if message["type"] == "http.request":
+            message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            if problem := _too_deep(message["body"]):
+                await _send_json(send, 422, [{"type": "json_too_deep", "loc": ["body"], "msg": problem}])
+                return
+        whole: Message | None = message  # the whole body (or the client's leaving), then whatever comes next
+
+        async def replay() -> Message:
+            nonlocal whole
+            if whole is not None:
+                first, whole = whole, None
+                return first
+            return await counting_receive()
+
+        await self.app(scope, replay, watching_send)
 
 
 def _cross_site(headers: Headers) -> str | None:
@@ -186,8 +217,29 @@ def _cross_site(headers: Headers) -> str | None:
     return None
 
 
+def _is_json(headers: Headers) -> bool:
+    kind = headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def _too_deep(body: bytes) -> str | None:
+    """Why the JSON body is refused for its nesting, or None (malformed JSON is left to the route's own 422)."""
+    if body.count(b"[") + body.count(b"{") <= jsontext.MAX_DEPTH:
+        return None  # too few brackets to nest that deep: nothing parsed twice
+    try:
+        jsontext.loads(body)
+    except ValueError as exc:
+        if "nested deeper" in str(exc):
+            return f"the JSON body is {exc} (the limit)"
+    return None
+
+
 async def _refuse(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"detail": message}).encode()
+    await _send_json(send, status, message)
+
+
+async def _send_json(send: Send, status: int, detail: object) -> None:
+    body = json.dumps({"detail": detail}).encode()
     await send({
         "type": "http.response.start",
         "status": status,
