@@ -6,7 +6,8 @@ clients from one process: one request must stay within seconds and a fraction
 of the memory, and at most ``concurrency`` simulations run at once with
 ``queue`` more waiting (beyond: 503 with Retry-After). ``kvscope serve
 --budget work=2e7,memory=512MiB,seconds=20`` (or ``KVSCOPE_BUDGET``) changes
-the web's at start-up.
+the web's at start-up; ``KVSCOPE_CLI_BUDGET=work=1e11,memory=64GiB`` raises (or
+lowers) the CLI's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, fields, replace
 from sim.work import Budget
 
 ENV_VAR = "KVSCOPE_BUDGET"
+CLI_ENV_VAR = "KVSCOPE_CLI_BUDGET"
 
 MIB = 2**20
 GIB = 2**30
@@ -64,19 +66,22 @@ def _number(key: str, text: str) -> float:
     return value
 
 
-def parse_web_budget(text: str, base: WebBudget | None = None) -> WebBudget:
-    """``work=2e6,memory=512MiB,response=64MiB,seconds=4,concurrency=2,queue=8``; any subset, the rest from ``base``."""
-    budget = base or WebBudget()
-    names = {f.name: f.type for f in fields(WebBudget)}
-    changes: dict[str, float | int] = {}
+def _settings(text: str, keys: list[str]) -> dict[str, float]:
+    """``KEY=VALUE,...`` with each KEY one of ``keys`` and each VALUE a number or a size."""
+    out: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or key not in names:
-            raise ValueError(f"{item!r}: expected KEY=VALUE with KEY one of {', '.join(names)}")
-        number = _number(key, value)
-        changes[key] = number if key == "seconds" else int(number)
-    budget = replace(budget, **changes)
+        if not sep or key not in keys:
+            raise ValueError(f"{item!r}: expected KEY=VALUE with KEY one of {', '.join(keys)}")
+        out[key] = _number(key, value)
+    return out
+
+
+def parse_web_budget(text: str, base: WebBudget | None = None) -> WebBudget:
+    """``work=2e6,memory=512MiB,response=64MiB,seconds=4,concurrency=2,queue=8``; any subset, the rest from ``base``."""
+    changes = {key: number if key == "seconds" else int(number) for key, number in _settings(text, [f.name for f in fields(WebBudget)]).items()}
+    budget = replace(base or WebBudget(), **changes)
     if budget.concurrency < 1 or budget.seconds <= 0:
         raise ValueError("concurrency must be at least 1 and seconds above 0")
     return budget
@@ -85,3 +90,14 @@ def parse_web_budget(text: str, base: WebBudget | None = None) -> WebBudget:
 def web_budget() -> WebBudget:
     """The budget this server runs with: the default, changed by ``KVSCOPE_BUDGET``."""
     return parse_web_budget(os.environ.get(ENV_VAR, ""))
+
+
+def parse_cli_budget(text: str, base: Budget = CLI) -> Budget:
+    """``work=2e10,memory=16GiB,response=4GiB``; any subset, the rest from ``base``."""
+    names = {"work": "work_steps", "memory": "memory_bytes", "response": "response_bytes"}
+    return replace(base, **{names[key]: int(number) for key, number in _settings(text, list(names)).items()})
+
+
+def cli_budget() -> Budget:
+    """The budget of one CLI command: the default, changed by ``KVSCOPE_CLI_BUDGET``."""
+    return parse_cli_budget(os.environ.get(CLI_ENV_VAR, ""))

@@ -15,6 +15,7 @@ from typing import Any
 from sim.kv import gib_for
 from sim.scenario import PassSpec, Scenario
 from sim.simulation import run_records
+from sim.work import Cost, simulation_cost
 from sim.workload import Request, build_requests
 
 SAME_ORDER = [PassSpec(order="forward"), PassSpec(order="forward")]
@@ -69,18 +70,44 @@ class Thresholds:
         }
 
 
-def gpu_threshold(scenario: Scenario, granularity: str) -> int | None:
-    """Smallest GPU capacity (tokens) at which pass 2 of a same-order re-read gets any GPU hit."""
+def _gpu_search(scenario: Scenario, granularity: str) -> tuple[Scenario, int, int, int]:
+    """The GPU search's scenario, its capacity unit (tokens) and its range of units."""
     base = scenario.model_copy(update={"passes": SAME_ORDER, "granularity": granularity, "cpu_gb": None, "cpu_tokens": None})
     if granularity == "doc":
         unit = scenario.shared_prefix_tokens + scenario.doc_tokens
-        lo = -(-(base.prompt_tokens + base.block_size) // unit)
-        hi = scenario.docs + 1
-    else:
-        unit = scenario.block_size
-        lo = -(-(base.prompt_tokens + unit) // unit)
-        hi = scenario.docs * -(-base.prompt_tokens // unit) + 2
+        return base, unit, -(-(base.prompt_tokens + base.block_size) // unit), scenario.docs + 1
+    unit = scenario.block_size
+    return base, unit, -(-(base.prompt_tokens + unit) // unit), scenario.docs * -(-base.prompt_tokens // unit) + 2
 
+
+def _cpu_search(scenario: Scenario) -> tuple[Scenario, int, int]:
+    """The CPU search's scenario, its capacity unit (tokens) and the top of its range of units (from 1)."""
+    base = scenario.model_copy(update={"passes": SAME_ORDER, "cpu_gb": None, "disk_gb": None, "disk_tokens": None})
+    chunk = scenario.chunk_size if scenario.granularity == "block" else scenario.shared_prefix_tokens + scenario.doc_tokens
+    return base, chunk, scenario.docs * -(-base.prompt_tokens // chunk) + 1
+
+
+def _probes(lo: int, hi: int) -> int:
+    """The most simulations ``smallest(lo, hi, ok)`` runs: ``ok(hi)``, then one per halving."""
+    return 1 + max(0, hi - lo).bit_length()
+
+
+def sweep_cost(scenario: Scenario) -> Cost:
+    """What ``sweep`` costs at most: each probe of its binary searches is one run of the same-order re-read, costed
+    at the top of its range (the largest tier holds the most)."""
+    cost = Cost(0, 0, 0)
+    for granularity in ("block", "doc"):
+        base, unit, lo, hi = _gpu_search(scenario, granularity)
+        top = base.model_copy(update={"gpu_tokens": hi * unit})
+        cost = cost + simulation_cost(top, runs=("gpu",), records=False).times(_probes(lo, hi))
+    base, chunk, hi = _cpu_search(scenario)
+    top = base.model_copy(update={"cpu_tokens": hi * chunk})
+    return cost + simulation_cost(top, runs=("gpu+cpu",), records=False).times(1 + 2 * _probes(1, hi))
+
+
+def gpu_threshold(scenario: Scenario, granularity: str) -> int | None:
+    """Smallest GPU capacity (tokens) at which pass 2 of a same-order re-read gets any GPU hit."""
+    base, unit, lo, hi = _gpu_search(scenario, granularity)
     requests = build_requests(base)
 
     def ok(units: int) -> bool:
@@ -92,9 +119,7 @@ def gpu_threshold(scenario: Scenario, granularity: str) -> int | None:
 
 def cpu_thresholds(scenario: Scenario) -> tuple[int | None, int | None]:
     """Smallest CPU capacity (tokens) giving pass 2 any CPU hit, and the smallest serving all of it from CPU."""
-    base = scenario.model_copy(update={"passes": SAME_ORDER, "cpu_gb": None, "disk_gb": None, "disk_tokens": None})
-    chunk = scenario.chunk_size if scenario.granularity == "block" else scenario.shared_prefix_tokens + scenario.doc_tokens
-    hi = scenario.docs * -(-base.prompt_tokens // chunk) + 1
+    base, chunk, hi = _cpu_search(scenario)
     requests = build_requests(base)
 
     def hits(chunks: int) -> int:

@@ -233,3 +233,42 @@ def test_live_stopped_before_its_first_record_does_not_block_a_rerun(tmp_path: P
     empty = tmp_path / "run.jsonl"
     empty.touch()
     assert kvscope(["live", "--target", f"gpu=http://127.0.0.1:{free_port()}", "--out", str(empty)]).returncode == 1
+
+
+# -- the CLI's budget ----------------------------------------------------------------------------------------
+
+# Each command that estimates its cost before it works, lowered to 1,000 block steps by KVSCOPE_CLI_BUDGET (the
+# defaults let every scenario the flags accept run): what exceeds it is named, the flag or the file, with the limit.
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["replay", "mooncake-synthetic", "--gpu-blocks", "100"], "mooncake-synthetic"),
+        (["curve", "mooncake-synthetic"], "mooncake-synthetic"),
+        (["curve", "--docs", "20"], "--docs"),
+        (["sweep", "--docs", "20"], "--docs"),
+        (["calibrate", "{f}", "--docs", "20"], "--docs"),
+        (["simulate", "--docs", "20"], "--docs"),
+    ],
+)
+def test_work_over_the_cli_budget_exits_2_naming_the_input_and_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], named: str
+) -> None:
+    measured = tmp_path / "measured.csv"
+    measured.write_text(MEASURED)
+    monkeypatch.setenv("KVSCOPE_CLI_BUDGET", "work=1000")
+    line = refused(*(a.replace("{f}", str(measured)) for a in args))
+    assert line.startswith(f"Error: {named}: estimated work is ")
+    assert "the limit here is 1,000 block steps" in line and "KVSCOPE_CLI_BUDGET" in line
+    assert not (tmp_path / "measured.costs.json").exists()  # calibrate wrote nothing
+
+
+def test_a_bad_cli_budget_setting_is_named() -> None:
+    code, output = run_with_env({"KVSCOPE_CLI_BUDGET": "work=lots"}, "simulate")
+    assert code == 2
+    assert error_line(output) == "Error: KVSCOPE_CLI_BUDGET: work: 'lots' is not a number (sizes may end in KiB, MiB or GiB)"
+
+
+def run_with_env(env: dict[str, str], *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result.exit_code, result.output

@@ -66,3 +66,25 @@ def test_a_stopped_simulation_stops_at_its_next_request() -> None:
     with stoppable(signal), pytest.raises(Stopped, match="server is stopping"):
         simulate(scenario)
     simulate(scenario.replace(docs=2))  # without a signal nothing stops it
+
+
+@pytest.mark.parametrize("fields", [dict(docs=12, doc_tokens=3000), dict(docs=7, doc_tokens=2000, granularity="doc", cpu_gb=1)])
+def test_the_sweep_estimate_bounds_the_probes_it_runs(fields: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every probe of the sweep's binary searches is counted as it runs (one run of one scenario) and costed alone;
+    # their sum must not exceed the estimate made before the sweep, nor be far below it.
+    from sim import sweep
+
+    ran: list[Cost] = []
+    real = sweep.run_records
+
+    def counted(scenario: Scenario, run: str, requests: list | None = None) -> list:
+        ran.append(simulation_cost(scenario, runs=(run,), records=False))
+        return real(scenario, run, requests)
+
+    monkeypatch.setattr(sweep, "run_records", counted)
+    scenario = Scenario(**fields)
+    estimate = sweep.sweep_cost(scenario)
+    sweep.sweep(scenario)
+    actual = sum(c.work_steps for c in ran)
+    assert actual <= estimate.work_steps <= 3 * actual
+    assert max(c.memory_bytes for c in ran) <= estimate.memory_bytes

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from app.costs_profile import profile_name, profile_text
 from sim.calibrate import calibrate_file
 from sim.measurements import MeasurementError
+from sim.work import simulation_cost
 
 
 def _status(calibration: Any, name: str) -> str:
@@ -54,6 +55,8 @@ def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file
     if out.exists() and not force:
         raise click.UsageError(f"{out} exists; give --force to replace it or --out for another file")
     scenario = build_scenario(**flags)
+    # The fit re-simulates the run's scenario (as the web's calibrate does, with the web's budget).
+    within_budget(simulation_cost(scenario, records=False), "a smaller scenario (the one the measurements ran)")
     try:
         calibration = calibrate_file(file, scenario)
     except MeasurementError as exc:

@@ -8,10 +8,11 @@ from typing import Any
 import click
 
 from app.cli.trace_options import format_option, load
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
 from sim.trace import TraceFormat
+from sim.work import block_stream_cost
 
 
 @click.command("curve")
@@ -28,10 +29,12 @@ def command(trace: str | None, points: int, fmt: TraceFormat | None, as_json: bo
     if trace is not None:
         source = load(trace, flags["block_size"], fmt)
         stream, label = trace_stream(source), f"{source.name} ({source.block_tokens}-token blocks)"
+        within_budget(block_stream_cost(len(stream), points), "a smaller trace", where=trace)
     else:
         if fmt is not None:
             raise click.UsageError("--format: names a trace's format; give a TRACE")
         scenario = build_scenario(**flags)
+        within_budget(block_stream_cost(scenario.total_blocks, points), "fewer --points or a smaller scenario")
         stream, label = scenario_stream(scenario), f"scenario ({scenario.block_size}-token blocks)"
     curve = lru_curve(stream, points)
     if as_json:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
-from app.cli.scenario_flags import load_costs
+from app.cli.scenario_flags import load_costs, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim import stats
 from sim.chunk_store import CPU_BACKENDS, CpuBackend
 from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, run_replay, write_replay_json
 from sim.trace import TraceFormat
+from sim.work import trace_cost
 
 REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks"}
 
@@ -46,6 +47,7 @@ def command(
     """
     costs = load_costs(costs_file) if costs_file is not None else None
     loaded = load(trace, block_size, fmt)
+    within_budget(trace_cost(len(loaded), loaded.total_blocks), "a smaller trace", where=trace)
     try:
         outcome = run_replay(
             loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, cpu_backend), costs, explain=as_json and not no_explain

@@ -126,15 +126,20 @@ def build_scenario(preset: str, no_cpu: bool = False, costs_file: Path | None = 
         raise click.UsageError(describe(exc)) from None
 
 
-def within_budget(cost: Cost, fix: str = "fewer documents, passes or tokens") -> None:
-    """Exit 2 when a command's estimated cost exceeds the CLI's budget (``app.budgets.CLI``), naming the flag."""
+def within_budget(cost: Cost, fix: str = "fewer documents, passes or tokens", where: str | None = None) -> None:
+    """Exit 2 when a command's estimated cost exceeds the CLI's budget (``app.budgets.cli_budget``), naming the flag
+    (or ``where``: the input file at fault) and the limit."""
     from app import budgets
     from sim.work import OverBudget
 
     try:
-        budgets.CLI.check(cost, "docs", fix)
+        budget = budgets.cli_budget()
+    except ValueError as exc:
+        raise click.UsageError(f"{budgets.CLI_ENV_VAR}: {exc}") from None
+    try:
+        budget.check(cost, "docs", fix + f" (or raise ${budgets.CLI_ENV_VAR})")
     except OverBudget as exc:
-        raise click.UsageError(f"{FIELD_TO_FLAG.get(exc.field, '--' + exc.field.replace('_', '-'))}: {exc}") from None
+        raise click.UsageError(f"{where or FIELD_TO_FLAG.get(exc.field, '--' + exc.field.replace('_', '-'))}: {exc}") from None
 
 
 def load_costs(path: Path) -> CostModel:

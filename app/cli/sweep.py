@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from app.cli.scenario_flags import build_scenario, scenario_options
-from sim.sweep import sweep
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
+from sim.sweep import sweep, sweep_cost
 
 
 @click.command("sweep")
@@ -18,6 +18,7 @@ def command(as_json: bool, **flags: Any) -> None:
     """Find (a) the smallest GPU capacity at which pass 2 of a same-order re-read gets any hit, at block and
     document granularity, and (b) the CPU capacity below which pass 2 stops being served from CPU."""
     scenario = build_scenario(**flags)
+    within_budget(sweep_cost(scenario))
     found = sweep(scenario).to_dict()
     if as_json:
         click.echo(json.dumps(found, indent=1))
