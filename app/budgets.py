@@ -40,10 +40,18 @@ class WebBudget:
     seconds: float = 4.0  # past it, the work stops at its next request and the client gets 503
     concurrency: int = 2  # simulations at once: the cores of a small machine
     queue: int = 8  # waiting for one of them: about what the workers get through within the deadline
+    # The advisor's searches (hundreds of simulations, the page polling their progress) in the same workers: about
+    # two minutes of simulation at most; 438 candidates of the seed lab (GPU and CPU bought) are ~5 M, ~5 s.
+    search_work: int = 200_000_000
+    search_seconds: float = 120.0
 
     @property
     def per_request(self) -> Budget:
         return Budget(self.work, self.memory, self.response, self.seconds)
+
+    @property
+    def per_search(self) -> Budget:
+        return Budget(self.search_work, self.memory, self.response, self.search_seconds)
 
     def describe(self) -> str:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -80,10 +88,10 @@ def _settings(text: str, keys: list[str]) -> dict[str, float]:
 
 def parse_web_budget(text: str, base: WebBudget | None = None) -> WebBudget:
     """``work=2e6,memory=512MiB,response=64MiB,seconds=4,concurrency=2,queue=8``; any subset, the rest from ``base``."""
-    changes = {key: number if key == "seconds" else int(number) for key, number in _settings(text, [f.name for f in fields(WebBudget)]).items()}
+    changes = {key: number if key.endswith("seconds") else int(number) for key, number in _settings(text, [f.name for f in fields(WebBudget)]).items()}
     budget = replace(base or WebBudget(), **changes)
-    if budget.concurrency < 1 or budget.seconds <= 0:
-        raise ValueError("concurrency must be at least 1 and seconds above 0")
+    if budget.concurrency < 1 or budget.seconds <= 0 or budget.search_seconds <= 0:
+        raise ValueError("concurrency must be at least 1, seconds and search_seconds above 0")
     return budget
 
 

@@ -87,7 +87,7 @@ def _cpu_search(scenario: Scenario) -> tuple[Scenario, int, int]:
     return base, chunk, scenario.docs * -(-base.prompt_tokens // chunk) + 1
 
 
-def _probes(lo: int, hi: int) -> int:
+def probes(lo: int, hi: int) -> int:
     """The most simulations ``smallest(lo, hi, ok)`` runs: ``ok(hi)``, then one per halving."""
     return 1 + max(0, hi - lo).bit_length()
 
@@ -99,10 +99,10 @@ def sweep_cost(scenario: Scenario) -> Cost:
     for granularity in ("block", "doc"):
         base, unit, lo, hi = _gpu_search(scenario, granularity)
         top = base.model_copy(update={"gpu_tokens": hi * unit})
-        cost = cost + simulation_cost(top, runs=("gpu",), records=False).times(_probes(lo, hi))
+        cost = cost + simulation_cost(top, runs=("gpu",), records=False).times(probes(lo, hi))
     base, chunk, hi = _cpu_search(scenario)
     top = base.model_copy(update={"cpu_tokens": hi * chunk})
-    return cost + simulation_cost(top, runs=("gpu+cpu",), records=False).times(1 + 2 * _probes(1, hi))
+    return cost + simulation_cost(top, runs=("gpu+cpu",), records=False).times(1 + 2 * probes(1, hi))
 
 
 def gpu_threshold(scenario: Scenario, granularity: str) -> int | None:

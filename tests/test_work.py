@@ -88,3 +88,27 @@ def test_the_sweep_estimate_bounds_the_probes_it_runs(fields: dict, monkeypatch:
     actual = sum(c.work_steps for c in ran)
     assert actual <= estimate.work_steps <= 3 * actual
     assert max(c.memory_bytes for c in ran) <= estimate.memory_bytes
+
+
+def test_the_advise_estimate_bounds_the_evaluations_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each candidate the search evaluates (the grid, then the shrinking of the meeting ones) is costed as it runs;
+    # the estimate made from the grid alone must cover their sum.
+    from sim.advise.candidate import Target
+    from sim.advise.prices import Deployment
+    from sim.advise.search import Space, advise, advise_cost
+    from sim.advise.workloads import ScenarioWorkload
+
+    ran: list[Cost] = []
+    real = ScenarioWorkload.evaluate
+
+    def counted(self: ScenarioWorkload, candidate, pass_):  # type: ignore[no-untyped-def]
+        ran.append(self.cost(candidate))
+        return real(self, candidate, pass_)
+
+    monkeypatch.setattr(ScenarioWorkload, "evaluate", counted)
+    workload = ScenarioWorkload(Scenario(docs=10, doc_tokens=2000))
+    space, deployment = Space(("gpu", "cpu"), 4), Deployment()
+    estimate = advise_cost(workload, space, deployment, top=3)
+    advise(workload, Target(p50_ms=100), space, deployment, None, top=3)
+    assert sum(c.work_steps for c in ran) <= estimate.work_steps
+    assert max(c.memory_bytes for c in ran) <= estimate.memory_bytes

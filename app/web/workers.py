@@ -9,6 +9,10 @@ arguments go by pickle, so ``fn`` is a module-level function. The step
 stream's events are made here too, whole, before its first message: the event
 loop only sends (and keeps) them, at the client's pace.
 
+A call may report its progress (``report(done, total)`` in the worker, e.g.
+the advisor's search candidate by candidate): each call admitted has a slot of
+a small shared array, which ``run(..., watch=...)`` reads on the event loop.
+
 Past the queue a call is refused at once (``Busy``: 503 with Retry-After); a
 call that passes its deadline stops at its next ``sim.work.checkpoint()`` and
 answers 503 (``TimedOut``) instead of holding a worker. ``close()`` (server
@@ -37,6 +41,9 @@ T = TypeVar("T")
 # A call that ignores its deadline (a long stretch without a checkpoint) is answered this long after it anyway.
 GRACE_S = 1.0
 WORKER_NICE = 10
+WATCH_EVERY_S = 0.2  # how often a watched call's progress is read
+
+Progress = Callable[[int, int], None]
 
 
 class Busy(Exception):
@@ -72,7 +79,11 @@ class Workers:
         self.stats = WorkStats()
         # Spawned, not forked: the server has threads, and a fork copies whatever locks they held. At a lower
         # priority (nice +10), so that the server's own process (health, static files, streams) goes first.
-        self._processes = multiprocessing.get_context("spawn").Pool(budget.concurrency, initializer=_start_worker)
+        context = multiprocessing.get_context("spawn")
+        # (done, total) per call that may run or wait at once; aligned 8-byte words, written by one worker at a time.
+        self._progress = context.RawArray("q", 2 * self.limit)
+        self._free_slots = list(range(self.limit))
+        self._processes = context.Pool(budget.concurrency, initializer=_start_worker, initargs=(self._progress,))
         self._closed = False
 
     @property
@@ -86,17 +97,21 @@ class Workers:
             # Most calls take about a second: the calls ahead of this one, shared among the workers.
             raise Busy(self.limit, max(1, -(-self.stats.running // self.budget.concurrency)))
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in a worker process, within the deadline; raises ``Busy`` or ``TimedOut``."""
+    async def run(self, fn: Callable[..., T], *args: Any, seconds: float | None = None, watch: Progress | None = None) -> T:
+        """``fn(*args)`` in a worker process, within the deadline (``seconds``, default the budget's); raises ``Busy``
+        or ``TimedOut``. ``watch(done, total)`` learns what the call reports, a few times a second."""
         self.admit()
-        seconds = self.budget.seconds
+        seconds = seconds or self.budget.seconds
         deadline = time.monotonic() + seconds  # CLOCK_MONOTONIC: the same clock in every process
         self.stats.running += 1
+        slot = self._free_slots.pop()
+        self._progress[2 * slot] = self._progress[2 * slot + 1] = 0
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
 
         def settle(result: Any = None, error: BaseException | None = None) -> None:  # on the loop
             self.stats.running -= 1
+            self._free_slots.append(slot)  # only now: until the worker returns, it may still write there
             if future.done():
                 return
             if error is not None:
@@ -105,10 +120,11 @@ class Workers:
                 future.set_result(result)
 
         self._processes.apply_async(
-            _call_in_worker, (deadline, fn, args),
+            _call_in_worker, (deadline, slot, fn, args),
             callback=lambda result: loop.call_soon_threadsafe(settle, result),
             error_callback=lambda error: loop.call_soon_threadsafe(settle, None, error),
         )
+        watcher = asyncio.create_task(self._watch(slot, future, watch)) if watch is not None else None
         try:
             result = await asyncio.wait_for(asyncio.shield(future), timeout=seconds + GRACE_S)
         except Stopped as exc:
@@ -117,12 +133,22 @@ class Workers:
         except TimeoutError:
             self.stats.timed_out += 1
             raise TimedOut(f"not done after {seconds:g} s; the limit here is {seconds:g} s: ask for less") from None
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         self.stats.completed += 1
+        if watch is not None:
+            watch(self._progress[2 * slot], self._progress[2 * slot + 1])
         return result
 
-    async def run_json(self, fn: Callable[..., Any], *args: Any) -> Response:
+    async def _watch(self, slot: int, future: asyncio.Future[Any], watch: Progress) -> None:
+        while not future.done():
+            watch(self._progress[2 * slot], self._progress[2 * slot + 1])
+            await asyncio.sleep(WATCH_EVERY_S)
+
+    async def run_json(self, fn: Callable[..., Any], *args: Any, seconds: float | None = None) -> Response:
         """``run``, with the answer rendered as JSON in the worker too (tens of MB would take the loop's time)."""
-        body = await self.run(_json_bytes, fn, args)
+        body = await self.run(_json_bytes, fn, args, seconds=seconds)
         return Response(body, media_type="application/json")
 
     def close(self) -> None:
@@ -135,18 +161,36 @@ class Workers:
 _WARM_MODULES = ("app.web.routes", "app.web.run_view", "sim.simulation", "sim.capacity", "sim.whatif", "sim.replay", "sim.calibrate")
 
 
-def _start_worker() -> None:
+_progress: Any = None  # in a worker: the shared (done, total) array
+_slot = -1  # in a worker: the running call's slot of it
+
+
+def _start_worker(progress: Any) -> None:
+    global _progress
+    _progress = progress
     os.nice(WORKER_NICE)
     for name in _WARM_MODULES:
         importlib.import_module(name)
 
 
-def _call_in_worker(deadline: float, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+def report(done: int, total: int) -> None:
+    """In a worker: the running call's progress, for ``run``'s ``watch`` (nothing outside a worker)."""
+    if _progress is not None and _slot >= 0:
+        _progress[2 * _slot + 1] = total
+        _progress[2 * _slot] = done
+
+
+def _call_in_worker(deadline: float, slot: int, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     """In a worker process: ``fn(*args)``, stopped at its first checkpoint past ``deadline``."""
+    global _slot
     signal = StopSignal(deadline=deadline)
-    with stoppable(signal):
-        signal.check()  # it may have waited in the queue past its deadline
-        return fn(*args)
+    _slot = slot
+    try:
+        with stoppable(signal):
+            signal.check()  # it may have waited in the queue past its deadline
+            return fn(*args)
+    finally:
+        _slot = -1
 
 
 def _json_bytes(fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:

@@ -25,7 +25,8 @@ from sim.advise.candidate import MAX_CANDIDATES, TIERS, Candidate, Outcome, Targ
 from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
 from sim.kv import GIB
-from sim.sweep import smallest
+from sim.sweep import probes, smallest
+from sim.work import Cost
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,29 @@ def pareto(rows: list[dict[str, Any]], pricing: Pricing) -> list[dict[str, Any]]
     return front
 
 
+def _within_deployment(workload: Workload, space: Space, deployment: Deployment) -> Space:
+    """The space with GPU sizes up to what the deployment leaves for KV."""
+    max_gpu = int(deployment.kv_room_gib * GIB) // workload.bytes_per_token
+    if max_gpu < workload.min_gpu_tokens:
+        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than one request needs")
+    return Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
+
+
+def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: int = 10) -> Cost:
+    """What ``advise`` costs at most (``sim.work``), from its grid alone: every candidate evaluated once, then up to
+    ``3 * top + 2`` meeting ones shrunk tier by tier (``refine``: a binary search per bought tier, and once more),
+    each such evaluation costed as the grid's dearest."""
+    cands = candidates(workload, _within_deployment(workload, space, deployment))
+    costs = [workload.cost(c) for c in cands]
+    units = workload.units()
+    per_refine = 1 + sum(probes(1, max((c.sizes()[t] or 0) for c in cands) // units[t]) for t in space.buy)
+    dearest = max(costs, key=lambda c: c.work_steps)
+    total = dearest.times((3 * top + 2) * per_refine)
+    for cost in costs:
+        total = total + cost
+    return total
+
+
 def advise(workload: Workload, target: Target, space: Space, deployment: Deployment, prices: Prices | None,
            executor: Executor | None = None, progress: Progress | None = None, top: int = 10,
            kv_cache_dtype: str = "auto") -> Advice:
@@ -228,10 +252,7 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     if target.pass_ is not None and not 1 <= target.pass_ <= workload.passes:
         raise ValueError(f"pass must be from 1 to {workload.passes}, got {target.pass_}")
     pricing = Pricing(workload.bytes_per_token, deployment, prices)
-    max_gpu = int(deployment.kv_room_gib * GIB) // workload.bytes_per_token
-    if max_gpu < workload.min_gpu_tokens:
-        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than one request needs")
-    space = Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
+    space = _within_deployment(workload, space, deployment)
     cands = candidates(workload, space)
     outcomes = evaluate_all(workload, cands, target.pass_, executor, progress)
     rows = [(c, o) for c, o in zip(cands, outcomes)]

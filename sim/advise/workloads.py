@@ -11,6 +11,7 @@ from sim.replay import ReplayTiers, run_replay
 from sim.scenario import Scenario
 from sim.simulation import run_records
 from sim.trace import Trace, open_trace
+from sim.work import SUMMARY_JSON_BYTES, Cost, simulation_cost, trace_cost
 
 @dataclass(frozen=True)
 class ScenarioWorkload:
@@ -18,14 +19,23 @@ class ScenarioWorkload:
 
     scenario: Scenario
 
-    def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
+    def _at(self, candidate: Candidate) -> Scenario:
+        """The scenario with the candidate's tiers."""
         changes: dict[str, Any] = {
             "gpu_tokens": candidate.gpu_tokens, "cpu_tokens": candidate.cpu_tokens, "cpu_gb": None,
             "disk_tokens": candidate.disk_tokens, "disk_gb": None, "cpu_policy": candidate.cpu_policy,
         }
         if candidate.cpu_backend is not None:
             changes["cpu_backend"] = candidate.cpu_backend
-        scenario = self.scenario.model_copy(update=changes)
+        return self.scenario.model_copy(update=changes)
+
+    def cost(self, candidate: Candidate) -> Cost:
+        """What ``evaluate`` costs (``sim.work``): one run, the one with every tier the candidate has."""
+        scenario = self._at(candidate)
+        return simulation_cost(scenario, runs=(scenario.run_names[-1],), records=False)
+
+    def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
+        scenario = self._at(candidate)
         run = scenario.run_names[-1]
         records = [r for r in run_records(scenario, run) if pass_ is None or r.pass_ == pass_]
         if not records:
@@ -114,6 +124,12 @@ class TraceWorkload:
     @property
     def block(self) -> int:
         return self.trace.block_tokens
+
+    def cost(self, candidate: Candidate) -> Cost:
+        """What ``evaluate`` costs (``sim.work``): one replay of the trace, of which only a summary is kept."""
+        trace = self.trace
+        replay = trace_cost(len(trace), trace.total_blocks)
+        return Cost(replay.work_steps, replay.memory_bytes, SUMMARY_JSON_BYTES)
 
     def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
         block = self.block

@@ -6,23 +6,25 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.scenario_input import ScenarioInput
-from app.web.advise_jobs import Busy, Job, Jobs
+from app.web.advise_jobs import Jobs
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
+from app.web.workers import Busy, report
 from sim.advise.candidate import TIERS, Target, field_choices
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices
-from sim.advise.search import Space, advise
+from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.kv import KV_CACHE_DTYPES, shape_from_config
 from sim.measurements import MAX_TTFT_MS
 from sim.scenario import Scenario
 from sim.trace import BUNDLED_TRACES
+from sim.work import Budget, OverBudget
 
 MAX_WEB_POINTS = 12  # sizes per bought tier: a search of a few hundred candidates at most
 
@@ -63,12 +65,15 @@ def _workload(body: AdviseInput, scenario: Scenario) -> Workload:
     return ScenarioWorkload(scenario)
 
 
-def _search(body: AdviseInput, workload: Workload, job: Job | None = None) -> dict[str, Any]:
-    """The search; its ValueErrors name the setting at fault (``buy: ...``)."""
+def _search(body: AdviseInput, workload: Workload, budget: Budget) -> dict[str, Any]:
+    """The search, in a worker process, once its estimate fits the budget; its ValueErrors name the setting at fault
+    (``buy: ...``), and so does a search over the budget (``points``, the first thing to lower)."""
     try:
         space = Space(tuple(body.buy), body.points, None, tuple(body.policies), tuple(body.backends))
-        advice = advise(workload, _target(body), space, body.deployment, body.prices, None,
-                        job.progress if job else None, body.top, body.kv_cache_dtype)
+        budget.check(advise_cost(workload, space, body.deployment, body.top), "points", "fewer points, tiers, policies or a smaller workload")
+        advice = advise(workload, _target(body), space, body.deployment, body.prices, None, report, body.top, body.kv_cache_dtype)
+    except OverBudget as exc:
+        raise Problem(exc.field, str(exc)) from None
     except ValueError as exc:
         message = str(exc)
         field = message.split(":")[0] if ":" in message.split(" ")[0] else ""
@@ -89,19 +94,22 @@ def router(*, web: Web) -> APIRouter:
     templates = web.templates
     jobs = Jobs()
 
-    def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, context, status_code=status_code)
+    def render(request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, context, status_code=status_code, headers=headers)
 
     def problem(request: Request, exc: Problem, status_code: int = 422) -> HTMLResponse:
         return render(request, "analysis/problem.html", status_code=status_code, message=str(exc), field=exc.field)
 
     @routes.post("/api/advise", summary="The cheapest tier sizes that meet a TTFT target", response_class=JSONResponse)
-    def advise_route(body: AdviseInput) -> JSONResponse:
+    async def advise_route(body: AdviseInput) -> Response:
         """``kvscope advise --json``: ``candidates``, ``meets`` (ranked, with tier sizes in tokens and GiB, predicted
         p50/p90, hit ratios per tier, $/hour), ``closest`` when none meets, ``pareto``, ``warnings``, ``notes``,
-        ``commands``. Every candidate is simulated, so a large space takes seconds."""
+        ``commands``. Every candidate is simulated, so a large space takes seconds: the search runs in the server's
+        workers within its search budget (over it: 422 at ``points``; busy or past the deadline: 503)."""
+        budget = web.workers.budget
         try:
-            return JSONResponse(_search(body, _workload(body, check(body.scenario))))
+            workload = _workload(body, check(body.scenario))
+            return await web.workers.run_json(_search, body, workload, budget.per_search, seconds=budget.search_seconds)
         except InputErrors as exc:
             raise exc.for_body() from None
         except Problem as exc:
@@ -124,11 +132,12 @@ def router(*, web: Web) -> APIRouter:
                 scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.bytes_per_token})
             workload = _workload(body, scenario)
             _target(body)
-            job_id = jobs.start(lambda job: _search(body, workload, job))
+            budget = web.workers.budget
+            job_id = jobs.start(web.workers, _search, body, workload, budget.per_search, seconds=budget.search_seconds)
         except Problem as exc:
             return problem(request, exc)
         except Busy as exc:
-            return problem(request, Problem("", str(exc)), 503)
+            return render(request, "analysis/problem.html", status_code=503, headers={"Retry-After": str(exc.retry_after_s)}, message=str(exc), field="")
         return render(request, "analysis/advise_progress.html", job_id=job_id, job=jobs.get(job_id))
 
     @routes.get("/ui/analysis/advise/{job_id}", response_class=HTMLResponse, include_in_schema=False)
