@@ -16,10 +16,18 @@ from dataclasses import fields
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
+from sim.work import Stopped, checkpoint, seconds_left
+
 if TYPE_CHECKING:
     from sim.engine import TierSpec
 
 MIN_COMPILED_REFS = 400_000
+# The stack-distance kernel runs in slices of this many references, the deadline checked between them: ~30 ms
+# each on a busy 2-core machine (2^21 took 127 ms, measured), so a stopped curve stops within that of its deadline.
+SLICE_REFS = 1 << 19
+# The replay kernel's slowest rate: it starts only if it can end in time. A whole compiled replay of 4.9 M
+# references ran at 11-12 M a second on a busy 2-core machine (GPU alone and with a CPU tier, measured): half that.
+SLOWEST_REFS_PER_S = 5_000_000
 ENGINE_ENV = "KVSCOPE_ENGINE"
 EngineChoice = Literal["python", "compiled", "auto"]
 ENGINE_CHOICES: tuple[EngineChoice, ...] = ("python", "compiled", "auto")
@@ -84,6 +92,14 @@ def kernel_reproduces(spec: TierSpec) -> bool:
     return spec.cpu_backend == "brief" and spec.cpu_policy == "lru" and spec.units.chunk % spec.units.block == 0
 
 
+def not_before_deadline(refs: int) -> None:
+    """Raise ``sim.work.Stopped`` before a kernel that cannot be stopped part-way (the replay keeps its state inside
+    one call) when, at the slowest rate measured, its ``refs`` block references would run past the deadline."""
+    left = seconds_left()
+    if left is not None and refs / SLOWEST_REFS_PER_S > left:
+        raise Stopped(f"a compiled replay of {refs:,} block references would not end within the {left:.1f} s left")
+
+
 def _np() -> Any:
     import numpy as np
 
@@ -97,7 +113,11 @@ def stack_histogram(stream: Any) -> tuple[array, int]:
 
     ids = np.frombuffer(stream, dtype=np.int64) if isinstance(stream, (bytes, memoryview)) or hasattr(stream, "typecode") else np.asarray(stream, dtype=np.int64)
     dense, distinct_ids = kernels.dense_ids(ids)
-    depth_count, distinct = kernels.stack_depths(dense, distinct_ids)
+    tree, depth_count, last = kernels.stack_state(dense.size, distinct_ids)
+    distinct = 0
+    for start in range(0, dense.size, SLICE_REFS):  # a deadline (sim.work) is checked between slices
+        checkpoint()
+        distinct = kernels.stack_depths_from(dense, start, min(start + SLICE_REFS, dense.size), tree, depth_count, last, distinct)
     return array("q", np.cumsum(depth_count[: distinct + 1], dtype=np.int64).tobytes()), distinct
 
 
@@ -109,6 +129,7 @@ def replay_columns(
     np = _np()
     from sim import kernels
 
+    not_before_deadline(len(hash_ids))
     dense, distinct = kernels.dense_ids(np.frombuffer(hash_ids, dtype=np.int64))
     table = kernels.replay_blocks(
         dense, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(input_tokens, dtype=np.int64),

@@ -95,12 +95,27 @@ def dense_ids(ids: np.ndarray) -> tuple[np.ndarray, int]:
 @njit(cache=True)
 def stack_depths(dense: np.ndarray, distinct_ids: int) -> tuple[np.ndarray, int]:
     """``sim.stack_distance.stack_profile``'s loop: the histogram of LRU stack depths (index = depth)."""
-    n = dense.size
+    tree, depth_count, last = stack_state(dense.size, distinct_ids)
+    return depth_count, stack_depths_from(dense, 0, dense.size, tree, depth_count, last, 0)
+
+
+@njit(cache=True)
+def stack_state(n: int, distinct_ids: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``stack_depths_from`` carries from one slice of the stream to the next."""
     tree = np.zeros(n + 1, np.int32)  # dead positions; index j is position j - 1
     depth_count = np.zeros(n + 1, np.int32)  # n < 2**31: the trace reader's limits
     last = np.full(distinct_ids, -1, np.int32)
-    distinct = 0
-    for t in range(n):
+    return tree, depth_count, last
+
+
+@njit(cache=True)
+def stack_depths_from(
+    dense: np.ndarray, start: int, stop: int, tree: np.ndarray, depth_count: np.ndarray, last: np.ndarray, distinct: int
+) -> int:
+    """``stack_depths`` over ``dense[start:stop]``, continuing from the state the earlier slices left; the distinct
+    ids seen so far. Slices run one after another give what one call over the whole stream gives."""
+    n = dense.size
+    for t in range(start, stop):
         key = dense[t]
         p = last[key]
         last[key] = t
@@ -117,7 +132,7 @@ def stack_depths(dense: np.ndarray, distinct_ids: int) -> tuple[np.ndarray, int]
         while i <= n:
             tree[i] += 1
             i += i & -i
-    return depth_count, distinct
+    return distinct
 
 
 # Doubly linked lists threaded through index arrays (vLLM's free queue, LMCache's LRU order): O(1) anywhere.
