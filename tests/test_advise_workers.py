@@ -78,3 +78,18 @@ def test_an_api_search_past_the_search_deadline_answers_503() -> None:
         assert "the limit here is 1 s" in response.json()["detail"]
         assert time.monotonic() - start < 1 + 3  # the deadline, the worker's grace and a margin
         assert _work(url)["timed_out"] == 1
+
+
+def test_sigterm_stops_the_server_while_a_page_search_runs() -> None:
+    # The search is a task of the server's event loop awaiting a worker process: neither may hold the shutdown.
+    import signal
+
+    from app.cli.serve import GRACEFUL_SHUTDOWN_S
+
+    with serve_process() as (url, proc):
+        assert httpx.post(f"{url}/ui/analysis/advise", data=PANEL, timeout=30).status_code == 200
+        assert _work(url)["running"] == 1
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=GRACEFUL_SHUTDOWN_S + 10)
+        assert time.monotonic() - start < GRACEFUL_SHUTDOWN_S + 3
