@@ -9,6 +9,7 @@ within the budget and deadline, before its first message; the loop only sends th
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -23,7 +24,7 @@ from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, within
-from app.web.sse import Encoded, Outcome, Streamable, event_stream
+from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, event_stream
 from sim.events import Event, RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
@@ -37,7 +38,7 @@ STATUS_OF: dict[Outcome, str] = {"completed": "done", "abandoned": "stopped", "f
 class StreamJob:
     scenario: Scenario
     pace_s: float
-    events: list[Event]  # every event of the run, made in a worker process
+    events: list[bytes]  # every event of the run, made in a worker process (stream_events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +57,24 @@ def scenario_of(body: ScenarioInput) -> Scenario:
         raise exc.for_body() from None
 
 
-def stream_events(scenario: Scenario, explain: bool) -> list[Event]:
-    """Every event of the step stream (in a worker process: the stream's limits keep the list to a few MB)."""
-    return list(stream(scenario, explain=explain))
+def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
+    """Every event of the step stream (in a worker process), pickled a request's events at a time: a paced stream
+    holds them for as long as it is open, ~1 MB at the stream's limits where the events themselves take ~10 MB."""
+    batches, batch = [], []
+    for event in stream(scenario, explain=explain):
+        batch.append(event)
+        if event.kind == REQUEST_END:
+            batches.append(pickle.dumps(batch))
+            batch = []
+    if batch:
+        batches.append(pickle.dumps(batch))
+    return batches
+
+
+def unpickled(batches: list[bytes]) -> Iterator[Event]:
+    """The events again, a request's at a time, as the stream sends them (pickled by this server's own worker)."""
+    for batch in batches:
+        yield from pickle.loads(batch)  # noqa: S301 - made by stream_events in this server's worker
 
 
 async def stream_job_of(
@@ -138,7 +154,7 @@ def router(*, web: Web) -> APIRouter:
             if recorder is not None:
                 recorder.finish(STATUS_OF[outcome])
 
-        events = recorded(iter(kept.job.events), recorder, kept.problem)
+        events = recorded(unpickled(kept.job.events), recorder, kept.problem)
         async for item in event_stream(events, web.streams, pace_s=kept.job.pace_s, on_end=ended):
             yield item
 
