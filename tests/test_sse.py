@@ -241,3 +241,21 @@ def test_an_async_source_is_streamed_counted_and_closed_when_the_client_goes() -
     assert [i.data["run"] for i in everything] == ["gpu", "gpu+cpu", "never sent"]
     assert ends == ["abandoned", "completed"]
     assert (stats.open, stats.completed, stats.events_sent) == (0, 1, 4)
+
+
+def test_the_events_made_in_a_worker_are_the_simulators_in_order() -> None:
+    # What the worker hands back (pickled a request's events at a time) and the stream unpickles is what the
+    # simulator yields, event for event, batches ending at each request's ttft.
+    import pickle
+
+    from app.web.inputs import StreamInput, check
+    from app.web.routes.simulate import stream_events, unpickled
+    from sim.simulation import stream
+
+    scenario = check(StreamInput(preset="seed-lab", docs=4), streamed=True)
+    batches = stream_events(scenario, True)
+    expected = list(stream(scenario, explain=True))
+    assert list(unpickled(batches)) == expected
+    last_kinds = [pickle.loads(b)[-1].kind for b in batches]
+    # One batch per request of each run (4 documents x 3 passes x 2 runs), then the runs' closing pass and done.
+    assert last_kinds == ["ttft"] * 24 + ["done"]
