@@ -12,11 +12,11 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from app.cli.scenario_flags import build_scenario, describe, scenario_options
+from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
 from sim.advise.candidate import TIERS, Target
-from sim.advise.search import Space, advise
+from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.kv import KV_CACHE_DTYPES, load_config
 
@@ -142,6 +142,7 @@ def command(
 
     executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
+        within_budget(advise_cost(workload, space, deployment, top), "fewer points, tiers, policies or a smaller workload", where="--points")
         advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
     except ValueError as exc:
         message = str(exc)
