@@ -23,13 +23,13 @@ the engine's records.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.emulator.config import EmulatorConfig
+from app.emulator.deadline import sleep_until
 from app.emulator.kv_events import KvEventsBridge
 from sim.costs import default_costs
 from sim.engine import Engine, TierSpec
@@ -41,8 +41,6 @@ TTFT_BUCKETS_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
     80.0, 160.0, 640.0, 2560.0,
 )
-# How much earlier than due a timer is set, the rest being waited by yielding (see sleep_until).
-TIMER_SLACK_S = 0.0015
 # Records kept for /kvscope/emulator; older ones are dropped so a long-running emulator stays small.
 KEPT_RECORDS = 10_000
 
@@ -105,20 +103,6 @@ class Prefill:
         out["start_ms"] = round((self.started - epoch) * 1000, 3)
         out["due_ms"] = round((self.due - epoch) * 1000, 3)
         return out
-
-
-async def sleep_until(due: float) -> None:
-    """Wait until ``time.perf_counter()`` reaches ``due``, to a fraction of a millisecond.
-
-    The event loop wakes a timer up to a millisecond late (epoll counts whole
-    milliseconds, rounded up), which at ``--speed 20`` is a third of a short
-    prefill: sleep until just before, then yield to other tasks until due.
-    """
-    coarse_s = due - time.perf_counter() - TIMER_SLACK_S
-    if coarse_s > 0:
-        await asyncio.sleep(coarse_s)
-    while time.perf_counter() < due:
-        await asyncio.sleep(0)
 
 
 class Backend:
