@@ -41,6 +41,9 @@ TTFT_BUCKETS_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
     80.0, 160.0, 640.0, 2560.0,
 )
+# How long before a first token is due its wait stops sleeping and starts yielding (see deadline.sleep_until):
+# about a sleeping process's wake-up on a busy two-core machine.
+FIRST_TOKEN_SPIN_S = 0.0002
 # Records kept for /kvscope/emulator; older ones are dropped so a long-running emulator stays small.
 KEPT_RECORDS = 10_000
 
@@ -165,7 +168,7 @@ class Backend:
 
     async def wait(self, prefill: Prefill) -> None:
         """Until the prefill's first token is due; counted in the TTFT histogram then."""
-        await sleep_until(prefill.due)
+        await sleep_until(prefill.due, FIRST_TOKEN_SPIN_S)
         self.counters.observe_ttft(time.perf_counter() - prefill.arrived)
 
     @property
