@@ -53,9 +53,11 @@ def test_without_a_timerfd_a_deadline_closer_than_the_slack_is_waited_by_yieldin
 
 
 @linux_only
-def test_deadlines_wait_on_the_loops_timerfd_and_end_in_deadline_order_never_early() -> None:
+@pytest.mark.parametrize("spin_ms", [0.0, 5.0])
+def test_deadlines_wait_on_the_loops_timerfd_and_end_in_deadline_order_never_early(spin_ms: float) -> None:
     # Five waits started in a shuffled order, one of them cancelled: each of the others returns once the clock
-    # has passed its own deadline, in deadline order, and the cancelled one takes nothing with it.
+    # has passed its own deadline, in deadline order, and the cancelled one takes nothing with it. With a spin
+    # (the timerfd armed 5 ms early, the rest waited by yielding) none returns early either.
     async def run() -> tuple[list[tuple[float, float]], bool]:
         assert deadline._timer() is not None  # a timerfd, not the yielding fallback
         start = time.perf_counter()
@@ -63,7 +65,7 @@ def test_deadlines_wait_on_the_loops_timerfd_and_end_in_deadline_order_never_ear
         ended: list[tuple[float, float]] = []
 
         async def one(due: float) -> None:
-            await sleep_until(due)
+            await sleep_until(due, spin_ms / 1000)
             ended.append((due, time.perf_counter()))
 
         tasks = [asyncio.create_task(one(d)) for d in dues]
