@@ -14,8 +14,9 @@ where a CPU-served pass-2 request is modelled at 2.5, 5 and 10 ms so that a
 fraction of a millisecond of loopback and wake-ups shows: the measured pass-2
 p50 speed-up's min and median over the runs as a ratio to the simulator's
 speed-up (the anchor; 1.0 is exact, the target is within 10%), each target's
-pass-2 p50 TTFT above its prediction beside the excess the 10% allows, and
-the load average the runs saw.
+pass-2 p50 TTFT above its prediction beside the excess the 10% allows and
+beside the emulator's own lateness (its records' ``late_ms``: first tokens
+released after their deadlines), and the load average the runs saw.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import httpx
 
 from app.live.client import VllmClient
 from app.live.session import LiveRun
@@ -112,6 +115,12 @@ async def _seed_lab(gpu_url: str, cpu_url: str) -> dict[str, object]:
         if event.kind == "pass":
             predicted.setdefault(event.run, []).append(event.summary["predicted"])  # type: ignore[attr-defined]
     wall_s = time.perf_counter() - started
+    # The emulators' own lateness: how long after its deadline each pass-2 first token was released to be sent.
+    late = {}
+    for config, url in (("gpu", gpu_url), ("gpu+cpu", cpu_url)):
+        records = httpx.get(url + "/kvscope/emulator", timeout=10).json()["requests"]
+        mine = sorted((m for m in live.measurements if m.config == config), key=lambda m: m.seq)
+        late[config] = round(statistics.median(r["late_ms"] for m, r in zip(mine, records, strict=True) if m.pass_ == 2), 3)
     measured = measurements.analyze(live.measurements)["speedups"]
     sim = comparison([{"name": name, "passes": passes} for name, passes in predicted.items()])
     pass2 = next(s for s in measured if s["pass"] == 2)
@@ -135,6 +144,8 @@ async def _seed_lab(gpu_url: str, cpu_url: str) -> dict[str, object]:
         "pass2_cpu_ttft_predicted_p50_ms": cpu_p50,
         "pass2_gpu_ttft_over_prediction_p50_ms": gpu_over,
         "pass2_cpu_ttft_over_prediction_p50_ms": cpu_over,
+        "pass2_gpu_emulator_late_p50_ms": late["gpu"],
+        "pass2_cpu_emulator_late_p50_ms": late["gpu+cpu"],
         # The same excess e on both targets keeps the speed-up within 10% while (gpu + e) / (cpu + e) >= 0.9 x the
         # prediction, i.e. e <= (gpu - 0.9 x speed-up x cpu) / (0.9 x speed-up - 1).
         "excess_budget_for_10pct_ms": round((gpu_p50 - 0.9 * speedup * cpu_p50) / (0.9 * speedup - 1), 3),
@@ -145,7 +156,7 @@ async def _seed_lab(gpu_url: str, cpu_url: str) -> dict[str, object]:
 def _seed_lab_at(speed: str, runs: int = 3) -> dict[str, object]:
     """The seed lab live against two emulators at ``speed``, ``runs`` times: the pass-2 p50 speed-up beside the
     simulator's."""
-    speedups, cpu_over, gpu_over, loads = [], [], [], []
+    speedups, cpu_over, gpu_over, cpu_late, gpu_late, loads = [], [], [], [], [], []
     last: dict[str, object] = {}
     for _ in range(runs):
         with _emulator("--no-cpu-tier", "--speed", speed) as gpu_url, _emulator("--cpu-gb", "1.5", "--speed", speed) as cpu_url:
@@ -155,6 +166,8 @@ def _seed_lab_at(speed: str, runs: int = 3) -> dict[str, object]:
         speedups.append(float(last["pass2_p50_speedup_measured"]))  # type: ignore[arg-type]
         cpu_over.append(float(last["pass2_cpu_ttft_over_prediction_p50_ms"]))  # type: ignore[arg-type]
         gpu_over.append(float(last["pass2_gpu_ttft_over_prediction_p50_ms"]))  # type: ignore[arg-type]
+        cpu_late.append(float(last["pass2_cpu_emulator_late_p50_ms"]))  # type: ignore[arg-type]
+        gpu_late.append(float(last["pass2_gpu_emulator_late_p50_ms"]))  # type: ignore[arg-type]
         loads.append(os.getloadavg()[0])
     predicted = float(last["pass2_p50_speedup_predicted"])  # type: ignore[arg-type]
     ratios = [s / predicted for s in speedups]
@@ -170,6 +183,8 @@ def _seed_lab_at(speed: str, runs: int = 3) -> dict[str, object]:
         "pass2_cpu_ttft_predicted_p50_ms": last["pass2_cpu_ttft_predicted_p50_ms"],
         "pass2_cpu_ttft_over_prediction_p50_ms": cpu_over,
         "pass2_gpu_ttft_over_prediction_p50_ms": gpu_over,
+        "pass2_cpu_emulator_late_p50_ms": cpu_late,
+        "pass2_gpu_emulator_late_p50_ms": gpu_late,
         "excess_budget_for_10pct_ms": last["excess_budget_for_10pct_ms"],
         "load_average_1min": [round(x, 1) for x in loads],
         "cores": os.cpu_count(),

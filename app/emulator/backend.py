@@ -76,10 +76,10 @@ class Counters:
         return {k: v for k, v in asdict(self).items() if not k.startswith("ttft_")}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)  # one object per request, compared by identity
 class Prefill:
-    """One served prefill: where its prompt came from, the model's TTFT, its delay (TTFT / speed) and the time it
-    queued behind other prefills before its own began."""
+    """One served prefill: where its prompt came from, the model's TTFT, its delay (TTFT / speed), the time it
+    queued behind other prefills before its own began, and when its first token was released (0 until then)."""
 
     seq: int
     prompt_tokens: int
@@ -93,6 +93,7 @@ class Prefill:
     arrived: float
     started: float
     due: float
+    released: float = 0.0
 
     @property
     def cached_tokens(self) -> int:
@@ -101,10 +102,13 @@ class Prefill:
 
     def to_dict(self, epoch: float) -> dict[str, Any]:
         """The record as ``/kvscope/emulator`` shows it; its prefill's start and due times in ms since ``epoch``."""
-        hidden = ("alloc_blocks", "arrived", "started", "due")  # internal: perf_counter seconds
+        hidden = ("alloc_blocks", "arrived", "started", "due", "released")  # internal: perf_counter seconds
         out = {k: v for k, v in asdict(self).items() if k not in hidden}
         out["start_ms"] = round((self.started - epoch) * 1000, 3)
         out["due_ms"] = round((self.due - epoch) * 1000, 3)
+        # How long after its deadline the first token was handed to the server to send: the emulator's own
+        # lateness (processing that outran the deadline, a late wake-up), apart from loopback and the client.
+        out["late_ms"] = round((self.released - self.due) * 1000, 3) if self.released else None
         return out
 
 
@@ -169,7 +173,8 @@ class Backend:
     async def wait(self, prefill: Prefill) -> None:
         """Until the prefill's first token is due; counted in the TTFT histogram then."""
         await sleep_until(prefill.due, FIRST_TOKEN_SPIN_S)
-        self.counters.observe_ttft(time.perf_counter() - prefill.arrived)
+        prefill.released = time.perf_counter()
+        self.counters.observe_ttft(prefill.released - prefill.arrived)
 
     @property
     def waiting(self) -> int:
