@@ -7,7 +7,8 @@ each event loop gets one timerfd, armed at its earliest deadline on the clock
 ``perf_counter`` reads (CLOCK_MONOTONIC, absolute), which the loop watches like
 a socket: its epoll returns when the deadline passes, to the microsecond, and
 nothing spins meanwhile (a spinning emulator takes the core that the client on
-a two-core machine needs to read the token it is about to send). Where there is
+a two-core machine needs to read the token it is about to send), except for
+the short final stretch a caller may ask for (``spin_s``). Where there is
 no timerfd, the loop's timer is set a little early and the rest is waited by
 yielding to other tasks.
 """
