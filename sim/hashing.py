@@ -47,6 +47,21 @@ def chain_keys(segments: Sequence[Segment], unit: int, state: ChainState = Chain
     return keys, ChainState(parent, tuple(pieces), filled)
 
 
+def token_unit_keys(tokens: Sequence[int], unit: int) -> list[int]:
+    """``chain_keys`` of one-token segments from the root (a prompt given as token ids), a unit at a time.
+
+    The same keys, built about 4x faster: each full unit's pieces are made in
+    one go instead of token by token. The emulator hashes every prompt inside
+    its first token's deadline (2.5 ms for a CPU-served prompt at --speed 20).
+    """
+    keys: list[int] = []
+    parent = ROOT_KEY
+    for start in range(0, len(tokens) - len(tokens) % unit, unit):
+        parent = hash((parent, tuple([(t, 0, 1) for t in tokens[start : start + unit]]))) & 0x7FFF_FFFF_FFFF_FFFF
+        keys.append(parent)
+    return keys
+
+
 def partial_key(state: ChainState) -> int:
     """The key of the prompt's unfinished tail unit (LMCache's ``save_unfull_chunk``)."""
     return hash((state.parent, state.pieces, _PARTIAL_TAG)) & 0x7FFF_FFFF_FFFF_FFFF

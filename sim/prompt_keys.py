@@ -9,9 +9,9 @@ content ids. Its tokenizer is deliberately simple and documented:
   randomised per process, and the same text must give the same ids in every
   process and on every machine.
 
-Token ids then become prefix-chained keys with ``sim.hashing.chain_keys``, each
-token a one-token segment: a GPU block's key covers its 16 token ids and its
-parent's key (vLLM's block hash), a CPU chunk's key is the key of its last
+Token ids then become prefix-chained keys as ``sim.hashing.chain_keys`` makes
+them (``token_unit_keys``), each token a one-token segment: a GPU block's key
+covers its 16 token ids and its parent's key (vLLM's block hash), a CPU chunk's key is the key of its last
 block (so it too covers the whole prefix, like LMCache's chunk hash).
 """
 
@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
 
-from sim.hashing import chain_keys
+from sim.hashing import token_unit_keys
 from sim.workload import SHARED_DOC, Request, Units
 
 # Qwen2.5's vocabulary size: ids look like a real tokenizer's.
@@ -37,7 +37,7 @@ def token_id(word: str) -> int:
 
 def tokenize(text: str) -> list[int]:
     """One token per whitespace-separated word."""
-    return [token_id(word) for word in text.split()]
+    return list(map(token_id, text.split()))
 
 
 def request_for_tokens(
@@ -54,7 +54,7 @@ def request_for_tokens(
         raise ValueError("a prompt needs at least one token")
     if units.chunk % units.block:
         raise ValueError(f"chunk size ({units.chunk}) must be a multiple of block size ({units.block})")
-    block_keys, _ = chain_keys([(t, 1) for t in tokens], units.block)
+    block_keys = token_unit_keys(tokens, units.block)
     ratio = units.chunk // units.block
     return Request(
         seq=seq,

@@ -93,6 +93,21 @@ def test_prompt_keys_share_exactly_the_common_full_blocks() -> None:
     assert a.chunk_keys == []
 
 
+@pytest.mark.parametrize("unit", [1, 5, 16])
+def test_prompt_keys_built_a_unit_at_a_time_are_the_chain_keys_of_its_tokens(unit: int) -> None:
+    import random
+
+    from sim.hashing import chain_keys, token_unit_keys
+
+    # chain_keys walks the prompt token by token as one-token segments; token_unit_keys must give the same keys
+    # (the emulator's cache and its KV events depend on them), for prompts ending inside a unit, on its
+    # boundary, and shorter than one unit (no full unit: no key).
+    rng = random.Random(unit)
+    for n in [0, 1, unit - 1, unit, unit + 1, 3 * unit, 3 * unit + 2, 101]:
+        tokens = [rng.randrange(151_936) for _ in range(n)]
+        assert token_unit_keys(tokens, unit) == chain_keys([(t, 1) for t in tokens], unit)[0], n
+
+
 # -- the API ------------------------------------------------------------------------
 
 

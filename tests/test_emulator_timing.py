@@ -81,6 +81,7 @@ def test_serial_first_tokens_arrive_when_the_model_says_within_a_millisecond(spe
                         measured = await raw_first_token_ms(url, words(f"s{round_}x{i}w", 200 + 80 * i))
                         last = (await client.get(url + "/kvscope/emulator")).json()["requests"][-1]
                         assert last["queued_ms"] == 0
+                        assert last["late_ms"] >= 0  # released at or after its deadline, never before
                         errors.append(measured - last["delay_ms"])
                     medians.append(statistics.median(errors))
                     if abs(medians[-1]) < 1.0:
@@ -114,9 +115,6 @@ def test_concurrent_prefills_are_served_one_after_another(concurrent: int) -> No
     delays = {r["delay_ms"] for r in records}
     assert len(delays) == 1  # equal prompts, equal model TTFTs
     one = delays.pop()
-    for k, ttft in enumerate(ttfts, start=1):
-        # k x delay, give or take the arrivals' spread and loopback HTTP.
-        assert ttft == pytest.approx(k * one, abs=0.08 * one), (k, ttfts, one)
     # The schedule itself, exactly: the first prefill starts when its request arrives; each later one starts
     # when the one before it is due (its first token sent), and is due one delay later.
     by_start = sorted(records, key=lambda r: r["start_ms"])
@@ -126,3 +124,12 @@ def test_concurrent_prefills_are_served_one_after_another(concurrent: int) -> No
         assert after["queued_ms"] > 0
     for r in by_start:
         assert r["due_ms"] == pytest.approx(r["start_ms"] + one, abs=0.002)
+        assert r["late_ms"] >= 0
+    # At the client: k x delay, give or take the arrivals' spread and loopback HTTP. The arrivals spread by the
+    # time the emulator takes to read and tokenize the prompts before each (16 ms for four of 5,000 new words on
+    # an idle core), which a machine with more runnable processes than cores stretches past 8% of a prefill:
+    # then the test says so and skips.
+    off = [(k, ttft) for k, ttft in enumerate(ttfts, start=1) if ttft != pytest.approx(k * one, abs=0.08 * one)]
+    if off and (why := busy()):
+        pytest.skip(f"{why}: first tokens {ttfts} ms against {one} ms a prefill")
+    assert not off, (ttfts, one)

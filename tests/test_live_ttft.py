@@ -1,4 +1,4 @@
-"""Where the live client's TTFT begins and ends, against a real uvicorn on loopback whose stream is timed by hand."""
+"""Where the live client's TTFT begins and ends, and that its requests share one connection, against a real uvicorn on loopback."""
 
 from __future__ import annotations
 
@@ -58,3 +58,30 @@ def test_ttft_ends_with_the_read_that_completes_the_first_non_empty_token() -> N
     lower_ms = (BEFORE_TOKEN_S + SPLIT_S) * 1000
     assert lower_ms <= ttft_ms < lower_ms + AFTER_TOKEN_S * 1000, ttft_ms
     assert whole_ms >= lower_ms + AFTER_TOKEN_S * 1000 > ttft_ms
+
+
+def test_requests_share_one_kept_alive_connection_even_when_the_stream_ends_after_done() -> None:
+    # The server sends [DONE], then ends the body 50 ms later (a separate write). A client that stopped reading
+    # at [DONE] would leave the response unfinished and its connection closed, so each request would arrive on
+    # a new one (a new client port); read to the end, every request reuses the first connection.
+    clients: list[tuple[str, int]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        clients.append(scope["client"])
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": TOKEN + USAGE + b"data: [DONE]\n\n", "more_body": True})
+        await asyncio.sleep(0.05)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def three(url: str) -> None:
+        async with VllmClient(Target("kept", url), timeout_s=10) as client:
+            for _ in range(3):
+                await client.complete("m", "a b c", 1)
+
+    with threaded_server(app) as url:
+        asyncio.run(three(url))
+    assert len(clients) == 3 and len(set(clients)) == 1, clients

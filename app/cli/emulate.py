@@ -81,9 +81,9 @@ def command(
     )
     app = make_emulator_app(config)
     publish_kv_events(app.state.backend, kv_events, kv_events_replay, kv_events_topic)
-    # The plain asyncio loop and h11, as its first-token timing was built and measured on (sleep_until's slack is
-    # for epoll's millisecond rounding); kvscope serve runs on uvicorn's fast stack.
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2, loop="asyncio", http="h11")
+    # uvicorn's fast stack (uvloop and httptools where installed, as kvscope serve): a 2.5 ms first-token deadline
+    # at --speed 20 leaves little room for parsing. Deadlines are kept by app.emulator.deadline, not the loop's timers.
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
 
 
 def _describe(exc: ValidationError) -> str:

@@ -23,13 +23,13 @@ the engine's records.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.emulator.config import EmulatorConfig
+from app.emulator.deadline import sleep_until
 from app.emulator.kv_events import KvEventsBridge
 from sim.costs import default_costs
 from sim.engine import Engine, TierSpec
@@ -41,8 +41,9 @@ TTFT_BUCKETS_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
     80.0, 160.0, 640.0, 2560.0,
 )
-# How much earlier than due a timer is set, the rest being waited by yielding (see sleep_until).
-TIMER_SLACK_S = 0.0015
+# How long before a first token is due its wait stops sleeping and starts yielding (see deadline.sleep_until):
+# about a sleeping process's wake-up on a busy two-core machine.
+FIRST_TOKEN_SPIN_S = 0.0002
 # Records kept for /kvscope/emulator; older ones are dropped so a long-running emulator stays small.
 KEPT_RECORDS = 10_000
 
@@ -75,10 +76,10 @@ class Counters:
         return {k: v for k, v in asdict(self).items() if not k.startswith("ttft_")}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)  # one object per request, compared by identity
 class Prefill:
-    """One served prefill: where its prompt came from, the model's TTFT, its delay (TTFT / speed) and the time it
-    queued behind other prefills before its own began."""
+    """One served prefill: where its prompt came from, the model's TTFT, its delay (TTFT / speed), the time it
+    queued behind other prefills before its own began, and when its first token was released (0 until then)."""
 
     seq: int
     prompt_tokens: int
@@ -92,6 +93,7 @@ class Prefill:
     arrived: float
     started: float
     due: float
+    released: float = 0.0
 
     @property
     def cached_tokens(self) -> int:
@@ -100,25 +102,14 @@ class Prefill:
 
     def to_dict(self, epoch: float) -> dict[str, Any]:
         """The record as ``/kvscope/emulator`` shows it; its prefill's start and due times in ms since ``epoch``."""
-        hidden = ("alloc_blocks", "arrived", "started", "due")  # internal: perf_counter seconds
+        hidden = ("alloc_blocks", "arrived", "started", "due", "released")  # internal: perf_counter seconds
         out = {k: v for k, v in asdict(self).items() if k not in hidden}
         out["start_ms"] = round((self.started - epoch) * 1000, 3)
         out["due_ms"] = round((self.due - epoch) * 1000, 3)
+        # How long after its deadline the first token was handed to the server to send: the emulator's own
+        # lateness (processing that outran the deadline, a late wake-up), apart from loopback and the client.
+        out["late_ms"] = round((self.released - self.due) * 1000, 3) if self.released else None
         return out
-
-
-async def sleep_until(due: float) -> None:
-    """Wait until ``time.perf_counter()`` reaches ``due``, to a fraction of a millisecond.
-
-    The event loop wakes a timer up to a millisecond late (epoll counts whole
-    milliseconds, rounded up), which at ``--speed 20`` is a third of a short
-    prefill: sleep until just before, then yield to other tasks until due.
-    """
-    coarse_s = due - time.perf_counter() - TIMER_SLACK_S
-    if coarse_s > 0:
-        await asyncio.sleep(coarse_s)
-    while time.perf_counter() < due:
-        await asyncio.sleep(0)
 
 
 class Backend:
@@ -181,8 +172,9 @@ class Backend:
 
     async def wait(self, prefill: Prefill) -> None:
         """Until the prefill's first token is due; counted in the TTFT histogram then."""
-        await sleep_until(prefill.due)
-        self.counters.observe_ttft(time.perf_counter() - prefill.arrived)
+        await sleep_until(prefill.due, FIRST_TOKEN_SPIN_S)
+        prefill.released = time.perf_counter()
+        self.counters.observe_ttft(prefill.released - prefill.arrived)
 
     @property
     def waiting(self) -> int:

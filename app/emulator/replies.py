@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.emulator.backend import Backend, Prefill, sleep_until
+from app.emulator.backend import Backend, Prefill
+from app.emulator.deadline import sleep_until
 from app.emulator.text import Output
 
 # An assumption, not a measurement: the seed measured only TTFT. A 1.5B model on
@@ -169,12 +170,13 @@ class Reply:
                 for step in range(len(job.output.pieces))
             )
             for due, k, step in events:
+                # Made before the wait, sent in one write when due: at the deadline only the write is left.
+                text = "".join(_event(chunk) for chunk in self._chunks(k, step))
                 if step == 0:
                     await self.backend.wait(prefills[k])
                 else:
                     await sleep_until(due)
-                for chunk in self._chunks(k, step):
-                    yield _event(chunk)
+                yield text
                 sent[k] = step + 1
             if self.shape.include_usage:
                 generated = sum(sent) * self.shape.n

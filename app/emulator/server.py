@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -112,8 +113,15 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
     def shape(body: CompletionRequest | ChatCompletionRequest, chat: bool) -> Shape:
         return Shape(chat, names[0], body.n, body.wanted_logprobs, body.include_usage, config.prompt_tokens_details)
 
-    def stream(reply: Reply) -> StreamingResponse:
-        return StreamingResponse(reply.stream(), media_type="text/event-stream")
+    async def remember_words() -> None:
+        vocabulary.remember()  # on the event loop: a plain function would run on a thread, beside the next request
+
+    async def answer(reply: Reply, streamed: bool) -> Response:
+        # The prompt's words are remembered for /detokenize once the answer is sent, outside its deadlines.
+        after = BackgroundTask(remember_words)
+        if streamed:
+            return StreamingResponse(reply.stream(), media_type="text/event-stream", background=after)
+        return JSONResponse(await reply.whole(), background=after)
 
     @app.get("/health")
     async def health() -> Response:
@@ -183,7 +191,7 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
             echo = "" if not body.echo else prompt if isinstance(prompt, str) else vocabulary.detokenize(tokens)
             jobs.append(Job(tokens, echo, generate(budget, body.stop_strings, body.include_stop_str_in_output)))
         reply = Reply(backend, shape(body, chat=False), jobs, arrived)
-        return stream(reply) if body.stream else JSONResponse(await reply.whole())
+        return await answer(reply, body.stream)
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
@@ -200,6 +208,6 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
         echo = last.text if body.echo and last.role == role else ""
         job = Job(tokens, echo, generate(budget, body.stop_strings, body.include_stop_str_in_output))
         reply = Reply(backend, shape(body, chat=True), [job], arrived)
-        return stream(reply) if body.stream else JSONResponse(await reply.whole())
+        return await answer(reply, body.stream)
 
     return app

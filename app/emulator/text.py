@@ -40,21 +40,41 @@ def render_chat(messages: Sequence[ChatMessage], add_generation_prompt: bool = T
 
 
 class Vocabulary:
-    """Token id -> word, for the words the emulator has tokenized (its tokenizer cannot be inverted otherwise)."""
+    """Token id -> word, for the words the emulator has tokenized (its tokenizer cannot be inverted otherwise).
+
+    Words are remembered by ``remember``, which the server calls once an
+    answer is sent, and by ``detokenize``; not as they are tokenized: a
+    completion's prompt is tokenized inside its first token's deadline, and
+    recording 5,000 words would take a tenth of it.
+    """
 
     def __init__(self) -> None:
         self._words: dict[int, str] = {token_id(w): w for w in WORDS}
+        self._pending: list[tuple[list[int], str]] = []
+        self._pending_words = 0
 
     def tokenize(self, text: str) -> list[int]:
-        words = text.split()
         ids = tokenize(text)
         if len(self._words) < MAX_VOCABULARY:
-            self._words.update(zip(ids, words, strict=True))
+            self._pending.append((ids, text))
+            self._pending_words += len(ids)
+            if self._pending_words >= MAX_VOCABULARY:  # keeps what waits to be remembered bounded
+                self.remember()
         return ids
 
     def detokenize(self, ids: Sequence[int]) -> str:
         """Words joined by spaces; an id never seen prints as ``<id>``."""
+        self.remember()
         return " ".join(self._words.get(i, f"<{i}>") for i in ids)
+
+    def remember(self) -> None:
+        """Record the words of the texts tokenized since the last call."""
+        for ids, text in self._pending:
+            if len(self._words) >= MAX_VOCABULARY:
+                break
+            self._words.update(zip(ids, text.split(), strict=True))
+        self._pending.clear()
+        self._pending_words = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -229,12 +229,16 @@ class VllmClient:
                 if response.status_code != 200:
                     text = (await response.aread()).decode("utf-8", "replace")
                     raise self._fail("POST", path, f"HTTP {response.status_code}: {_error_message(text)}")
+                done = False
+                # Read to the end of the body, past [DONE] (vLLM ends the response right after it): a response left
+                # unfinished closes its connection, and the next request would open a new one.
                 async for read_at, line in _sse_lines(response):
-                    if not line.startswith("data:"):
+                    if done or not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
-                        break
+                        done = True
+                        continue
                     chunk = self._chunk(path, data)
                     if first.token_at is None and any((c or {}).get("text") for c in chunk.get("choices") or []):
                         first.token_at = read_at
