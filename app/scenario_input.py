@@ -45,6 +45,9 @@ OVERRIDE_FIELDS: tuple[str, ...] = (
     "gpu_policy",
     "cpu_policy",
     "cpu_backend",
+    "blocks_per_chunk",
+    "store_threshold",
+    "offload_prompt_only",
     "storage_tiers",
 )
 

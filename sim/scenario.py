@@ -8,6 +8,7 @@ API into 422. ``Scenario.from_preset(name, **overrides)`` starts from a preset.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -18,6 +19,8 @@ from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
 from sim.questions import QuestionMode
+from sim.tiers.native import NATIVE_POLICY_NAMES
+from sim.tiers.native.sizing import block_bytes, offload_blocks
 
 ORDERS = ("forward", "reverse", "random", "zipf")
 # Run names: gpu, gpu+cpu, and with tiers behind the CPU gpu+cpu+disk (or gpu+cpu+disk+remote, ...).
@@ -225,7 +228,21 @@ class Scenario(BaseModel):
     )
     cpu_backend: CpuBackend = Field(
         default="lmcache",
-        description="offload rules: lmcache (LMCache 0.5.6's own) or brief (the seed's three simplified rules)",
+        description="offload rules: lmcache (LMCache 0.5.6's own), vllm-native (vLLM 0.33's OffloadingConnector, "
+        "--kv-offloading-backend native; cpu_gb is its --kv-offloading-size, the total over workers) or brief (the "
+        "seed's three simplified rules)",
+    )
+    blocks_per_chunk: int = Field(
+        default=1, ge=1, le=256,
+        description="vllm-native: GPU blocks per offload block (vLLM's kv_connector_extra_config blocks_per_chunk)",
+    )
+    store_threshold: int = Field(
+        default=0, ge=0, le=1000,
+        description="vllm-native: a block is offloaded on its Nth offer to the CPU tier (vLLM's store_threshold; "
+        "0 and 1 offload on the first)",
+    )
+    offload_prompt_only: bool = Field(
+        default=True, description="vllm-native: offload prompt blocks only, never generated ones (vLLM's default)"
     )
     seed: int = Field(default=0, ge=0, le=2**31)
     costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")
@@ -302,9 +319,35 @@ class Scenario(BaseModel):
                 f"total work is {self.total_blocks:,} blocks (requests x prompt blocks); the limit is {MAX_TOTAL_BLOCKS:,}: "
                 "fewer documents, passes or tokens",
             )
+        self._native_problems(problem)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
+
+    def _native_problems(self, report: Callable[[str, str], None]) -> None:
+        """What vllm-native cannot run, and its knobs given to another backend."""
+        if self.cpu_backend != "vllm-native":
+            for name, default in (("blocks_per_chunk", 1), ("store_threshold", 0), ("offload_prompt_only", True)):
+                if getattr(self, name) != default:
+                    report(name, f"only cpu_backend vllm-native reads it (the backend is {self.cpu_backend})")
+            return
+        if self.cpu_policy not in NATIVE_POLICY_NAMES:
+            report("cpu_policy", f"vllm-native offers {' and '.join(NATIVE_POLICY_NAMES)} (vLLM's CachePolicyFactory)")
+        if self.granularity == "doc":
+            report("granularity", "must be block with vllm-native: it offloads GPU blocks")
+        if self.save_unfull_chunk:
+            report("save_unfull_chunk", "LMCache's option; vllm-native offloads full blocks only")
+        if self.disk_capacity_tokens is not None or self.storage_tiers:
+            field = "disk_gb" if self.disk_gb is not None else "disk_tokens" if self.disk_tokens is not None else "storage_tiers"
+            report(field, "vllm-native models vLLM's CPU offloading alone; tiers behind it need lmcache or brief")
+        cpu = self.cpu_capacity_tokens
+        if cpu is not None and cpu < self.offload_unit_tokens:
+            field = "cpu_tokens" if self.cpu_tokens is not None else "cpu_gb"
+            need = (
+                f"{self.offload_unit_tokens} tokens" if self.cpu_tokens is not None
+                else f"{block_bytes(self.bytes_per_token, self.offload_unit_tokens):,} bytes"
+            )
+            report(field, f"must hold at least one offload block of {self.offload_unit_tokens} tokens: {need}")
 
     def replace(self, **changes: object) -> Scenario:
         """A validated copy with some fields changed (``model_copy`` would skip validation)."""
@@ -360,7 +403,22 @@ class Scenario(BaseModel):
         return self.kv_bytes_per_token or self.kv_shape.bytes_per_token
 
     @property
+    def offload_unit_tokens(self) -> int:
+        """Tokens of the CPU tier's unit: LMCache's chunk, or vLLM's offload block (``blocks_per_chunk`` GPU blocks)."""
+        if self.cpu_backend == "vllm-native":
+            return self.block_size * self.blocks_per_chunk
+        return self.chunk_size
+
+    @property
     def cpu_capacity_tokens(self) -> int | None:
+        """The CPU tier's size in tokens; under vllm-native whole offload blocks of page-aligned bytes."""
+        if self.cpu_backend == "vllm-native":
+            unit = self.offload_unit_tokens
+            if self.cpu_tokens is not None:
+                return self.cpu_tokens // unit * unit
+            if self.cpu_gb is not None:
+                return offload_blocks(self.cpu_gb, self.bytes_per_token, unit) * unit
+            return None
         if self.cpu_tokens is not None:
             return self.cpu_tokens
         if self.cpu_gb is not None:

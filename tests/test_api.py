@@ -70,7 +70,7 @@ def detail(response: httpx.Response) -> list[dict]:
         ({"gpu_tokens": 4000}, ["body", "gpu_tokens"], "must hold one whole prompt plus vLLM's null block: at least 5040"),
         ({"passes": "forward,3/12"}, ["body", "passes"], "pass 2 lists document 12, but there are only 10"),
         ({"storage_tiers": "cpu:1"}, ["body", "storage_tiers"], "tier names must be unique and none of gpu, cpu, disk: cpu"),
-        ({"cpu_backend": "redis"}, ["body", "cpu_backend"], "'lmcache' or 'brief'"),
+        ({"cpu_backend": "redis"}, ["body", "cpu_backend"], "'lmcache', 'vllm-native' or 'brief'"),
     ],
 )
 def test_bad_body_gets_422_naming_field_and_bound(live_server: str, body: dict, loc: list, needle: str) -> None:

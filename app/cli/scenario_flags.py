@@ -48,7 +48,13 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
     ("--gpu-policy", "gpu_policy", click.Choice(["lru", "fifo", "mru", "belady"]), "GPU eviction policy (lru is vLLM's)"),
     ("--cpu-policy", "cpu_policy", click.Choice(CHUNK_POLICIES), "CPU tier eviction policy (lru is LMCache's default)"),
-    ("--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS), "offload rules: lmcache (LMCache's own) or brief (the seed's)"),
+    (
+        "--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS),
+        "offload rules: lmcache (LMCache's own), vllm-native (vLLM's OffloadingConnector) or brief (the seed's)",
+    ),
+    ("--blocks-per-chunk", "blocks_per_chunk", int, "vllm-native: GPU blocks per offload block (vLLM's blocks_per_chunk)"),
+    ("--store-threshold", "store_threshold", int, "vllm-native: offload a block on its Nth offer (vLLM's store_threshold)"),
+    ("--offload-prompt-only", "offload_prompt_only", click.BOOL, "vllm-native: true (vLLM's default) or false to offload generated blocks too"),
     ("--seed", "seed", int, "seed for random and zipf orders"),
 ]
 FIELD_TO_FLAG = {field: flag for flag, field, _, _ in FLAGS}
