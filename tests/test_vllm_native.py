@@ -7,16 +7,23 @@ Files cited: ``scheduler.py`` is ``vllm/distributed/kv_transfer/kv_connector/v1/
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
+
+from bench import _libcachesim
 
 from sim.engine import Engine
 from sim.scenario import Scenario
 from sim.simulation import simulate, tier_spec
 from sim.tiers.native.tier import NativeCpuTier
 from sim.workload import Request, build_requests
+from tests.test_chunk_policies import traces
 
 B = 16
 
@@ -231,3 +238,61 @@ def test_what_vllm_native_cannot_run_is_refused_at_its_field(changes: dict[str, 
     with pytest.raises(ValidationError) as err:
         Scenario(**{"cpu_backend": "vllm-native", **changes})
     assert err.value.errors()[0]["loc"] == (field,)
+
+
+@pytest.mark.skipif(_libcachesim.available() is None, reason="libcachesim is not installed (pip install 'kvscope[bench]')")
+def test_native_lru_equals_libcachesim_lru_on_plain_object_traces() -> None:
+    import libcachesim as lcs
+
+    # Each request is one object: a one-block prompt. A held block is loaded (a reuse) and re-ranked most
+    # recent when the request ends; a missing one is offered, stored after evicting the lowest rank, and
+    # ranked most recent at the end. With one block per request that is plain LRU, so the misses must be
+    # libCacheSim's LRU's. (vLLM's ARC is not libCacheSim's ARC: it inserts every block into T1 and moves
+    # its target once per request; no reference has it, so its rules are tested by hand above.)
+    for i, stream in enumerate(traces()):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "trace.bin"
+            _libcachesim.write_oracle_general(stream, path)
+            reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
+            for capacity in (20, 25, 47, 64, 100):
+                reader.reset()
+                miss_ratio, _ = lcs.LRU(cache_size=capacity, hashpower=12).process_trace(reader)
+                tier = NativeCpuTier("cpu", capacity, B, B, "lru")
+                ours = sum(_serve(tier, _req([key]))[0] == 0 for key in stream)
+                assert ours == round(miss_ratio * len(stream)), (i, capacity)
+
+
+@st.composite
+def native_scenarios(draw: st.DrawFn) -> Scenario:
+    docs = draw(st.integers(1, 5))
+    doc_tokens = draw(st.integers(1, 80))
+    question = draw(st.integers(0, 10))
+    gpu_blocks = -(-(doc_tokens + question + 4) // 4) + 1 + draw(st.integers(0, 30))
+    orders = draw(st.lists(st.sampled_from(["forward", "reverse", "random@1", "random@2"]), min_size=1, max_size=4))
+    return Scenario(
+        docs=docs, doc_tokens=doc_tokens, question_tokens=question, block_size=4, blocks_per_chunk=draw(st.sampled_from([1, 2, 4])),
+        gpu_tokens=gpu_blocks * 4, cpu_gb=None, cpu_tokens=draw(st.integers(16, 200)), cpu_backend="vllm-native",
+        cpu_policy=draw(st.sampled_from(["lru", "arc"])), store_threshold=draw(st.sampled_from([0, 2, 3])),
+        output_tokens=draw(st.integers(1, 5)), offload_prompt_only=draw(st.booleans()), passes=",".join(orders),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(native_scenarios())
+def test_native_never_stores_a_block_it_holds_and_its_events_add_up(scenario: Scenario) -> None:
+    engine = Engine("gpu+cpu", tier_spec(scenario, "gpu+cpu"))
+    tier = engine.offload[0]
+    assert isinstance(tier, NativeCpuTier)
+    inserted = tier.eviction.insert
+
+    def once(key: int, chunk: Any, position: int) -> None:
+        assert key not in tier.chunks, "stored a block the tier already holds"
+        inserted(key, chunk, position)
+
+    tier.eviction.insert = once  # type: ignore[method-assign]
+    stored = evicted = 0
+    for req in build_requests(scenario):
+        _, events = engine.process(req)
+        stored += sum(e.tokens for e in events if e.kind == "store" and e.tier == "cpu")
+        evicted += sum(e.tokens for e in events if e.kind == "evict" and e.tier == "cpu")
+        assert tier.used_tokens == stored - evicted == len(tier.chunks) * tier.chunk_size <= tier.capacity_tokens
