@@ -7,8 +7,6 @@ Files cited: ``scheduler.py`` is ``vllm/distributed/kv_transfer/kv_connector/v1/
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from sim.scenario import Scenario
 from sim.simulation import simulate, tier_spec
 from sim.tiers.native.tier import NativeCpuTier
 from sim.workload import Request, build_requests
-from tests.test_chunk_policies import traces
+from tests.test_chunk_policies import reference_misses, traces
 
 B = 16
 
@@ -242,25 +240,16 @@ def test_what_vllm_native_cannot_run_is_refused_at_its_field(changes: dict[str, 
 
 @pytest.mark.skipif(_libcachesim.available() is None, reason="libcachesim is not installed (pip install 'kvscope[bench]')")
 def test_native_lru_equals_libcachesim_lru_on_plain_object_traces() -> None:
-    import libcachesim as lcs
-
     # Each request is one object: a one-block prompt. A held block is loaded (a reuse) and re-ranked most
     # recent when the request ends; a missing one is offered, stored after evicting the lowest rank, and
     # ranked most recent at the end. With one block per request that is plain LRU, so the misses must be
     # libCacheSim's LRU's. (vLLM's ARC is not libCacheSim's ARC: it inserts every block into T1 and moves
     # its target once per request; no reference has it, so its rules are tested by hand above.)
     for i, stream in enumerate(traces()):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.bin"
-            _libcachesim.write_oracle_general(stream, path)
-            reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
-            for capacity in (20, 25, 47, 64, 100):
-                reader.reset()
-                miss_ratio, _ = lcs.LRU(cache_size=capacity, hashpower=12).process_trace(reader)
-                tier = NativeCpuTier("cpu", capacity, B, B, "lru")
-                ours = sum(_serve(tier, _req([key]))[0] == 0 for key in stream)
-                assert ours == round(miss_ratio * len(stream)), (i, capacity)
-
+        for capacity, theirs in reference_misses("LRU", stream).items():
+            tier = NativeCpuTier("cpu", capacity, B, B, "lru")
+            ours = sum(_serve(tier, _req([key]))[0] == 0 for key in stream)
+            assert ours == theirs, (i, capacity)
 
 @st.composite
 def native_scenarios(draw: st.DrawFn) -> Scenario:
