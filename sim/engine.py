@@ -22,6 +22,7 @@ from typing import Any
 
 from sim.chunk_store import CPU_BACKENDS, TOKENS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
 from sim.offload import OffloadTier
+from sim.tiers.admission import AdmittingStore
 from sim.tiers.native.tier import NativeCpuTier
 from sim.costs import CostModel, default_costs
 from sim.events import (
@@ -255,8 +256,12 @@ class Engine:
             raise ValueError(f"tier {t.name}: unit_tokens must be the run's chunk size ({chunk}), got {t.unit_tokens}")
         if self.native:
             return NativeCpuTier(t.name, t.capacity_tokens // chunk, chunk, block, t.policy, t.admission, t.prompt_only)
-        if t.admission > 1 or not t.prompt_only:
-            raise ValueError(f"tier {t.name}: admission and prompt_only other than 1 and true need cpu_backend vllm-native")
+        if not t.prompt_only:
+            raise ValueError(f"tier {t.name}: prompt_only false needs cpu_backend vllm-native (LMCache saves no decode KV)")
+        if t.admission > 1:
+            if t.kind == "cpu":
+                raise ValueError(f"tier {t.name}: admission above 1 on the CPU tier needs cpu_backend vllm-native")
+            return AdmittingStore(t.name, t.capacity_tokens, chunk, t.policy, t.admission)
         return ChunkStore(t.name, t.capacity_tokens, chunk, t.policy)
 
     def plan(self, requests: list[Request]) -> None:

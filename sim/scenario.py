@@ -37,6 +37,7 @@ MAX_TOTAL_BLOCKS = 20_000_000
 MAX_GPU_TOKENS = 100_000_000
 MAX_GB = 4096.0
 MAX_QUESTION_TOKENS = 100_000
+MAX_ADMISSION = 1000  # offers before a chunk is stored (a tier's admission, vLLM's store_threshold)
 # ``--passes`` as text: 100 passes of explicit lists of ~1,000 documents. Checked before the text is parsed.
 MAX_PASSES_TEXT = 1_000_000
 
@@ -125,11 +126,13 @@ def parse_passes(text: str) -> list[PassSpec]:
 
 
 class StorageTier(BaseModel):
-    """A tier behind the CPU (and the disk): a remote store, another disk; its own size, policy and load cost.
+    """A tier behind the CPU (and the disk): a remote store, another disk; its own size, policy, load cost and admission.
 
-    ``--storage-tier NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]]`` on the command line, the
-    size in GiB (``8``) or tokens (``50000t``); the load cost defaults to the
-    cost model's disk constant.
+    ``--storage-tier NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]][:admission=N][:unit_tokens=T]``
+    on the command line, the size in GiB (``8``) or tokens (``50000t``); the
+    load cost defaults to the cost model's disk constant. ``admission``: the
+    tier stores a chunk on its Nth offer (``sim.tiers.admission``). Its unit is
+    the CPU tier's chunk: LMCache keeps one chunk size in every backend.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -139,6 +142,10 @@ class StorageTier(BaseModel):
     tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="size in tokens (overrides gb)")
     policy: ChunkPolicy = Field(default="lru", description="eviction policy")
     load_ms_per_token: float | None = Field(default=None, ge=0, le=100, description="default: the disk load constant")
+    admission: int = Field(default=1, ge=1, le=MAX_ADMISSION, description="a chunk is stored on its Nth offer (1: the first)")
+    unit_tokens: int | None = Field(
+        default=None, ge=1, le=65_536, description="tokens per chunk; must be the scenario's chunk_size (default)"
+    )
 
     @model_validator(mode="after")
     def _sized(self) -> StorageTier:
@@ -148,24 +155,32 @@ class StorageTier(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> StorageTier:
-        """``remote:8`` (8 GiB, LRU), ``remote:50000t:fifo`` (tokens), ``remote:8:lru:0.01`` (ms per token loaded)."""
+        """``remote:8`` (8 GiB, LRU), ``remote:50000t:fifo`` (tokens), ``remote:8:lru:0.01`` (ms per token loaded),
+        ``remote:8:lru:admission=2`` (stored on the second offer)."""
         parts = text.strip().split(":")
-        if not 2 <= len(parts) <= 4:
-            raise ValueError(f"a tier is NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], e.g. remote:8:lru:0.01; got {text!r}")
+        named = dict(p.split("=", 1) for p in parts if "=" in p)
+        parts = [p for p in parts if "=" not in p]
+        if not 2 <= len(parts) <= 4 or not set(named) <= {"admission", "unit_tokens"}:
+            raise ValueError(
+                "a tier is NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]][:admission=N][:unit_tokens=T], "
+                f"e.g. remote:8:lru:0.01:admission=2; got {text!r}"
+            )
         size = parts[1].strip()
         fields: dict[str, object] = {"name": parts[0], **({"tokens": size[:-1]} if size.endswith("t") else {"gb": size})}
         if len(parts) > 2:
             fields["policy"] = parts[2]
         if len(parts) > 3:
             fields["load_ms_per_token"] = parts[3]
-        return cls.model_validate(fields)
+        return cls.model_validate({**fields, **named})
 
     @property
     def text(self) -> str:
         """The tier as ``--storage-tier`` spells it; ``StorageTier.parse(t.text) == t``."""
         size = f"{self.gb:g}" if self.tokens is None else f"{self.tokens}t"
         cost = "" if self.load_ms_per_token is None else f":{self.load_ms_per_token:g}"
-        return f"{self.name}:{size}:{self.policy}{cost}"
+        admission = "" if self.admission == 1 else f":admission={self.admission}"
+        unit = "" if self.unit_tokens is None else f":unit_tokens={self.unit_tokens}"
+        return f"{self.name}:{size}:{self.policy}{cost}{admission}{unit}"
 
     def capacity_tokens(self, bytes_per_token: int) -> int:
         if self.tokens is not None:
@@ -237,7 +252,7 @@ class Scenario(BaseModel):
         description="vllm-native: GPU blocks per offload block (vLLM's kv_connector_extra_config blocks_per_chunk)",
     )
     store_threshold: int = Field(
-        default=0, ge=0, le=1000,
+        default=0, ge=0, le=MAX_ADMISSION,
         description="vllm-native: a block is offloaded on its Nth offer to the CPU tier (vLLM's store_threshold; "
         "0 and 1 offload on the first)",
     )
@@ -310,6 +325,13 @@ class Scenario(BaseModel):
         clash = sorted({n for n in names if n in RESERVED_TIER_NAMES or names.count(n) > 1})
         if clash:
             problem("storage_tiers", f"tier names must be unique and none of {', '.join(RESERVED_TIER_NAMES)}: {', '.join(clash)}")
+        for t in self.storage_tiers:
+            if t.unit_tokens not in (None, self.chunk_size):
+                problem(
+                    "storage_tiers",
+                    f"tier {t.name}: unit_tokens must be the chunk size ({self.chunk_size}): every tier behind the CPU "
+                    f"keeps LMCache's one chunk size, got {t.unit_tokens}",
+                )
         if self.gpu_tokens < self.min_gpu_tokens:
             what = "one whole document" if self.granularity == "doc" else "one whole prompt plus vLLM's null block"
             problem("gpu_tokens", f"must hold {what}: at least {self.min_gpu_tokens}")

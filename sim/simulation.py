@@ -25,7 +25,10 @@ def tier_spec(scenario: Scenario, run: str) -> TierSpec:
     doc_mode = scenario.granularity == "doc"
     behind = len(run.split("+")) > 2
     more = tuple(
-        OffloadTier(t.name, "disk", t.capacity_tokens(scenario.bytes_per_token), t.policy, t.load_ms_per_token)
+        OffloadTier(
+            t.name, "disk", t.capacity_tokens(scenario.bytes_per_token), t.policy, t.load_ms_per_token, t.unit_tokens,
+            t.admission,
+        )
         for t in scenario.storage_tiers
     )
     spec = NativeTierSpec if scenario.cpu_backend == "vllm-native" else TierSpec

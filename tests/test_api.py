@@ -71,6 +71,11 @@ def detail(response: httpx.Response) -> list[dict]:
         ({"passes": "forward,3/12"}, ["body", "passes"], "pass 2 lists document 12, but there are only 10"),
         ({"storage_tiers": "cpu:1"}, ["body", "storage_tiers"], "tier names must be unique and none of gpu, cpu, disk: cpu"),
         ({"cpu_backend": "redis"}, ["body", "cpu_backend"], "'lmcache', 'vllm-native' or 'brief'"),
+        ({"store_threshold": 1001}, ["body", "store_threshold"], "less than or equal to 1000"),
+        ({"blocks_per_chunk": 0}, ["body", "blocks_per_chunk"], "greater than or equal to 1"),
+        ({"store_threshold": 2}, ["body", "store_threshold"], "only cpu_backend vllm-native reads it"),
+        ({"cpu_backend": "vllm-native", "cpu_policy": "s3fifo"}, ["body", "cpu_policy"], "vllm-native offers lru and arc"),
+        ({"storage_tiers": "far:8:lru:unit_tokens=512"}, ["body", "storage_tiers"], "unit_tokens must be the chunk size (256)"),
     ],
 )
 def test_bad_body_gets_422_naming_field_and_bound(live_server: str, body: dict, loc: list, needle: str) -> None:

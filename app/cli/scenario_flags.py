@@ -68,8 +68,8 @@ def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = repeat_options(func)
     func = click.option(
         "--storage-tier", "storage_tiers", multiple=True,
-        help="a tier behind the CPU (and disk), repeatable, searched in order: NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], "
-        "SIZE in GiB (8) or tokens (50000t)",
+        help="a tier behind the CPU (and disk), repeatable, searched in order: NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]]"
+        "[:admission=N], SIZE in GiB (8) or tokens (50000t), N: a chunk is stored on its Nth offer",
     )(func)
     func = click.option("--no-cpu", is_flag=True, help="run the GPU tier alone")(func)
     func = click.option("--save-unfull-chunk", is_flag=True, default=None, help="also store a prompt's last partial chunk")(func)

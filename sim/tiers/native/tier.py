@@ -25,8 +25,7 @@ Every fact is vLLM 0.33's (``vllm/distributed/kv_transfer/kv_connector/v1/offloa
   but its last token (1832-1836). A step is one engine step: the whole prompt,
   then one generated token each, then the step that sees the request finished.
 - ``prepare_store`` (manager.py 260-372): count the offer when
-  ``store_threshold`` >= 2 (``_record_accesses`` 129-148, a tracker of 64,000
-  keys, ``cpu/spec.py`` 156-163); keep the missing blocks offered at least
+  ``store_threshold`` >= 2 (``sim.tiers.admission``); keep the missing blocks offered at least
   that many times; report misses to the policy once per request; evict
   exactly what the new blocks need, never a block of the offer, all or nothing
   (321-336). A store that cannot evict enough stores nothing and is offered
@@ -42,15 +41,14 @@ except the offer itself. Capacity is in offload blocks (``num_chunks``,
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from sim.chunk_store import ChunkStore
+from sim.tiers.admission import OfferCounts
 from sim.tiers.native import native_policy
 from sim.tiers.policies.base import DOC, TOKENS, StoredChunk
 from sim.workload import Request
 
-MAX_TRACKER_SIZE = 64_000  # cpu/spec.py 162-163: the store_threshold tracker's default size
 # (key, chunk, end token) of an offered offload block
 Offer = list[tuple[int, StoredChunk, int]]
 
@@ -70,7 +68,7 @@ class NativeCpuTier(ChunkStore):
         self.store_threshold = store_threshold
         self.offload_prompt_only = offload_prompt_only
         # manager.py 94-96: the offer counts exist only for a threshold of 2 or more.
-        self.counts: OrderedDict[int, int] | None = OrderedDict() if store_threshold >= 2 else None
+        self.counts: OfferCounts | None = OfferCounts() if store_threshold >= 2 else None
         self._begin()
 
     def _begin(self) -> None:
@@ -163,38 +161,17 @@ class NativeCpuTier(ChunkStore):
 
     # -- the manager's side ---------------------------------------------------
 
-    def _count_offer(self, keys: Sequence[int]) -> None:
-        """``_record_accesses`` (manager.py 129-148): an LRU table of offer counts; offered keys it holds are kept."""
-        counts = self.counts
-        assert counts is not None
-        kept = 0
-        for key in keys:
-            if key in counts:
-                counts.move_to_end(key)
-                counts[key] += 1
-                kept += 1
-        others = len(counts) - kept
-        for key in keys:
-            if key in counts:
-                continue
-            if len(counts) >= MAX_TRACKER_SIZE:
-                if not others:
-                    continue
-                counts.popitem(last=False)
-                others -= 1
-            counts[key] = 1
-
     def prepare_store(self, offer: Offer, evicted: list[StoredChunk]) -> list[StoredChunk] | None:
         """One ``prepare_store``: the chunks it stored, or None when it could not evict enough."""
         keys = [k for k, _, _ in offer]
         if self.counts is not None:
-            self._count_offer(keys)
+            self.counts.offer(keys)
         chunks = self.chunks
         held = [k for k in keys if k in chunks]
         new = [item for item in offer if item[0] not in chunks]
         if self.counts is not None:
             counts, threshold = self.counts, self.store_threshold
-            new = [item for item in new if counts.get(item[0], 0) >= threshold]
+            new = [item for item in new if counts.get(item[0]) >= threshold]
         policy = self.eviction
         misses = [k for k, _, _ in new if k not in self._missed]
         if misses:
