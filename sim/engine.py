@@ -320,7 +320,9 @@ class Engine:
             stored, written = self._write_through(req, hit_end, ext, offload_evicted)
 
         tokens = ext.tokens
-        ttft = round(self._ttft_ms(computed, tokens, written), 3)
+        # vLLM's native connector copies stores out after the step's forward pass, on the worker's own stream
+        # (wait_for_save defers them to the next step, offloading_connector.py 134-138): no cost to this TTFT.
+        ttft = round(self._ttft_ms(computed, tokens, 0 if self.native else written), 3)
         if any(tokens):
             hits = {store.name: t for store, t in zip(self.offload, tokens) if t}
             source = _source(gpu_hit, hits, computed)

@@ -285,3 +285,15 @@ def test_native_never_stores_a_block_it_holds_and_its_events_add_up(scenario: Sc
         stored += sum(e.tokens for e in events if e.kind == "store" and e.tier == "cpu")
         evicted += sum(e.tokens for e in events if e.kind == "evict" and e.tier == "cpu")
         assert tier.used_tokens == stored - evicted == len(tier.chunks) * tier.chunk_size <= tier.capacity_tokens
+
+
+def test_native_stores_cost_the_first_token_nothing() -> None:
+    # The connector's worker defers every store to the next step (wait_for_save, offloading_connector.py
+    # 134-138), after the request's forward pass: pass 1 of seed-lab stores each prompt's 314 blocks, yet its
+    # TTFT is the GPU-only run's. LMCache copies its chunks out during the forward pass, which costs time.
+    s = Scenario(cpu_backend="vllm-native", passes="forward")
+    runs = _runs(s)
+    assert [r["ttft_ms"] for r in runs["gpu+cpu"]] == [r["ttft_ms"] for r in runs["gpu"]]
+    assert all(r["stored_tokens"] == 314 * 16 for r in runs["gpu+cpu"])
+    lm = _runs(s.replace(cpu_backend="lmcache"))
+    assert all(a["ttft_ms"] > b["ttft_ms"] for a, b in zip(lm["gpu+cpu"], lm["gpu"]))
