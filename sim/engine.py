@@ -238,6 +238,8 @@ class Engine:
         self.native = tiers.cpu_backend == "vllm-native"
         self.offload: list[ChunkStore] = [self._tier(t) for t in specs]
         self.offload_specs = specs
+        first = self.offload[0] if self.offload else None
+        self.native_cpu = first if isinstance(first, NativeCpuTier) else None
         # The usual two by name, for callers that know only them.
         self.cpu: ChunkStore | None = self.offload[0] if self.offload else None
         self.disk: ChunkStore | None = self.offload[1] if len(self.offload) > 1 else None
@@ -311,8 +313,8 @@ class Engine:
         offload_evicted: list[list[StoredChunk]] = [[] for _ in self.offload]
         stored: list[dict[int, int]] = []
         written = 0
-        if self.offload and self.native:
-            added, written = self.offload[0].store(req, gpu_hit, ext.own_hit, req.output_tokens, offload_evicted[0])  # type: ignore[attr-defined]
+        if self.native_cpu is not None:
+            added, written = self.native_cpu.store(req, gpu_hit, ext.own_hit, req.output_tokens, offload_evicted[0])
             stored = [added]
         elif self.offload and self.lmcache:
             stored, written = self._store_lmcache(req, ext, offload_evicted)
@@ -405,9 +407,9 @@ class Engine:
     def _lookup_native(self, req: Request, gpu_hit: int) -> _External:
         """vLLM's native connector (``sim.tiers.native.tier``): asked for what lies beyond the GPU hit; a whole-prompt
         hit loads all but the last token, which vLLM recomputes."""
-        if not self.offload:
+        if self.native_cpu is None:
             return _External()
-        hit, keys = self.offload[0].lookup(req, gpu_hit)  # type: ignore[attr-defined]
+        hit, keys = self.native_cpu.lookup(req, gpu_hit)
         n = req.prompt_tokens
         aligned = min(gpu_hit + hit, n - 1) if hit else 0
         ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=hit, tokens=[0])

@@ -19,6 +19,7 @@ from bench import _libcachesim
 from sim.engine import Engine
 from sim.scenario import Scenario
 from sim.simulation import simulate, tier_spec
+from sim.tiers.native.arc import NativeArc
 from sim.tiers.native.tier import NativeCpuTier
 from sim.workload import Request, build_requests
 from tests.test_chunk_policies import reference_misses, traces
@@ -151,7 +152,8 @@ def test_arc_inserts_into_t1_moves_reuse_to_t2_at_the_end_and_adapts_on_ghost_mi
     # request ends (134-139), not at the lookup; eviction takes T1 while |T1| >= int(target) (178-182) and
     # remembers it in B1; a store miss found in B1 raises the target by max(1, |B2|/|B1|) (78-83).
     tier = NativeCpuTier("cpu", 2, B, B, "arc")
-    arc = tier.eviction
+    arc = tier.native
+    assert isinstance(arc, NativeArc)
     a = _req([1, 2], tokens=40)
     _serve(tier, a)
     assert list(arc.t1) == [2, 1] and not arc.t2  # tail first at the end: the head is the most recent
@@ -272,13 +274,13 @@ def test_native_never_stores_a_block_it_holds_and_its_events_add_up(scenario: Sc
     engine = Engine("gpu+cpu", tier_spec(scenario, "gpu+cpu"))
     tier = engine.offload[0]
     assert isinstance(tier, NativeCpuTier)
-    inserted = tier.eviction.insert
+    inserted = tier.native.insert
 
     def once(key: int, chunk: Any, position: int) -> None:
         assert key not in tier.chunks, "stored a block the tier already holds"
         inserted(key, chunk, position)
 
-    tier.eviction.insert = once  # type: ignore[method-assign]
+    tier.native.insert = once  # type: ignore[method-assign]
     stored = evicted = 0
     for req in build_requests(scenario):
         _, events = engine.process(req)

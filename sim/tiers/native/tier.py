@@ -61,7 +61,8 @@ class NativeCpuTier(ChunkStore):
         store_threshold: int = 0, offload_prompt_only: bool = True,
     ) -> None:
         super().__init__(name, capacity_chunks * chunk_tokens, chunk_tokens)
-        self.eviction = native_policy(policy, capacity_chunks)  # type: ignore[assignment]  # the same reads: chunks
+        self.native = native_policy(policy, capacity_chunks)
+        self.eviction = self.native  # type: ignore[assignment]  # what the store reads of it is the same: chunks
         self.policy = policy
         self.capacity_chunks = capacity_chunks
         self.blocks_per_chunk = chunk_tokens // block_tokens
@@ -83,7 +84,7 @@ class NativeCpuTier(ChunkStore):
         new = [(k, p) for k, p in items if k not in self._seen]
         self._seen.update(new)
         if new:
-            self.eviction.access(new)  # type: ignore[attr-defined]
+            self.native.access(new)
         self._reused.update(k for k in reused if k not in self._inserted)
 
     # -- the scheduler's side ------------------------------------------------
@@ -138,7 +139,7 @@ class NativeCpuTier(ChunkStore):
                 added[chunk[DOC]] = added.get(chunk[DOC], 0) + chunk[TOKENS]
                 if step == 0:
                     written += chunk[TOKENS]
-        self.eviction.finish(  # type: ignore[attr-defined]
+        self.native.finish(
             sorted(self._seen, key=self._seen.__getitem__), self._inserted - self._reused, self._reused
         )
         return added, written
@@ -172,10 +173,10 @@ class NativeCpuTier(ChunkStore):
         if self.counts is not None:
             counts, threshold = self.counts, self.store_threshold
             new = [item for item in new if counts.get(item[0]) >= threshold]
-        policy = self.eviction
+        policy = self.native
         misses = [k for k, _, _ in new if k not in self._missed]
         if misses:
-            policy.store_miss(misses)  # type: ignore[attr-defined]
+            policy.store_miss(misses)
             self._missed.update(misses)
         recorded = {k for k, _, _ in new}.union(held)
         self._see([(k, p) for k, _, p in offer if k in recorded], reused=held)
@@ -185,14 +186,14 @@ class NativeCpuTier(ChunkStore):
         if need > 0:
             if need > len(chunks):
                 return None
-            gone = policy.evict(need, set(keys))  # type: ignore[attr-defined]
+            gone = policy.evict(need, set(keys))
             if gone is None:
                 return None
             for key, chunk in gone:
                 self.used_tokens -= self._forget(key, chunk, evicted)
         journal, doc_tokens = self.journal, self.doc_tokens
         for key, chunk, position in new:
-            policy.insert(key, chunk, position)  # type: ignore[attr-defined]
+            policy.insert(key, chunk, position)
             self._inserted.add(key)
             self.used_tokens += chunk[TOKENS]
             doc_tokens[chunk[DOC]] = doc_tokens.get(chunk[DOC], 0) + chunk[TOKENS]
