@@ -214,7 +214,7 @@ class Scenario(BaseModel):
     )
     shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_DOC_TOKENS, description="a system prompt shared by every prompt")
     gpu_tokens: int = Field(default=21_520, ge=1, le=MAX_GPU_TOKENS, description="GPU KV cache size in tokens, as vLLM logs it")
-    cpu_gb: float | None = Field(default=1.5, gt=0, le=MAX_GB, description="CPU tier size in GiB (LMCache max_local_cpu_size)")
+    cpu_gb: float | None = Field(default=1.5, gt=0, le=MAX_GB, description="CPU tier size in GiB (LMCache max_local_cpu_size; vllm-native: --kv-offloading-size, the total)")
     cpu_tokens: int | None = Field(default=None, ge=1, le=10 * MAX_GPU_TOKENS, description="CPU tier size in tokens (overrides cpu_gb)")
     disk_gb: float | None = Field(default=None, gt=0, le=100 * MAX_GB, description="disk tier size in GiB (off by default)")
     disk_tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="disk tier size in tokens")

@@ -35,7 +35,7 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--output-tokens", "output_tokens", int, "tokens generated per request; their KV grows the request's GPU blocks"),
     ("--shared-prefix-tokens", "shared_prefix_tokens", int, "a system prompt shared by every prompt"),
     ("--gpu-tokens", "gpu_tokens", int, "GPU KV cache size in tokens, as vLLM logs it"),
-    ("--cpu-gb", "cpu_gb", float, "CPU tier size in GiB (LMCache max_local_cpu_size)"),
+    ("--cpu-gb", "cpu_gb", float, "CPU tier size in GiB (LMCache max_local_cpu_size; vllm-native: --kv-offloading-size)"),
     ("--cpu-tokens", "cpu_tokens", int, "CPU tier size in tokens (instead of --cpu-gb)"),
     ("--disk-gb", "disk_gb", float, "add a disk tier of this many GiB"),
     ("--disk-tokens", "disk_tokens", int, "add a disk tier of this many tokens"),

@@ -41,7 +41,7 @@ FIELDS = (
     FieldSpec("docs", "Documents", "read once per pass"),
     FieldSpec("doc_tokens", "Tokens per document", "a short question follows each"),
     FieldSpec("gpu_tokens", "GPU cache, tokens", "vLLM's 'GPU KV cache size'; one block is its null block"),
-    FieldSpec("cpu_gb", "CPU tier, GiB", "LMCache max_local_cpu_size", step="any"),
+    FieldSpec("cpu_gb", "CPU tier, GiB", "LMCache max_local_cpu_size; vLLM's --kv-offloading-size", step="any"),
     FieldSpec("block_size", "GPU block, tokens", "vLLM's block size"),
     FieldSpec("chunk_size", "CPU chunk, tokens", "a multiple of the block"),
     FieldSpec("passes", "Passes", "forward, reverse, random@7, 3/1/2", kind="text"),
