@@ -29,6 +29,14 @@ def cli_json(*flags: str) -> dict:
             {"cpu_gb": 0.2, "storage_tiers": ["remote:0.5:fifo:0.01", {"name": "far", "tokens": 50_000}], "cpu_backend": "brief"},
             ["--cpu-gb", "0.2", "--storage-tier", "remote:0.5:fifo:0.01", "--storage-tier", "far:50000t", "--cpu-backend", "brief"],
         ),
+        (
+            {"cpu_backend": "vllm-native", "cpu_policy": "arc", "blocks_per_chunk": 2, "store_threshold": 2, "offload_prompt_only": False, "output_tokens": 40},
+            [
+                "--cpu-backend", "vllm-native", "--cpu-policy", "arc", "--blocks-per-chunk", "2", "--store-threshold", "2",
+                "--offload-prompt-only", "false", "--output-tokens", "40",
+            ],
+        ),
+        ({"storage_tiers": "remote:0.5:lru:admission=2", "cpu_gb": 0.2}, ["--storage-tier", "remote:0.5:lru:admission=2", "--cpu-gb", "0.2"]),
     ],
 )
 def test_simulate_equals_the_cli_json(live_server: str, body: dict, flags: list[str]) -> None:
