@@ -299,3 +299,10 @@ def test_native_stores_cost_the_first_token_nothing() -> None:
     assert all(r["stored_tokens"] == 314 * 16 for r in runs["gpu+cpu"])
     lm = _runs(s.replace(cpu_backend="lmcache"))
     assert all(a["ttft_ms"] > b["ttft_ms"] for a, b in zip(lm["gpu+cpu"], lm["gpu"]))
+
+
+def test_the_policy_comparison_runs_the_two_policies_vllm_native_offers() -> None:
+    from sim.whatif import compare
+
+    result = compare(Scenario(docs=2, cpu_backend="vllm-native", passes="forward"))
+    assert [c["policy"] for c in result["cpu"]] == ["lru", "arc"]
