@@ -207,8 +207,8 @@ def test_offload_prompt_only_keeps_generated_blocks_out(prompt_only: bool, held:
 
 
 def test_a_cpu_tier_no_larger_than_the_gpu_only_mirrors_it() -> None:
-    # The trap: vLLM writes every computed block through to the CPU, so a CPU tier no larger than the GPU
-    # holds what the GPU holds, or less, and misses where the GPU misses. Four seed documents (314 full
+    # The trap: vLLM offers every computed block to the CPU, so a CPU tier no larger than the GPU keeps, like
+    # the GPU, the most recently used blocks and no more of them: it misses where the GPU misses. Four seed documents (314 full
     # blocks each) read forward three times; the GPU has 374 usable blocks, so by the time a document
     # returns three others (942 blocks) have been through it: GPU-only hits nothing.
     # CPU tier of 375 blocks (6,000 tokens): each request stores 314 new blocks; before a document
