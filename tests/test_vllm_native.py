@@ -106,7 +106,7 @@ def test_with_no_load_the_gpu_hit_blocks_are_offered_and_stored_after_a_load_the
 
 def test_lru_evicts_the_oldest_requests_tail_first() -> None:
     # lru.py: a request's blocks are ranked (request, -end token), then re-ranked tail first when it ends
-    # (314-323), so its head is the most recent and its tail the least. Four blocks fill the tier; a
+    # (154-163), so its head is the most recent and its tail the least. Four blocks fill the tier; a
     # second request's two new blocks evict the first request's last two (4 then 3), not its first two.
     tier = NativeCpuTier("cpu", 4, B, B, "lru")
     _serve(tier, _req([1, 2, 3, 4]))

@@ -1,17 +1,17 @@
 """vLLM's offloading LRU (``kv_offload/cpu/policies/lru.py``): ranks by request, tails before heads, committed at request end.
 
-vLLM ranks every chunk with a pair (lru.py 176-281): a chunk a request
+vLLM ranks every chunk with a pair (lru.py 16-121): a chunk a request
 touches or stores gets the request's rank with minus its end token, so within
-a request the tail is older than the head (``insert`` 267-281,
-``on_request_access`` 292-312); when the request ends, every chunk it saw gets
+a request the tail is older than the head (``insert`` 107-121,
+``on_request_access`` 132-152); when the request ends, every chunk it saw gets
 a fresh rank, tail first, so its head ends most recent (``on_request_finished``
-314-323). ``evict`` takes the lowest ranks, skipping protected chunks, all
-``n`` or none (334-379).
+154-163). ``evict`` takes the lowest ranks, skipping protected chunks, all
+``n`` or none (174-219).
 
 Served one request at a time, the request's rank is above every committed
-rank (it is drawn after every earlier request ended, 211-221), so the order is
+rank (it is drawn after every earlier request ended, 51-61), so the order is
 a list of committed chunks (front oldest) followed by the running request's
-chunks by descending end token. ``touch`` (288-290) is never called by the
+chunks by descending end token. ``touch`` (128-130) is never called by the
 scheduler (``offloading/scheduler.py`` calls ``lookup``, ``prepare_load``,
 ``prepare_store`` and ``on_request_finished`` only), so nothing else moves a chunk.
 """
@@ -27,7 +27,7 @@ from sim.tiers.policies.base import StoredChunk
 
 class NativeLru(NativePolicy):
     name = "lru"
-    origin = "vLLM 0.33 kv_offload/cpu/policies/lru.py 186-393 (LRUCachePolicy)"
+    origin = "vLLM 0.33 kv_offload/cpu/policies/lru.py 26-233 (LRUCachePolicy)"
 
     def __init__(self, capacity_chunks: int) -> None:
         super().__init__(capacity_chunks)
@@ -60,7 +60,7 @@ class NativeLru(NativePolicy):
                 if len(chosen) == n:
                     break
         if len(chosen) < n:
-            return None  # nothing changes (lru.py 361-366)
+            return None  # nothing changes (lru.py 201-206)
         out = []
         for key in chosen:
             if key in self._committed:
