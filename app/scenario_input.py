@@ -45,6 +45,9 @@ OVERRIDE_FIELDS: tuple[str, ...] = (
     "gpu_policy",
     "cpu_policy",
     "cpu_backend",
+    "blocks_per_chunk",
+    "store_threshold",
+    "offload_prompt_only",
     "storage_tiers",
 )
 
@@ -99,7 +102,7 @@ _override_fields["storage_tiers"] = (
     Field(
         default=None,
         description="tiers behind the CPU, in lookup order: 'remote:8:lru:0.01,far:50000t' "
-        "(NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], SIZE in GiB or tokens with a t) or tier objects",
+        "(NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]][:admission=N], SIZE in GiB or tokens with a t) or tier objects",
         examples=["remote:8:lru:0.01"],
     ),
 )

@@ -21,9 +21,9 @@ __all__ = ["CHUNK_POLICIES", "DOC", "INDEX", "TOKENS", "ChunkPolicy", "ChunkStor
 ChunkPolicy = Literal[CHUNK_POLICY_NAMES]  # type: ignore[valid-type]  # the registry's names
 CHUNK_POLICIES: tuple[str, ...] = CHUNK_POLICY_NAMES
 
-# Whose rules the offload tiers follow: LMCache 0.5.6's own code (the default),
-# or the seed brief's three simplified rules (kept for teaching).
-CpuBackend = Literal["lmcache", "brief"]
+# Whose rules the offload tiers follow: LMCache 0.5.6's own code (the default), vLLM 0.33's own
+# OffloadingConnector (sim.tiers.native), or the seed brief's three simplified rules (kept for teaching).
+CpuBackend = Literal["lmcache", "vllm-native", "brief"]
 CPU_BACKENDS: tuple[CpuBackend, ...] = get_args(CpuBackend)
 
 

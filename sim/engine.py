@@ -22,6 +22,8 @@ from typing import Any
 
 from sim.chunk_store import CPU_BACKENDS, TOKENS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
 from sim.offload import OffloadTier
+from sim.tiers.admission import AdmittingStore
+from sim.tiers.native.tier import NativeCpuTier
 from sim.costs import CostModel, default_costs
 from sim.events import (
     CPU,
@@ -233,8 +235,11 @@ class Engine:
         specs = tiers.offload_tiers()
         if len({t.name for t in specs}) != len(specs) or GPU in {t.name for t in specs}:
             raise ValueError(f"offload tier names must be unique and not {GPU!r}: {[t.name for t in specs]}")
-        self.offload: list[ChunkStore] = [ChunkStore(t.name, t.capacity_tokens, tiers.units.chunk, t.policy) for t in specs]
+        self.native = tiers.cpu_backend == "vllm-native"
+        self.offload: list[ChunkStore] = [self._tier(t) for t in specs]
         self.offload_specs = specs
+        first = self.offload[0] if self.offload else None
+        self.native_cpu = first if isinstance(first, NativeCpuTier) else None
         # The usual two by name, for callers that know only them.
         self.cpu: ChunkStore | None = self.offload[0] if self.offload else None
         self.disk: ChunkStore | None = self.offload[1] if len(self.offload) > 1 else None
@@ -245,6 +250,21 @@ class Engine:
         self.future: Future | None = None  # set by plan() for a policy that looks ahead (Belady)
         # Sees each request at lookup time, before anything is evicted for it (sim.explain).
         self.observer: Callable[[Request, int, int], Explanation] | None = None
+
+    def _tier(self, t: OffloadTier) -> ChunkStore:
+        """The store of one offload tier: vLLM's native CPU tier, or a chunk store following LMCache or the brief."""
+        block, chunk = self.units.block, self.units.chunk
+        if t.unit_tokens not in (None, chunk):
+            raise ValueError(f"tier {t.name}: unit_tokens must be the run's chunk size ({chunk}), got {t.unit_tokens}")
+        if self.native:
+            return NativeCpuTier(t.name, t.capacity_tokens // chunk, chunk, block, t.policy, t.admission, t.prompt_only)
+        if not t.prompt_only:
+            raise ValueError(f"tier {t.name}: prompt_only false needs cpu_backend vllm-native (LMCache saves no decode KV)")
+        if t.admission > 1:
+            if t.kind == "cpu":
+                raise ValueError(f"tier {t.name}: admission above 1 on the CPU tier needs cpu_backend vllm-native")
+            return AdmittingStore(t.name, t.capacity_tokens, chunk, t.policy, t.admission)
+        return ChunkStore(t.name, t.capacity_tokens, chunk, t.policy)
 
     def plan(self, requests: list[Request]) -> None:
         """Give a look-ahead policy the whole request list; the other policies need nothing."""
@@ -276,7 +296,10 @@ class Engine:
         gpu.touch(hit_blocks)
         gpu_hit = len(hit_blocks) * block
 
-        ext = self._lookup_lmcache(req, gpu_hit) if self.lmcache else self._lookup_external(req, gpu_hit)
+        if self.native:
+            ext = self._lookup_native(req, gpu_hit)
+        else:
+            ext = self._lookup_lmcache(req, gpu_hit) if self.lmcache else self._lookup_external(req, gpu_hit)
         hit_end = max(gpu_hit, ext.aligned)
         computed = n - hit_end
         explained = self.observer(req, gpu_hit, hit_end) if self.observer is not None else None  # at lookup time
@@ -290,13 +313,18 @@ class Engine:
         offload_evicted: list[list[StoredChunk]] = [[] for _ in self.offload]
         stored: list[dict[int, int]] = []
         written = 0
-        if self.offload and self.lmcache:
+        if self.native_cpu is not None:
+            added, written = self.native_cpu.store(req, gpu_hit, ext.own_hit, req.output_tokens, offload_evicted[0])
+            stored = [added]
+        elif self.offload and self.lmcache:
             stored, written = self._store_lmcache(req, ext, offload_evicted)
         elif self.offload:
             stored, written = self._write_through(req, hit_end, ext, offload_evicted)
 
         tokens = ext.tokens
-        ttft = round(self._ttft_ms(computed, tokens, written), 3)
+        # vLLM's native connector copies stores out after the step's forward pass, on the worker's own stream
+        # (wait_for_save defers them to the next step, offloading_connector.py 134-138): no cost to this TTFT.
+        ttft = round(self._ttft_ms(computed, tokens, 0 if self.native else written), 3)
         if any(tokens):
             hits = {store.name: t for store, t in zip(self.offload, tokens) if t}
             source = _source(gpu_hit, hits, computed)
@@ -374,6 +402,20 @@ class Engine:
                     ext.promoted.append(i)
         for store, loaded in zip(stores, ext.keys):
             store.touch(loaded)
+        return ext
+
+    def _lookup_native(self, req: Request, gpu_hit: int) -> _External:
+        """vLLM's native connector (``sim.tiers.native.tier``): asked for what lies beyond the GPU hit; a whole-prompt
+        hit loads all but the last token, which vLLM recomputes."""
+        if self.native_cpu is None:
+            return _External()
+        hit, keys = self.native_cpu.lookup(req, gpu_hit)
+        n = req.prompt_tokens
+        aligned = min(gpu_hit + hit, n - 1) if hit else 0
+        ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=hit, tokens=[0])
+        if aligned > gpu_hit:
+            ext.tokens[0] = aligned - gpu_hit
+            ext.keys = [keys]
         return ext
 
     def _lookup_lmcache(self, req: Request, gpu_hit: int) -> _External:
@@ -593,7 +635,7 @@ class _External:
     consulted: bool = False
     query_tokens: int = 0
     aligned: int = 0
-    own_hit: int = 0  # lmcache: LMCache's own hit over the whole prompt, before vLLM's last-token rule
+    own_hit: int = 0  # lmcache: its own hit over the whole prompt; vllm-native: the connector's hit beyond the GPU's
     tokens: list[int] = field(default_factory=list)
     keys: list[list[int]] = field(default_factory=list)
     promoted: list[int] = field(default_factory=list)  # chunk indexes read from a tier behind the CPU

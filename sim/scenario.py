@@ -8,6 +8,7 @@ API into 422. ``Scenario.from_preset(name, **overrides)`` starts from a preset.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -18,6 +19,8 @@ from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
 from sim.questions import QuestionMode
+from sim.tiers.native import NATIVE_POLICY_NAMES
+from sim.tiers.native.sizing import block_bytes, offload_blocks
 
 ORDERS = ("forward", "reverse", "random", "zipf")
 # Run names: gpu, gpu+cpu, and with tiers behind the CPU gpu+cpu+disk (or gpu+cpu+disk+remote, ...).
@@ -34,6 +37,7 @@ MAX_TOTAL_BLOCKS = 20_000_000
 MAX_GPU_TOKENS = 100_000_000
 MAX_GB = 4096.0
 MAX_QUESTION_TOKENS = 100_000
+MAX_ADMISSION = 1000  # offers before a chunk is stored (a tier's admission, vLLM's store_threshold)
 # ``--passes`` as text: 100 passes of explicit lists of ~1,000 documents. Checked before the text is parsed.
 MAX_PASSES_TEXT = 1_000_000
 
@@ -122,11 +126,13 @@ def parse_passes(text: str) -> list[PassSpec]:
 
 
 class StorageTier(BaseModel):
-    """A tier behind the CPU (and the disk): a remote store, another disk; its own size, policy and load cost.
+    """A tier behind the CPU (and the disk): a remote store, another disk; its own size, policy, load cost and admission.
 
-    ``--storage-tier NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]]`` on the command line, the
-    size in GiB (``8``) or tokens (``50000t``); the load cost defaults to the
-    cost model's disk constant.
+    ``--storage-tier NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]][:admission=N][:unit_tokens=T]``
+    on the command line, the size in GiB (``8``) or tokens (``50000t``); the
+    load cost defaults to the cost model's disk constant. ``admission``: the
+    tier stores a chunk on its Nth offer (``sim.tiers.admission``). Its unit is
+    the CPU tier's chunk: LMCache keeps one chunk size in every backend.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -136,6 +142,10 @@ class StorageTier(BaseModel):
     tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="size in tokens (overrides gb)")
     policy: ChunkPolicy = Field(default="lru", description="eviction policy")
     load_ms_per_token: float | None = Field(default=None, ge=0, le=100, description="default: the disk load constant")
+    admission: int = Field(default=1, ge=1, le=MAX_ADMISSION, description="a chunk is stored on its Nth offer (1: the first)")
+    unit_tokens: int | None = Field(
+        default=None, ge=1, le=65_536, description="tokens per chunk; must be the scenario's chunk_size (default)"
+    )
 
     @model_validator(mode="after")
     def _sized(self) -> StorageTier:
@@ -145,24 +155,32 @@ class StorageTier(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> StorageTier:
-        """``remote:8`` (8 GiB, LRU), ``remote:50000t:fifo`` (tokens), ``remote:8:lru:0.01`` (ms per token loaded)."""
+        """``remote:8`` (8 GiB, LRU), ``remote:50000t:fifo`` (tokens), ``remote:8:lru:0.01`` (ms per token loaded),
+        ``remote:8:lru:admission=2`` (stored on the second offer)."""
         parts = text.strip().split(":")
-        if not 2 <= len(parts) <= 4:
-            raise ValueError(f"a tier is NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], e.g. remote:8:lru:0.01; got {text!r}")
+        named = dict(p.split("=", 1) for p in parts if "=" in p)
+        parts = [p for p in parts if "=" not in p]
+        if not 2 <= len(parts) <= 4 or not set(named) <= {"admission", "unit_tokens"}:
+            raise ValueError(
+                "a tier is NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]][:admission=N][:unit_tokens=T], "
+                f"e.g. remote:8:lru:0.01:admission=2; got {text!r}"
+            )
         size = parts[1].strip()
         fields: dict[str, object] = {"name": parts[0], **({"tokens": size[:-1]} if size.endswith("t") else {"gb": size})}
         if len(parts) > 2:
             fields["policy"] = parts[2]
         if len(parts) > 3:
             fields["load_ms_per_token"] = parts[3]
-        return cls.model_validate(fields)
+        return cls.model_validate({**fields, **named})
 
     @property
     def text(self) -> str:
         """The tier as ``--storage-tier`` spells it; ``StorageTier.parse(t.text) == t``."""
         size = f"{self.gb:g}" if self.tokens is None else f"{self.tokens}t"
         cost = "" if self.load_ms_per_token is None else f":{self.load_ms_per_token:g}"
-        return f"{self.name}:{size}:{self.policy}{cost}"
+        admission = "" if self.admission == 1 else f":admission={self.admission}"
+        unit = "" if self.unit_tokens is None else f":unit_tokens={self.unit_tokens}"
+        return f"{self.name}:{size}:{self.policy}{cost}{admission}{unit}"
 
     def capacity_tokens(self, bytes_per_token: int) -> int:
         if self.tokens is not None:
@@ -196,7 +214,7 @@ class Scenario(BaseModel):
     )
     shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_DOC_TOKENS, description="a system prompt shared by every prompt")
     gpu_tokens: int = Field(default=21_520, ge=1, le=MAX_GPU_TOKENS, description="GPU KV cache size in tokens, as vLLM logs it")
-    cpu_gb: float | None = Field(default=1.5, gt=0, le=MAX_GB, description="CPU tier size in GiB (LMCache max_local_cpu_size)")
+    cpu_gb: float | None = Field(default=1.5, gt=0, le=MAX_GB, description="CPU tier size in GiB (LMCache max_local_cpu_size; vllm-native: --kv-offloading-size, the total)")
     cpu_tokens: int | None = Field(default=None, ge=1, le=10 * MAX_GPU_TOKENS, description="CPU tier size in tokens (overrides cpu_gb)")
     disk_gb: float | None = Field(default=None, gt=0, le=100 * MAX_GB, description="disk tier size in GiB (off by default)")
     disk_tokens: int | None = Field(default=None, ge=1, le=1000 * MAX_GPU_TOKENS, description="disk tier size in tokens")
@@ -225,7 +243,21 @@ class Scenario(BaseModel):
     )
     cpu_backend: CpuBackend = Field(
         default="lmcache",
-        description="offload rules: lmcache (LMCache 0.5.6's own) or brief (the seed's three simplified rules)",
+        description="offload rules: lmcache (LMCache 0.5.6's own), vllm-native (vLLM 0.33's OffloadingConnector, "
+        "--kv-offloading-backend native; cpu_gb is its --kv-offloading-size, the total over workers) or brief (the "
+        "seed's three simplified rules)",
+    )
+    blocks_per_chunk: int = Field(
+        default=1, ge=1, le=256,
+        description="vllm-native: GPU blocks per offload block (vLLM's kv_connector_extra_config blocks_per_chunk)",
+    )
+    store_threshold: int = Field(
+        default=0, ge=0, le=MAX_ADMISSION,
+        description="vllm-native: a block is offloaded on its Nth offer to the CPU tier (vLLM's store_threshold; "
+        "0 and 1 offload on the first)",
+    )
+    offload_prompt_only: bool = Field(
+        default=True, description="vllm-native: offload prompt blocks only, never generated ones (vLLM's default)"
     )
     seed: int = Field(default=0, ge=0, le=2**31)
     costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")
@@ -293,6 +325,13 @@ class Scenario(BaseModel):
         clash = sorted({n for n in names if n in RESERVED_TIER_NAMES or names.count(n) > 1})
         if clash:
             problem("storage_tiers", f"tier names must be unique and none of {', '.join(RESERVED_TIER_NAMES)}: {', '.join(clash)}")
+        for t in self.storage_tiers:
+            if t.unit_tokens not in (None, self.chunk_size):
+                problem(
+                    "storage_tiers",
+                    f"tier {t.name}: unit_tokens must be the chunk size ({self.chunk_size}): every tier behind the CPU "
+                    f"keeps LMCache's one chunk size, got {t.unit_tokens}",
+                )
         if self.gpu_tokens < self.min_gpu_tokens:
             what = "one whole document" if self.granularity == "doc" else "one whole prompt plus vLLM's null block"
             problem("gpu_tokens", f"must hold {what}: at least {self.min_gpu_tokens}")
@@ -302,9 +341,35 @@ class Scenario(BaseModel):
                 f"total work is {self.total_blocks:,} blocks (requests x prompt blocks); the limit is {MAX_TOTAL_BLOCKS:,}: "
                 "fewer documents, passes or tokens",
             )
+        self._native_problems(problem)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
+
+    def _native_problems(self, report: Callable[[str, str], None]) -> None:
+        """What vllm-native cannot run, and its knobs given to another backend."""
+        if self.cpu_backend != "vllm-native":
+            for name, default in (("blocks_per_chunk", 1), ("store_threshold", 0), ("offload_prompt_only", True)):
+                if getattr(self, name) != default:
+                    report(name, f"only cpu_backend vllm-native reads it (the backend is {self.cpu_backend})")
+            return
+        if self.cpu_policy not in NATIVE_POLICY_NAMES:
+            report("cpu_policy", f"vllm-native offers {' and '.join(NATIVE_POLICY_NAMES)} (vLLM's CachePolicyFactory)")
+        if self.granularity == "doc":
+            report("granularity", "must be block with vllm-native: it offloads GPU blocks")
+        if self.save_unfull_chunk:
+            report("save_unfull_chunk", "LMCache's option; vllm-native offloads full blocks only")
+        if self.disk_capacity_tokens is not None or self.storage_tiers:
+            field = "disk_gb" if self.disk_gb is not None else "disk_tokens" if self.disk_tokens is not None else "storage_tiers"
+            report(field, "vllm-native models vLLM's CPU offloading alone; tiers behind it need lmcache or brief")
+        cpu = self.cpu_capacity_tokens
+        if cpu is not None and cpu < self.offload_unit_tokens:
+            field = "cpu_tokens" if self.cpu_tokens is not None else "cpu_gb"
+            need = (
+                f"{self.offload_unit_tokens} tokens" if self.cpu_tokens is not None
+                else f"{block_bytes(self.bytes_per_token, self.offload_unit_tokens):,} bytes"
+            )
+            report(field, f"must hold at least one offload block of {self.offload_unit_tokens} tokens: {need}")
 
     def replace(self, **changes: object) -> Scenario:
         """A validated copy with some fields changed (``model_copy`` would skip validation)."""
@@ -360,7 +425,22 @@ class Scenario(BaseModel):
         return self.kv_bytes_per_token or self.kv_shape.bytes_per_token
 
     @property
+    def offload_unit_tokens(self) -> int:
+        """Tokens of the CPU tier's unit: LMCache's chunk, or vLLM's offload block (``blocks_per_chunk`` GPU blocks)."""
+        if self.cpu_backend == "vllm-native":
+            return self.block_size * self.blocks_per_chunk
+        return self.chunk_size
+
+    @property
     def cpu_capacity_tokens(self) -> int | None:
+        """The CPU tier's size in tokens; under vllm-native whole offload blocks of page-aligned bytes."""
+        if self.cpu_backend == "vllm-native":
+            unit = self.offload_unit_tokens
+            if self.cpu_tokens is not None:
+                return self.cpu_tokens // unit * unit
+            if self.cpu_gb is not None:
+                return offload_blocks(self.cpu_gb, self.bytes_per_token, unit) * unit
+            return None
         if self.cpu_tokens is not None:
             return self.cpu_tokens
         if self.cpu_gb is not None:

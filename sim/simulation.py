@@ -16,6 +16,7 @@ from sim.explain.summary import add_totals, needs, totals
 from sim.offload import OffloadTier
 from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
+from sim.tiers.native.spec import NativeTierSpec
 from sim.workload import Request, build_requests, units
 
 
@@ -24,10 +25,19 @@ def tier_spec(scenario: Scenario, run: str) -> TierSpec:
     doc_mode = scenario.granularity == "doc"
     behind = len(run.split("+")) > 2
     more = tuple(
-        OffloadTier(t.name, "disk", t.capacity_tokens(scenario.bytes_per_token), t.policy, t.load_ms_per_token)
+        OffloadTier(
+            t.name, "disk", t.capacity_tokens(scenario.bytes_per_token), t.policy, t.load_ms_per_token, t.unit_tokens,
+            t.admission,
+        )
         for t in scenario.storage_tiers
     )
-    return TierSpec(
+    spec = NativeTierSpec if scenario.cpu_backend == "vllm-native" else TierSpec
+    native = (
+        {"store_threshold": scenario.store_threshold, "offload_prompt_only": scenario.offload_prompt_only}
+        if spec is NativeTierSpec else {}
+    )
+    return spec(
+        **native,
         units=units(scenario),
         gpu_tokens=scenario.gpu_tokens,
         cpu_tokens=scenario.cpu_capacity_tokens if "cpu" in run else None,

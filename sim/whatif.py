@@ -18,6 +18,7 @@ from sim.policies import GPU_POLICY_NAMES
 from sim.result import pass_summaries, run_totals
 from sim.scenario import Scenario
 from sim.simulation import scenario_summary, tier_spec
+from sim.tiers.native import backend_runs
 from sim.workload import build_requests
 
 
@@ -36,6 +37,8 @@ def compare(scenario: Scenario) -> dict[str, Any]:
     cpu = []
     if scenario.cpu_capacity_tokens is not None:
         cpu = [
-            {"policy": p, "current": p == scenario.cpu_policy, **run("gpu+cpu", cpu_policy=p)} for p in CHUNK_POLICIES
+            {"policy": p, "current": p == scenario.cpu_policy, **run("gpu+cpu", cpu_policy=p)}
+            for p in CHUNK_POLICIES
+            if backend_runs(scenario.cpu_backend, p, bool(scenario.behind_cpu))  # vllm-native: its lru and arc
         ]
     return {"scenario": scenario_summary(scenario), "gpu": gpu, "cpu": cpu}

@@ -50,6 +50,7 @@ class Request:
     last_chunk_tokens: int
     shared_blocks: int = 0
     shared_chunks: int = 0
+    output_tokens: int = 1  # generated tokens, the sampled one included (its KV: all but the last)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ def units(scenario: Scenario) -> Units:
     if scenario.granularity == "doc":
         doc_unit = scenario.shared_prefix_tokens + scenario.doc_tokens
         return Units(doc_unit, doc_unit)
-    return Units(scenario.block_size, scenario.chunk_size)
+    return Units(scenario.block_size, scenario.offload_unit_tokens)
 
 
 def pass_orders(scenario: Scenario) -> list[list[int]]:
@@ -154,6 +155,7 @@ class WorkloadBuilder:
             last_chunk_tokens,
             shared_blocks=s.shared_prefix_tokens // block,
             shared_chunks=s.shared_prefix_tokens // chunk,
+            output_tokens=s.output_tokens,
         )
 
     def _doc_keys(self, doc: int) -> tuple[list[int], ChainState]:

@@ -29,6 +29,14 @@ def cli_json(*flags: str) -> dict:
             {"cpu_gb": 0.2, "storage_tiers": ["remote:0.5:fifo:0.01", {"name": "far", "tokens": 50_000}], "cpu_backend": "brief"},
             ["--cpu-gb", "0.2", "--storage-tier", "remote:0.5:fifo:0.01", "--storage-tier", "far:50000t", "--cpu-backend", "brief"],
         ),
+        (
+            {"cpu_backend": "vllm-native", "cpu_policy": "arc", "blocks_per_chunk": 2, "store_threshold": 2, "offload_prompt_only": False, "output_tokens": 40},
+            [
+                "--cpu-backend", "vllm-native", "--cpu-policy", "arc", "--blocks-per-chunk", "2", "--store-threshold", "2",
+                "--offload-prompt-only", "false", "--output-tokens", "40",
+            ],
+        ),
+        ({"storage_tiers": "remote:0.5:lru:admission=2", "cpu_gb": 0.2}, ["--storage-tier", "remote:0.5:lru:admission=2", "--cpu-gb", "0.2"]),
     ],
 )
 def test_simulate_equals_the_cli_json(live_server: str, body: dict, flags: list[str]) -> None:
@@ -70,7 +78,12 @@ def detail(response: httpx.Response) -> list[dict]:
         ({"gpu_tokens": 4000}, ["body", "gpu_tokens"], "must hold one whole prompt plus vLLM's null block: at least 5040"),
         ({"passes": "forward,3/12"}, ["body", "passes"], "pass 2 lists document 12, but there are only 10"),
         ({"storage_tiers": "cpu:1"}, ["body", "storage_tiers"], "tier names must be unique and none of gpu, cpu, disk: cpu"),
-        ({"cpu_backend": "redis"}, ["body", "cpu_backend"], "'lmcache' or 'brief'"),
+        ({"cpu_backend": "redis"}, ["body", "cpu_backend"], "'lmcache', 'vllm-native' or 'brief'"),
+        ({"store_threshold": 1001}, ["body", "store_threshold"], "less than or equal to 1000"),
+        ({"blocks_per_chunk": 0}, ["body", "blocks_per_chunk"], "greater than or equal to 1"),
+        ({"store_threshold": 2}, ["body", "store_threshold"], "only cpu_backend vllm-native reads it"),
+        ({"cpu_backend": "vllm-native", "cpu_policy": "s3fifo"}, ["body", "cpu_policy"], "vllm-native offers lru and arc"),
+        ({"storage_tiers": "far:8:lru:unit_tokens=512"}, ["body", "storage_tiers"], "unit_tokens must be the chunk size (256)"),
     ],
 )
 def test_bad_body_gets_422_naming_field_and_bound(live_server: str, body: dict, loc: list, needle: str) -> None:

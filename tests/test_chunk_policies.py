@@ -51,20 +51,30 @@ REFERENCE = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "s3fifo": "S3FIFO", "ar
 @pytest.mark.skipif(_libcachesim.available() is None, reason="libcachesim is not installed (pip install 'kvscope[bench]')")
 @pytest.mark.parametrize("policy", sorted(REFERENCE))
 def test_miss_counts_equal_libcachesim(policy: str) -> None:
-    import libcachesim as lcs
-
-    cls = getattr(lcs, REFERENCE[policy])
     # S3-FIFO from 20 chunks: its small FIFO (10%) must hold more than one chunk, or libCacheSim
     # refuses every new object while kvscope stores it in main (sim/tiers/policies/s3fifo.py).
     for i, stream in enumerate(traces()):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.bin"
-            _libcachesim.write_oracle_general(stream, path)
-            reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
-            for capacity in (20, 25, 47, 64, 100):
-                reader.reset()
-                miss_ratio, _ = cls(cache_size=capacity, hashpower=12).process_trace(reader)
-                assert misses(policy, stream, capacity) == round(miss_ratio * len(stream)), (policy, i, capacity)
+        for capacity, theirs in reference_misses(REFERENCE[policy], stream).items():
+            assert misses(policy, stream, capacity) == theirs, (policy, i, capacity)
+
+
+CAPACITIES = (20, 25, 47, 64, 100)
+
+
+def reference_misses(name: str, stream: list[int], capacities: tuple[int, ...] = CAPACITIES) -> dict[int, int]:
+    """libCacheSim's policy ``name`` (its class: ``LRU``, ``S3FIFO``) over the stream, as misses per capacity."""
+    import libcachesim as lcs
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.bin"
+        _libcachesim.write_oracle_general(stream, path)
+        reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
+        for capacity in capacities:
+            reader.reset()
+            miss_ratio, _ = getattr(lcs, name)(cache_size=capacity, hashpower=12).process_trace(reader)
+            out[capacity] = round(miss_ratio * len(stream))
+    return out
 
 
 def test_mru_evicts_the_most_recently_stored_or_hit() -> None:

@@ -107,6 +107,11 @@ def test_analyze_reads_the_seed_configuration_names(tmp_path: Path) -> None:
         (["simulate", "--gpu-tokens", "4000"], "--gpu-tokens: must hold one whole prompt plus vLLM's null block: at least 5040"),
         (["simulate", "--passes", "forward,3/12"], "--passes: pass 2 lists document 12, but there are only 10"),
         (["size", "--model", "gpt-99"], "unknown model"),
+        (["simulate", "--cpu-backend", "vllm-native", "--cpu-policy", "lfu"], "--cpu-policy: vllm-native offers lru and arc"),
+        (["simulate", "--store-threshold", "2"], "--store-threshold: only cpu_backend vllm-native reads it"),
+        (["simulate", "--cpu-backend", "vllm-native", "--blocks-per-chunk", "300"], "--blocks-per-chunk: Input should be less than or equal to 256"),
+        (["simulate", "--cpu-backend", "vllm-native", "--disk-gb", "1"], "--disk-gb: vllm-native models vLLM's CPU offloading alone"),
+        (["simulate", "--storage-tier", "far:8:lru:admission=0"], "greater than or equal to 1"),
     ],
 )
 def test_bad_input_exits_2_naming_the_flag_and_limit(args: list[str], needle: str) -> None:

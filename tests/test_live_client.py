@@ -304,6 +304,11 @@ def test_the_shadow_of_a_vllm_reporting_offloading_has_that_cpu_tier_whatever_it
     reported = TargetInfo("gpu", "m", block_size=16, num_gpu_blocks=1345, offload=prom.Offload("lmcache", 2.0))
     scenario = shadow_scenario(SMALL, Target("gpu", "http://x.test"), reported)
     assert (scenario.cpu_gb, scenario.gpu_tokens) == (2.0, 16 * 1345)
+    # vLLM's native offloading (--kv-offloading-backend native): the twin runs the vllm-native backend.
+    native = TargetInfo("gpu", "m", block_size=16, num_gpu_blocks=1345, offload=prom.Offload("native", 2.0))
+    twin = shadow_scenario(SMALL.replace(cpu_policy="fifo"), Target("gpu", "http://x.test"), native)
+    assert (twin.cpu_backend, twin.cpu_policy, twin.cpu_gb) == ("vllm-native", "lru", 2.0)
+    assert shadow_scenario(SMALL, Target("gpu", "http://x.test"), reported).cpu_backend == SMALL.cpu_backend
     # Without the labels the name still decides: "gpu" has no CPU tier.
     silent = TargetInfo("gpu", "m", block_size=16, num_gpu_blocks=1345)
     assert shadow_scenario(SMALL, Target("gpu", "http://x.test"), silent).cpu_capacity_tokens is None

@@ -20,6 +20,7 @@ from sim.costs import default_costs
 from sim.engine import Engine
 from sim.scenario import Scenario
 from sim.simulation import simulate, stream, tier_spec
+from sim.tiers.policies import CHUNK_POLICY_NAMES
 from sim.workload import build_requests
 
 PROMPT = 5024  # seed-lab: a 5,011-token document + a 13-token question
@@ -168,7 +169,7 @@ def pressured(draw: st.DrawFn) -> Scenario:
         docs=docs, doc_tokens=doc_tokens, question_tokens=question, block_size=4,
         chunk_size=draw(st.sampled_from([4, 8, 16])), gpu_tokens=gpu_blocks * 4, cpu_gb=None,
         cpu_tokens=draw(st.integers(1, 200)), save_unfull_chunk=draw(st.booleans()),
-        cpu_policy=draw(st.sampled_from(["lru", "fifo", "mru"])), passes=",".join(orders),
+        cpu_policy=draw(st.sampled_from(CHUNK_POLICY_NAMES)), passes=",".join(orders),
     )
 
 

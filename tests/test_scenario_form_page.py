@@ -116,3 +116,22 @@ def test_a_tier_behind_the_cpu_gets_its_own_lane_and_table_column(page: Page, li
     assert cell(page, "gpu+cpu+remote", 2, "remote-hit") == "48,640"
     assert cell(page, "gpu+cpu+remote", 2, "cpu-hit") == "0"
     assert cell(page, "gpu+cpu", 2, "remote-hit") == "0"
+
+
+def test_vllm_native_is_offered_under_more_settings_and_runs(page: Page, live_server: str) -> None:
+    open_dashboard(page, live_server)
+    page.click("#more-settings summary")
+    expect(page.locator('#f-cpu-backend option[value="vllm-native"]')).to_have_count(1)
+    page.select_option("#f-cpu-backend", "vllm-native")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=60_000)
+    # seed-lab under vLLM's native offloading: 16-token offload blocks of 16 x 28,672 = 458,752 bytes (112
+    # whole pages), so 1.5 GiB holds 3,510 of them. Pass 1 stores each prompt's 314 full blocks (3,140);
+    # pass 2 reads each document's 313 blocks (5,008 tokens) from the GPU or, beyond the GPU's hit, from the
+    # CPU, which evicted nothing; only the last block, holding the pass's new question, is computed:
+    # 10 x 16 = 160 tokens. (LMCache's 256-token chunks serve 4,864 tokens of each document.)
+    gpu = int(cell(page, "gpu+cpu", 2, "gpu-hit").replace(",", ""))
+    cpu = int(cell(page, "gpu+cpu", 2, "cpu-hit").replace(",", ""))
+    assert gpu + cpu == 50_080
+    assert cell(page, "gpu+cpu", 2, "computed") == "160"
+    expect(page.locator("#f-cpu-backend")).to_have_value("vllm-native")

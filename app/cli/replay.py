@@ -29,7 +29,8 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @click.option("--chunk-blocks", type=click.IntRange(1, MAX_CHUNK_BLOCKS), default=1, show_default=True,
               help="blocks per CPU chunk")
 @click.option("--cpu-backend", type=click.Choice(CPU_BACKENDS), default="brief", show_default=True,
-              help="the CPU tier's rules: brief (what the compiled replay reproduces) or lmcache (LMCache's own, in Python)")
+              help="the CPU tier's rules: brief (what the compiled replay reproduces), lmcache (LMCache's own) or "
+              "vllm-native (vLLM's OffloadingConnector; chunks are its offload blocks), the last two in Python")
 @click.option("--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")

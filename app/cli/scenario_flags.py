@@ -35,7 +35,7 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--output-tokens", "output_tokens", int, "tokens generated per request; their KV grows the request's GPU blocks"),
     ("--shared-prefix-tokens", "shared_prefix_tokens", int, "a system prompt shared by every prompt"),
     ("--gpu-tokens", "gpu_tokens", int, "GPU KV cache size in tokens, as vLLM logs it"),
-    ("--cpu-gb", "cpu_gb", float, "CPU tier size in GiB (LMCache max_local_cpu_size)"),
+    ("--cpu-gb", "cpu_gb", float, "CPU tier size in GiB (LMCache max_local_cpu_size; vllm-native: --kv-offloading-size)"),
     ("--cpu-tokens", "cpu_tokens", int, "CPU tier size in tokens (instead of --cpu-gb)"),
     ("--disk-gb", "disk_gb", float, "add a disk tier of this many GiB"),
     ("--disk-tokens", "disk_tokens", int, "add a disk tier of this many tokens"),
@@ -48,7 +48,13 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
     ("--gpu-policy", "gpu_policy", click.Choice(["lru", "fifo", "mru", "belady"]), "GPU eviction policy (lru is vLLM's)"),
     ("--cpu-policy", "cpu_policy", click.Choice(CHUNK_POLICIES), "CPU tier eviction policy (lru is LMCache's default)"),
-    ("--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS), "offload rules: lmcache (LMCache's own) or brief (the seed's)"),
+    (
+        "--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS),
+        "offload rules: lmcache (LMCache's own), vllm-native (vLLM's OffloadingConnector) or brief (the seed's)",
+    ),
+    ("--blocks-per-chunk", "blocks_per_chunk", int, "vllm-native: GPU blocks per offload block (vLLM's blocks_per_chunk)"),
+    ("--store-threshold", "store_threshold", int, "vllm-native: offload a block on its Nth offer (vLLM's store_threshold)"),
+    ("--offload-prompt-only", "offload_prompt_only", click.BOOL, "vllm-native: true (vLLM's default) or false to offload generated blocks too"),
     ("--seed", "seed", int, "seed for random and zipf orders"),
 ]
 FIELD_TO_FLAG = {field: flag for flag, field, _, _ in FLAGS}
@@ -62,8 +68,8 @@ def scenario_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = repeat_options(func)
     func = click.option(
         "--storage-tier", "storage_tiers", multiple=True,
-        help="a tier behind the CPU (and disk), repeatable, searched in order: NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], "
-        "SIZE in GiB (8) or tokens (50000t)",
+        help="a tier behind the CPU (and disk), repeatable, searched in order: NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]]"
+        "[:admission=N], SIZE in GiB (8) or tokens (50000t), N: a chunk is stored on its Nth offer",
     )(func)
     func = click.option("--no-cpu", is_flag=True, help="run the GPU tier alone")(func)
     func = click.option("--save-unfull-chunk", is_flag=True, default=None, help="also store a prompt's last partial chunk")(func)

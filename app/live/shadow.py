@@ -25,6 +25,7 @@ from sim.engine import Engine
 from sim.explain.observer import attach
 from sim.scenario import Scenario
 from sim.simulation import tier_spec
+from sim.tiers.native import backend_runs
 
 _OFFLOAD_FIELDS = ("cpu_gb", "cpu_tokens", "disk_gb", "disk_tokens")
 
@@ -45,6 +46,12 @@ def shadow_scenario(base: Scenario, target: Target, info: TargetInfo) -> Scenari
     elif info.offload.configured:
         changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
         changes.update(cpu_gb=info.offload.size_gb)
+        if info.offload.backend == "native":
+            # vLLM's own connector (config/vllm.py 1167-1175): its rules, its default policy unless the scenario's is
+            # one it offers, and nothing behind the CPU.
+            changes.update(cpu_backend="vllm-native", save_unfull_chunk=False, storage_tiers=[])
+            if not backend_runs("vllm-native", base.cpu_policy, False):
+                changes.update(cpu_policy="lru")
     elif not target.has_cpu_tier_name:
         changes.update(dict.fromkeys(_OFFLOAD_FIELDS))
     else:

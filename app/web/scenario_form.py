@@ -41,7 +41,7 @@ FIELDS = (
     FieldSpec("docs", "Documents", "read once per pass"),
     FieldSpec("doc_tokens", "Tokens per document", "a short question follows each"),
     FieldSpec("gpu_tokens", "GPU cache, tokens", "vLLM's 'GPU KV cache size'; one block is its null block"),
-    FieldSpec("cpu_gb", "CPU tier, GiB", "LMCache max_local_cpu_size", step="any"),
+    FieldSpec("cpu_gb", "CPU tier, GiB", "LMCache max_local_cpu_size; vLLM's --kv-offloading-size", step="any"),
     FieldSpec("block_size", "GPU block, tokens", "vLLM's block size"),
     FieldSpec("chunk_size", "CPU chunk, tokens", "a multiple of the block"),
     FieldSpec("passes", "Passes", "forward, reverse, random@7, 3/1/2", kind="text"),
@@ -62,8 +62,14 @@ FIELDS = (
     FieldSpec("gpu_policy", "GPU eviction", "lru is vLLM's", kind="select", options=_choices("gpu_policy"), more=True),
     FieldSpec("cpu_policy", "CPU eviction", "lru is LMCache's", kind="select", options=_choices("cpu_policy"), more=True),
     FieldSpec(
-        "cpu_backend", "CPU backend", "lmcache: LMCache's own rules; brief: the seed's", kind="select",
-        options=_choices("cpu_backend"), more=True,
+        "cpu_backend", "CPU backend", "lmcache: LMCache's own rules; vllm-native: vLLM's OffloadingConnector; brief: the seed's",
+        kind="select", options=_choices("cpu_backend"), more=True,
+    ),
+    FieldSpec("blocks_per_chunk", "Offload block, GPU blocks", "vllm-native: vLLM's blocks_per_chunk", more=True),
+    FieldSpec("store_threshold", "Store threshold", "vllm-native: offload a block on its Nth offer", more=True),
+    FieldSpec(
+        "offload_prompt_only", "Offload prompt only", "vllm-native: False offloads generated blocks too", kind="select",
+        options=("True", "False"), more=True,
     ),
     FieldSpec("free_order", "Free order", "vllm-legacy: older vLLM's order", kind="select", options=_choices("free_order"), more=True),
 )

@@ -26,6 +26,7 @@ from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
 from sim.kv import GIB
 from sim.sweep import probes, smallest
+from sim.tiers.native import backend_runs
 from sim.work import Cost
 
 
@@ -87,7 +88,8 @@ def candidates(workload: Workload, space: Space) -> list[Candidate]:
                     continue
                 for p in policies:
                     for b in backends:
-                        out.add(Candidate(g, c, d, p, b))
+                        if backend_runs(b, p, d is not None):
+                            out.add(Candidate(g, c, d, p, b))
     if len(out) > MAX_CANDIDATES:
         raise ValueError(f"points: the space holds {len(out):,} candidates; the limit is {MAX_CANDIDATES:,}")
     return sorted(out, key=lambda c: (c.gpu_tokens, c.cpu_tokens or 0, c.disk_tokens or 0, c.cpu_policy, c.cpu_backend or ""))

@@ -80,7 +80,7 @@ class ScenarioWorkload:
 
     def units(self) -> dict[str, int]:
         s = self.scenario
-        return {"gpu": s.block_size, "cpu": s.chunk_size, "disk": s.chunk_size}
+        return {"gpu": s.block_size, "cpu": s.offload_unit_tokens, "disk": s.chunk_size}
 
     def warnings(self) -> list[str]:
         s = self.scenario
