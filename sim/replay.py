@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from sim import compiled
-from sim.chunk_store import CpuBackend
+from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
@@ -53,15 +53,13 @@ class ReplayError(ValueError):
 class ReplayTiers:
     """The tiers a trace is replayed through, in blocks of the trace's block size.
 
-    ``cpu_backend`` defaults to the brief's rules here, unlike a scenario's:
-    they are the rules the compiled replay (``sim.kernels``) reproduces, so a
-    large trace keeps its compiled path; ``lmcache`` replays in Python.
+    ``cpu_backend`` is a scenario's: LMCache's rules unless told otherwise.
     """
 
     gpu_blocks: int
     cpu_blocks: int | None = None
     chunk_blocks: int = 1
-    cpu_backend: CpuBackend = "brief"
+    cpu_backend: CpuBackend = DEFAULT_CPU_BACKEND
 
     def spec(self, block_tokens: int) -> TierSpec:
         return TierSpec(
@@ -78,14 +76,31 @@ class ReplayTiers:
 
 
 def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
-    """The trace's requests as the engine takes them: one pass, no documents (``output_length`` is not replayed)."""
+    """The trace's requests as the engine takes them: one pass, no documents.
+
+    A request's ``output_length`` grows its KV as vLLM's decode does (as a
+    scenario's ``output_tokens``, ``sim.workload``): every generated token but
+    the last gets KV, and the full blocks beyond the prompt's are cached. Their
+    keys are negative, one per block, its own: a trace names no ids for them,
+    and no later prompt holds them. LMCache saves no decode KV (its
+    ``save_decode_cache`` is off by default), so the chunks are the prompt's.
+    """
     block = trace.block_tokens
-    ids, offsets, inputs = trace.hash_ids, trace.offsets, trace.input_tokens
+    ids, offsets, inputs, outputs = trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens
     out: list[Request] = []
+    generated = 0
     for seq in range(len(trace)):
         n = inputs[seq]
         lo = offsets[seq]
         keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
+        chunk_keys = keys[chunk_blocks - 1 :: chunk_blocks]
+        alloc = offsets[seq + 1] - lo
+        if outputs[seq] > 1:
+            kv_tokens = n + outputs[seq] - 1
+            more = kv_tokens // block - len(keys)
+            keys.extend(range(-1 - generated, -1 - generated - more, -1))
+            generated += more
+            alloc = max(alloc, -(-kv_tokens // block))
         out.append(
             Request(
                 seq=seq,
@@ -94,13 +109,20 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
                 doc=SHARED_DOC,
                 prompt_tokens=n,
                 block_keys=keys,
-                alloc_blocks=offsets[seq + 1] - lo,
+                alloc_blocks=alloc,
                 max_hit_blocks=(n - 1) // block,
-                chunk_keys=keys[chunk_blocks - 1 :: chunk_blocks],
+                chunk_keys=chunk_keys,
                 last_chunk_tokens=block * chunk_blocks,
             )
         )
     return out
+
+
+def kv_block_counts(trace: Trace) -> Iterator[int]:
+    """The blocks each request holds at its end: its prompt's ids, or more when decode fills further blocks."""
+    block = trace.block_tokens
+    for ids, n, generated in zip(trace.block_counts(), trace.input_tokens, trace.output_tokens):
+        yield max(ids, -(-(n + generated - 1) // block))
 
 
 def check_tiers(trace: Trace, tiers: ReplayTiers) -> None:
@@ -109,12 +131,12 @@ def check_tiers(trace: Trace, tiers: ReplayTiers) -> None:
         raise ReplayError("chunk_blocks", f"must be from 1 to {MAX_CHUNK_BLOCKS:,} blocks, got {tiers.chunk_blocks}")
     if tiers.gpu_blocks > MAX_GPU_BLOCKS:
         raise ReplayError("gpu_blocks", f"must be at most {MAX_GPU_BLOCKS:,} blocks, got {tiers.gpu_blocks:,}")
-    longest = max(trace.block_counts())
+    longest = max(kv_block_counts(trace))
     if tiers.gpu_blocks < longest:
         raise ReplayError(
             "gpu_blocks",
-            f"must hold the trace's longest prompt: at least {longest:,} blocks of {trace.block_tokens} tokens, "
-            f"got {tiers.gpu_blocks:,}",
+            f"must hold the trace's longest request, its prompt and generated tokens: at least {longest:,} blocks of "
+            f"{trace.block_tokens} tokens, got {tiers.gpu_blocks:,}",
         )
     if tiers.cpu_blocks is not None and not tiers.chunk_blocks <= tiers.cpu_blocks <= MAX_CPU_BLOCKS:
         raise ReplayError(
@@ -272,8 +294,8 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None,
     spec = tiers.spec(trace.block_tokens)
     if not explain and compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
         table, distinct = compiled.replay_columns(
-            trace.hash_ids, trace.offsets, trace.input_tokens, trace.block_tokens, tiers.gpu_blocks + 1,
-            tiers.chunk_blocks, spec.cpu_tokens or 0,
+            trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens, trace.block_tokens,
+            tiers.gpu_blocks + 1, tiers.chunk_blocks, spec.cpu_tokens or 0, spec.cpu_backend == "lmcache",
         )
         trace.counted_distinct(distinct)
         return ReplayOutcome.from_kernel(trace, tiers, costs, table)
