@@ -225,3 +225,15 @@ def test_replay_under_lmcache_stores_what_the_gpu_had_and_the_cpu_lacked(tmp_pat
         assert result.exit_code == 0, result.output
         stored[backend] = [r["stored_tokens"] for r in json.loads(result.output)["requests"]]
     assert stored == {"brief": [8, 8, 4], "lmcache": [8, 8, 8]}
+
+
+@pytest.mark.parametrize("cpu_blocks", [None, 4000])
+def test_request_texts_are_the_rows_json_encoded(cpu_blocks: int | None) -> None:
+    # replay --json writes each request's text without building its dict; it must be json.dumps of the row.
+    # At 400 GPU blocks (and 4,000 CPU blocks) the sample evicts from both tiers, so the evicted lists are filled.
+    from sim.replay import run_replay
+
+    outcome = run_replay(open_trace("mooncake-synthetic"), ReplayTiers(400, cpu_blocks))
+    rows = list(outcome.request_rows())
+    assert any(r["evicted"] for r in rows) and any(r["tier_hits"] for r in rows) == bool(cpu_blocks)
+    assert list(outcome.request_texts()) == [json.dumps(r) for r in rows]
