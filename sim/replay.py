@@ -80,10 +80,13 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
 
     A request's ``output_length`` grows its KV as vLLM's decode does (as a
     scenario's ``output_tokens``, ``sim.workload``): every generated token but
-    the last gets KV, and the full blocks beyond the prompt's are cached. Their
-    keys are negative, one per block, its own: a trace names no ids for them,
-    and no later prompt holds them. LMCache saves no decode KV (its
-    ``save_decode_cache`` is off by default), so the chunks are the prompt's.
+    the last gets KV, and the full blocks beyond the prompt's are cached (vLLM
+    0.33 ``v1/core/kv_cache_manager.py`` 621-625 caches up to
+    ``request.num_tokens`` at every step, decode steps included). Their keys
+    are negative, one per block, its own: a trace names no ids for them, and no
+    later prompt holds them. LMCache saves no decode KV (``save_decode_cache``
+    defaults to False, ``lmcache/v1/config.py`` 126-130), so the chunks are the
+    prompt's.
     """
     block = trace.block_tokens
     ids, offsets, inputs, outputs = trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens
