@@ -191,7 +191,7 @@ def replay_blocks(
     """A trace's requests, one after another, through vLLM's block pool and (``cpu_capacity_tokens`` > 0) a CPU tier.
 
     Follows ``sim.engine.Engine.process`` for a trace request (one document,
-    no shared prefix, whole chunks only) under today's rules, with:
+    no shared prefix, whole chunks only), with:
     - the pool of ``sim.gpu.GpuBlockPool`` (free order ``vllm``, policy
       ``lru``, block 0 the null block): the free queue is the doubly linked
       list of ``sim.free_queue.FreeBlockQueue`` (sentinel ``num_blocks``);
