@@ -107,6 +107,27 @@ def test_lmcache_reserves_before_it_stores_where_the_brief_evicts(engine: str, f
     assert brief[0]["evicted"] == [{"tier": "cpu", "doc": -1, "tokens": 4, "start": 0, "end": 4, "part": "head"}]
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_lmcache_reserves_for_a_chunk_it_holds_and_that_can_evict_the_chunk_itself(engine: str, force) -> None:  # type: ignore[no-untyped-def]
+    # One-block chunks of 4 tokens, a CPU of two chunks. r0 [10, 11] stores both: the tier holds 10, 11 (front first).
+    # r1 [20, 11]: its lookup finds nothing (20 is the first chunk and absent), so LMCache's store covers both chunks.
+    # Reserving 20 evicts the front, 10; reserving 11, although held, finds the tier full again (11 stored + 20
+    # reserved) and evicts the front, which is 11 itself. Then 20 is put, and 11, no longer held, is put again.
+    # So r1 evicts 8 tokens, chunks 0 and 1 (tokens 0-8), and stores 8. Reserving only for chunks not held
+    # would evict 10 alone.
+    lines = [
+        {"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [10, 11]},
+        {"timestamp": 1, "input_length": 8, "output_length": 1, "hash_ids": [20, 11]},
+    ]
+    trace = parse_trace("\n".join(json.dumps(line) for line in lines).encode(), BLOCK)
+    force(engine)
+    r1 = list(run_replay(trace, ReplayTiers(2, 2, 1, "lmcache")).records())[1].to_dict()
+    assert r1["stored_tokens"] == 8
+    assert [e for e in r1["evicted"] if e["tier"] == "cpu"] == [
+        {"tier": "cpu", "doc": -1, "tokens": 8, "start": 0, "end": 8, "part": "whole"}
+    ]
+
+
 @pytest.mark.parametrize("backend", ["lmcache", "brief"])
 @pytest.mark.parametrize(("gpu_blocks", "cpu_blocks", "chunk_blocks"), [(400, None, 1), (2000, None, 1), (400, 4000, 1), (2000, 20000, 1), (1000, 6000, 4)])
 def test_replay_records_equal_the_python_engines_on_the_mooncake_sample(
