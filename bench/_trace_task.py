@@ -149,6 +149,9 @@ def main(task: str) -> dict[str, Any]:
         "curve_libcachesim_100": lambda: _libcachesim_curve(stream),
         "replay_compiled_gpu": lambda: _replay_compiled(trace, ReplayTiers(GPU_BLOCKS)),
         "replay_compiled_gpu_cpu": lambda: _replay_compiled(trace, ReplayTiers(GPU_BLOCKS, CPU_BLOCKS)),
+        # The seed brief's CPU rules beside the default (LMCache's), to show what the default costs.
+        "replay_gpu_cpu_brief": lambda: _replay(trace, ReplayTiers(GPU_BLOCKS, CPU_BLOCKS, cpu_backend="brief")),
+        "replay_compiled_gpu_cpu_brief": lambda: _replay_compiled(trace, ReplayTiers(GPU_BLOCKS, CPU_BLOCKS, cpu_backend="brief")),
         "lru_libcachesim": lambda: _libcachesim_lru(stream),
         "curve_compiled": lambda: _curve_compiled(stream),
     }

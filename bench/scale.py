@@ -82,6 +82,10 @@ def run() -> dict[str, Any]:
             "replay_gpu": _cli(replay),
             "replay_gpu_cpu": _cli([*replay, "--cpu-blocks", str(CPU_BLOCKS)]),
             "replay_gpu_cpu_json_to_devnull": _cli([*replay, "--cpu-blocks", str(CPU_BLOCKS), "--json"], 1),
+            # Without the miss causes, which only the Python engine tells: compiled, the records streamed.
+            "replay_gpu_cpu_json_no_explain_to_devnull": _cli(
+                [*replay, "--cpu-blocks", str(CPU_BLOCKS), "--json", "--no-explain"], 1
+            ),
             "curve": _cli([KVSCOPE, "curve", str(path), "--json"]),
             "targets": {"replay_s": 15, "replay_peak_rss_mib": 1024, "curve_s": 10, "curve_speedup_over_libcachesim_100": 10},
         }

@@ -45,7 +45,7 @@ def _round(figures: dict[str, Any], keep: tuple[str, ...]) -> dict[str, Any]:
 def run() -> dict[str, Any]:
     trace = open_trace(DEFAULT_TRACE).summary()
     timing = ("seconds", "block_lookups", "block_lookups_per_s", "hit_ratios", "peak_rss_mib", "peak_above_start_mib")
-    gpu, gpu_cpu = _task("replay_gpu"), _task("replay_gpu_cpu")
+    gpu, gpu_cpu, gpu_cpu_brief = _task("replay_gpu"), _task("replay_gpu_cpu"), _task("replay_gpu_cpu_brief")
     end_to_end = _task("replay_end_to_end")
     curve, direct = _task("curve_kvscope"), _task("curve_direct_100")
     ours = [p["hit_ratio"] for p in curve["points"]]
@@ -54,6 +54,10 @@ def run() -> dict[str, Any]:
         "tiers": {"gpu_blocks": GPU_BLOCKS, "cpu_blocks": CPU_BLOCKS, "block_tokens": 512},
         "replay_gpu": _round(gpu, timing),
         "replay_gpu_cpu": _round(gpu_cpu, timing),
+        "replay_gpu_cpu_brief_backend": {
+            **_round(gpu_cpu_brief, timing),
+            "default_time_ratio_to_brief": round(gpu_cpu["seconds"] / gpu_cpu_brief["seconds"], 3),
+        },
         "block_lookups_target_per_s": 1_000_000,
         "replay_whole_sample_gpu_cpu": {
             "seconds": round(end_to_end["seconds"], 4),
@@ -106,7 +110,10 @@ def _versus_libcachesim() -> dict[str, Any]:
     """
     theirs = _rate(_task("lru_libcachesim"))
     out: dict[str, Any] = {"anchor_libcachesim_lru_gpu_blocks": {**theirs, "capacity_blocks": GPU_BLOCKS}}
-    for name, task, target in (("gpu", "replay_compiled_gpu", 0.5), ("gpu_cpu", "replay_compiled_gpu_cpu", 0.3)):
+    for name, task, target in (
+        ("gpu", "replay_compiled_gpu", 0.5), ("gpu_cpu", "replay_compiled_gpu_cpu", 0.3),
+        ("gpu_cpu_brief_backend", "replay_compiled_gpu_cpu_brief", 0.3),
+    ):
         ours = _task(task)
         rate = _rate(ours)
         out[f"kvscope_{name}"] = {

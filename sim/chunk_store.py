@@ -16,7 +16,7 @@ from sim.tiers.policies import CHUNK_POLICY_NAMES, chunk_policy
 from sim.tiers.policies.base import DOC, INDEX, TOKENS, StoredChunk
 from sim.tiers.policies.base import ChunkPolicy as PolicyBase
 
-__all__ = ["CHUNK_POLICIES", "DOC", "INDEX", "TOKENS", "ChunkPolicy", "ChunkStore", "StoredChunk"]
+__all__ = ["CHUNK_POLICIES", "DEFAULT_CPU_BACKEND", "DOC", "INDEX", "TOKENS", "ChunkPolicy", "ChunkStore", "StoredChunk"]
 
 ChunkPolicy = Literal[CHUNK_POLICY_NAMES]  # type: ignore[valid-type]  # the registry's names
 CHUNK_POLICIES: tuple[str, ...] = CHUNK_POLICY_NAMES
@@ -25,6 +25,7 @@ CHUNK_POLICIES: tuple[str, ...] = CHUNK_POLICY_NAMES
 # OffloadingConnector (sim.tiers.native), or the seed brief's three simplified rules (kept for teaching).
 CpuBackend = Literal["lmcache", "vllm-native", "brief"]
 CPU_BACKENDS: tuple[CpuBackend, ...] = get_args(CpuBackend)
+DEFAULT_CPU_BACKEND: CpuBackend = "lmcache"  # scenarios, trace replays, the CLI and the page alike
 
 
 class ChunkStore:

@@ -76,9 +76,9 @@ def kernel_reproduces(spec: TierSpec) -> bool:
 
     The one place to re-point when the tiers change. It reproduces: vLLM's
     pool (free order ``vllm``, policy ``lru``, the null block reserved), alone
-    or with one CPU tier under the brief's rules (``cpu_backend="brief"``,
-    policy ``lru``, chunks a whole number of blocks); no tier behind it. A spec with fields the
-    kernel does not know (a tier list, a backend) is refused.
+    or with one CPU tier under LMCache's rules or the brief's (policy ``lru``,
+    chunks a whole number of blocks); no tier behind it. A spec with fields the
+    kernel does not know is refused.
     """
     if {f.name for f in fields(spec)} != KNOWN_SPEC_FIELDS:
         return False
@@ -88,8 +88,7 @@ def kernel_reproduces(spec: TierSpec) -> bool:
         return False
     if spec.cpu_tokens is None:
         return True
-    # The kernel's CPU tier follows the brief's rules (LMCache's lookup refresh, store and reservation it does not).
-    return spec.cpu_backend == "brief" and spec.cpu_policy == "lru" and spec.units.chunk % spec.units.block == 0
+    return spec.cpu_backend in ("lmcache", "brief") and spec.cpu_policy == "lru" and spec.units.chunk % spec.units.block == 0
 
 
 def not_before_deadline(refs: int) -> None:
@@ -122,7 +121,8 @@ def stack_histogram(stream: Any) -> tuple[array, int]:
 
 
 def replay_columns(
-    hash_ids: Any, offsets: Any, input_tokens: Any, block: int, num_blocks: int, chunk_blocks: int, cpu_capacity_tokens: int
+    hash_ids: Any, offsets: Any, input_tokens: Any, output_tokens: Any, block: int, num_blocks: int, chunk_blocks: int,
+    cpu_capacity_tokens: int, lmcache: bool,
 ) -> tuple[Any, int]:
     """``sim.kernels.replay_blocks`` on a trace's columns (``array('q')``): an int64 array, one row per request,
     and the number of distinct ids (which making them dense counts for free)."""
@@ -133,6 +133,6 @@ def replay_columns(
     dense, distinct = kernels.dense_ids(np.frombuffer(hash_ids, dtype=np.int64))
     table = kernels.replay_blocks(
         dense, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(input_tokens, dtype=np.int64),
-        block, num_blocks, distinct, chunk_blocks, cpu_capacity_tokens,
+        block, num_blocks, distinct, chunk_blocks, cpu_capacity_tokens, lmcache, np.frombuffer(output_tokens, dtype=np.int64),
     )
     return table, distinct

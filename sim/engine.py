@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sim.chunk_store import CPU_BACKENDS, TOKENS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
+from sim.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, TOKENS, ChunkPolicy, ChunkStore, CpuBackend, StoredChunk
 from sim.offload import OffloadTier
 from sim.tiers.admission import AdmittingStore
 from sim.tiers.native.tier import NativeCpuTier
@@ -68,7 +68,7 @@ class TierSpec:
     cpu_policy: ChunkPolicy = "lru"
     disk_policy: ChunkPolicy = "lru"
     gpu_policy: GpuPolicy = "lru"
-    cpu_backend: CpuBackend = "lmcache"
+    cpu_backend: CpuBackend = DEFAULT_CPU_BACKEND
     more_tiers: tuple[OffloadTier, ...] = ()
 
     def offload_tiers(self) -> list[OffloadTier]:

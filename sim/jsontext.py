@@ -26,10 +26,16 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# One decoder for every call: ``json.loads`` with hooks builds a new one each time, a third of a trace line's parse.
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
 def loads(text: str | bytes) -> Any:
     """The parsed value; ``ValueError`` for malformed JSON, a non-finite number or nesting deeper than ``MAX_DEPTH``."""
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        if isinstance(text, bytes):  # as json.loads reads bytes: UTF-8, -16 or -32, told apart by the first bytes
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:

@@ -166,9 +166,28 @@ def _pop_front(nxt: np.ndarray, prv: np.ndarray, sentinel: int) -> int:
     return node
 
 
+# ``replay_blocks``'s block hash for a block without one, and for a generated tokens' block (a key no prompt has).
+_UNHASHED = -1
+_GENERATED = -2
+
 # Columns of ``replay_blocks``'s result, one row per request.
 GPU_HIT, CPU_HIT, COMPUTED, STORED, GPU_EV_BLOCKS, GPU_EV_FIRST, GPU_EV_LAST, CPU_EV_TOKENS, CPU_EV_FIRST, CPU_EV_LAST = range(10)
 COLUMNS = 10
+
+
+@njit(cache=True, inline="always")
+def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarray, index: np.ndarray, chunk: int, row: np.ndarray) -> None:
+    """ChunkStore's LRU eviction: the front chunk goes; the request's row counts its tokens and positions."""
+    old = _pop_front(nxt, prv, sentinel)
+    held[old] = False
+    idx = index[old]
+    if row[CPU_EV_TOKENS] == 0:
+        row[CPU_EV_FIRST] = idx
+        row[CPU_EV_LAST] = idx
+    else:
+        row[CPU_EV_FIRST] = min(row[CPU_EV_FIRST], idx)
+        row[CPU_EV_LAST] = max(row[CPU_EV_LAST], idx)
+    row[CPU_EV_TOKENS] += chunk
 
 
 @njit(cache=True)
@@ -181,18 +200,30 @@ def replay_blocks(
     distinct_keys: int,
     chunk_blocks: int,
     cpu_capacity_tokens: int,
+    lmcache: bool,
+    output_tokens: np.ndarray,
 ) -> np.ndarray:
     """A trace's requests, one after another, through vLLM's block pool and (``cpu_capacity_tokens`` > 0) a CPU tier.
 
     Follows ``sim.engine.Engine.process`` for a trace request (one document,
-    no shared prefix, whole chunks only) under today's rules, with:
+    no shared prefix, whole chunks only), with:
     - the pool of ``sim.gpu.GpuBlockPool`` (free order ``vllm``, policy
       ``lru``, block 0 the null block): the free queue is the doubly linked
       list of ``sim.free_queue.FreeBlockQueue`` (sentinel ``num_blocks``);
       a hash held by two blocks keeps its extra blocks on a per-hash stack
       (``GpuBlockPool._copies``), and reusing one of them is no eviction;
     - the CPU tier of ``sim.chunk_store.ChunkStore`` with policy ``lru``:
-      a lookup moves the hit chunks to the back, a store evicts from the front.
+      a hit moves a chunk to the back, a store evicts from the front. Under
+      the brief's rules (``Engine._lookup_external``, ``_write_through``) only
+      the loaded chunks are refreshed and only chunks holding computed tokens
+      stored; under LMCache's (``lmcache``: ``Engine._lookup_lmcache``,
+      ``_store_lmcache``, ``ChunkStore.store_reserving``) the lookup refreshes
+      its whole hit, last chunk first, and the store reserves room for every
+      chunk from LMCache's own hit on before it skips the ones held;
+    - vLLM's decode (``sim.replay.trace_requests``): the ``output_tokens[r] - 1``
+      generated tokens that get KV extend the request's blocks, and its full
+      blocks past the prompt's are cached under keys of their own (no later
+      prompt holds them), so they can only be evicted, never hit.
     ``keys`` are dense (0 .. distinct_keys - 1); request ``r`` has
     ``keys[offsets[r]:offsets[r + 1]]``, its last block maybe partial.
     """
@@ -226,15 +257,21 @@ def replay_blocks(
 
     longest = 0
     for r in range(n_req):
-        longest = max(longest, offsets[r + 1] - offsets[r])
+        longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
     blocks = np.empty(max(longest, 1), np.int64)
     out = np.zeros((n_req, COLUMNS), np.int64)
 
     for r in range(n_req):
         lo = offsets[r]
-        alloc = offsets[r + 1] - lo
         n = input_tokens[r]
         nfull = n // block
+        # Decode: tokens n .. n + output - 2 get KV (the last one sampled has none yet).
+        alloc = offsets[r + 1] - lo
+        nhash = nfull
+        if output_tokens[r] > 1:
+            kv_tokens = n + output_tokens[r] - 1
+            alloc = max(alloc, -(-kv_tokens // block))
+            nhash = kv_tokens // block
         limit = min((n - 1) // block, nfull)  # vLLM recomputes the last token
         # GpuBlockPool.find_prefix, then touch: hit blocks leave the free queue.
         h = 0
@@ -248,11 +285,23 @@ def replay_blocks(
             _unlink(nxt, prv, blocks[j])
         gpu_hit = h * block
 
-        # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
         aligned = 0
         cpu_tokens = 0
+        found = 0
         nck = nfull // chunk_blocks
-        if has_cpu and nck * chunk > gpu_hit:
+        if has_cpu and lmcache:
+            # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            for i in range(found - 1, -1, -1):
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                _unlink(c_nxt, c_prv, k)
+                _push_back(c_nxt, c_prv, c_sentinel, k)
+            aligned = min(found * chunk, n - 1)
+            if aligned > gpu_hit:
+                cpu_tokens = aligned - gpu_hit
+        elif has_cpu and nck * chunk > gpu_hit:
+            # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
             found = 0
             while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
                 found += 1
@@ -274,10 +323,12 @@ def replay_blocks(
             b = _pop_front(nxt, prv, sentinel)
             blocks[j] = b
             key = block_hash[b]
-            if key < 0:
+            if key == _UNHASHED:
                 continue
-            block_hash[b] = -1
-            if copy_top[key] >= 0:  # GpuBlockPool._drop_copy
+            block_hash[b] = _UNHASHED
+            if key == _GENERATED:
+                pass
+            elif copy_top[key] >= 0:  # GpuBlockPool._drop_copy
                 if cached[key] == b:
                     t = copy_top[key]
                     cached[key] = t
@@ -296,7 +347,8 @@ def replay_blocks(
                     copy_prev[b] = -1
                     copy_next[b] = -1
                 continue
-            cached[key] = -1
+            else:
+                cached[key] = -1
             pos = block_pos[b]
             if ev_blocks == 0:
                 ev_first = pos
@@ -322,19 +374,41 @@ def replay_blocks(
                 copy_top[key] = b
             else:
                 cached[key] = b
+        for i in range(nfull, nhash):  # the generated tokens' full blocks
+            b = blocks[i]
+            block_hash[b] = _GENERATED
+            block_pos[b] = i
 
         # GpuBlockPool.free (vllm order): unhashed blocks to the front in prompt order, hashed ones to the back tail first.
-        for j in range(alloc - 1, nfull - 1, -1):
+        for j in range(alloc - 1, nhash - 1, -1):
             _push_front(nxt, prv, sentinel, blocks[j])
-        for j in range(nfull - 1, -1, -1):
+        for j in range(nhash - 1, -1, -1):
             _push_back(nxt, prv, sentinel, blocks[j])
 
         # Engine._write_through and ChunkStore.put_many: chunks holding computed tokens, evicting from the front.
         written = 0
-        cev_tokens = 0
-        cev_first = 0
-        cev_last = 0
-        if has_cpu:
+        row = out[r]
+        if has_cpu and lmcache:
+            # Engine._store_lmcache, ChunkStore.store_reserving: every chunk from LMCache's own hit on gets
+            # room first (evicting, even for a chunk already held); then the ones not held are put.
+            count = 0
+            for i in range(found, nck):
+                while c_used + count + 1 > cap_chunks and c_used > 0:
+                    _evict_chunk(c_nxt, c_prv, c_sentinel, c_in, c_index, chunk, row)
+                    c_used -= 1
+                if c_used + count + 1 > cap_chunks:
+                    break
+                count += 1
+            for i in range(found, found + count):
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                if c_in[k]:
+                    continue
+                c_in[k] = True
+                c_index[k] = i
+                _push_back(c_nxt, c_prv, c_sentinel, k)
+                c_used += 1
+            written = count * chunk
+        elif has_cpu:
             for i in range(hit_end // chunk, nck):
                 if i * chunk + chunk <= hit_end:
                     continue
@@ -342,24 +416,14 @@ def replay_blocks(
                 if c_in[k]:
                     continue
                 while c_used + 1 > cap_chunks:
-                    old = _pop_front(c_nxt, c_prv, c_sentinel)
-                    c_in[old] = False
+                    _evict_chunk(c_nxt, c_prv, c_sentinel, c_in, c_index, chunk, row)
                     c_used -= 1
-                    idx = c_index[old]
-                    if cev_tokens == 0:
-                        cev_first = idx
-                        cev_last = idx
-                    else:
-                        cev_first = min(cev_first, idx)
-                        cev_last = max(cev_last, idx)
-                    cev_tokens += chunk
                 c_in[k] = True
                 c_index[k] = i
                 _push_back(c_nxt, c_prv, c_sentinel, k)
                 c_used += 1
                 written += chunk
 
-        row = out[r]
         row[GPU_HIT] = gpu_hit
         row[CPU_HIT] = cpu_tokens
         row[COMPUTED] = n - hit_end
@@ -367,7 +431,4 @@ def replay_blocks(
         row[GPU_EV_BLOCKS] = ev_blocks
         row[GPU_EV_FIRST] = ev_first
         row[GPU_EV_LAST] = ev_last
-        row[CPU_EV_TOKENS] = cev_tokens
-        row[CPU_EV_FIRST] = cev_first
-        row[CPU_EV_LAST] = cev_last
     return out

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from sim import compiled
-from sim.chunk_store import CpuBackend
+from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
@@ -53,15 +53,13 @@ class ReplayError(ValueError):
 class ReplayTiers:
     """The tiers a trace is replayed through, in blocks of the trace's block size.
 
-    ``cpu_backend`` defaults to the brief's rules here, unlike a scenario's:
-    they are the rules the compiled replay (``sim.kernels``) reproduces, so a
-    large trace keeps its compiled path; ``lmcache`` replays in Python.
+    ``cpu_backend`` is a scenario's: LMCache's rules unless told otherwise.
     """
 
     gpu_blocks: int
     cpu_blocks: int | None = None
     chunk_blocks: int = 1
-    cpu_backend: CpuBackend = "brief"
+    cpu_backend: CpuBackend = DEFAULT_CPU_BACKEND
 
     def spec(self, block_tokens: int) -> TierSpec:
         return TierSpec(
@@ -78,14 +76,34 @@ class ReplayTiers:
 
 
 def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
-    """The trace's requests as the engine takes them: one pass, no documents (``output_length`` is not replayed)."""
+    """The trace's requests as the engine takes them: one pass, no documents.
+
+    A request's ``output_length`` grows its KV as vLLM's decode does (as a
+    scenario's ``output_tokens``, ``sim.workload``): every generated token but
+    the last gets KV, and the full blocks beyond the prompt's are cached (vLLM
+    0.33 ``v1/core/kv_cache_manager.py`` 621-625 caches up to
+    ``request.num_tokens`` at every step, decode steps included). Their keys
+    are negative, one per block, its own: a trace names no ids for them, and no
+    later prompt holds them. LMCache saves no decode KV (``save_decode_cache``
+    defaults to False, ``lmcache/v1/config.py`` 126-130), so the chunks are the
+    prompt's.
+    """
     block = trace.block_tokens
-    ids, offsets, inputs = trace.hash_ids, trace.offsets, trace.input_tokens
+    ids, offsets, inputs, outputs = trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens
     out: list[Request] = []
+    generated = 0
     for seq in range(len(trace)):
         n = inputs[seq]
         lo = offsets[seq]
         keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
+        chunk_keys = keys[chunk_blocks - 1 :: chunk_blocks]
+        alloc = offsets[seq + 1] - lo
+        if outputs[seq] > 1:
+            kv_tokens = n + outputs[seq] - 1
+            more = kv_tokens // block - len(keys)
+            keys.extend(range(-1 - generated, -1 - generated - more, -1))
+            generated += more
+            alloc = max(alloc, -(-kv_tokens // block))
         out.append(
             Request(
                 seq=seq,
@@ -94,13 +112,20 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
                 doc=SHARED_DOC,
                 prompt_tokens=n,
                 block_keys=keys,
-                alloc_blocks=offsets[seq + 1] - lo,
+                alloc_blocks=alloc,
                 max_hit_blocks=(n - 1) // block,
-                chunk_keys=keys[chunk_blocks - 1 :: chunk_blocks],
+                chunk_keys=chunk_keys,
                 last_chunk_tokens=block * chunk_blocks,
             )
         )
     return out
+
+
+def kv_block_counts(trace: Trace) -> Iterator[int]:
+    """The blocks each request holds at its end: its prompt's ids, or more when decode fills further blocks."""
+    block = trace.block_tokens
+    for ids, n, generated in zip(trace.block_counts(), trace.input_tokens, trace.output_tokens):
+        yield max(ids, -(-(n + generated - 1) // block))
 
 
 def check_tiers(trace: Trace, tiers: ReplayTiers) -> None:
@@ -109,12 +134,12 @@ def check_tiers(trace: Trace, tiers: ReplayTiers) -> None:
         raise ReplayError("chunk_blocks", f"must be from 1 to {MAX_CHUNK_BLOCKS:,} blocks, got {tiers.chunk_blocks}")
     if tiers.gpu_blocks > MAX_GPU_BLOCKS:
         raise ReplayError("gpu_blocks", f"must be at most {MAX_GPU_BLOCKS:,} blocks, got {tiers.gpu_blocks:,}")
-    longest = max(trace.block_counts())
+    longest = max(kv_block_counts(trace))
     if tiers.gpu_blocks < longest:
         raise ReplayError(
             "gpu_blocks",
-            f"must hold the trace's longest prompt: at least {longest:,} blocks of {trace.block_tokens} tokens, "
-            f"got {tiers.gpu_blocks:,}",
+            f"must hold the trace's longest request, its prompt and generated tokens: at least {longest:,} blocks of "
+            f"{trace.block_tokens} tokens, got {tiers.gpu_blocks:,}",
         )
     if tiers.cpu_blocks is not None and not tiers.chunk_blocks <= tiers.cpu_blocks <= MAX_CPU_BLOCKS:
         raise ReplayError(
@@ -152,6 +177,7 @@ class ReplayOutcome:
         self.cpu_ev = (columns["cpu_ev_tokens"], columns["cpu_ev_first"], columns["cpu_ev_last"])
         self.ttft_ms = array("d", map(self._ttft, self.computed, self.cpu_hit, self.stored))
         self.explained: list[RequestRecord] | None = None  # the attributed records, when explained (sim.explain)
+        self.units = tiers.spec(trace.block_tokens).units
 
     def _ttft(self, computed: int, cpu: int, stored: int) -> float:
         return round(self.costs.ttft_ms(computed, cpu, 0, stored), 3)  # as Engine.process rounds it
@@ -179,21 +205,23 @@ class ReplayOutcome:
     def __len__(self) -> int:
         return len(self.gpu_hit)
 
+    def _evicted(self, i: int) -> list[dict[str, Any]]:
+        ev_blocks = self.gpu_ev[0][i]
+        cpu_tokens = self.cpu_ev[0][i]
+        if not (ev_blocks or cpu_tokens):
+            return []
+        gpu_ev = {SHARED_DOC: [ev_blocks, self.gpu_ev[1][i], self.gpu_ev[2][i]]} if ev_blocks else {}
+        cpu_ev = {SHARED_DOC: [cpu_tokens, self.cpu_ev[1][i], self.cpu_ev[2][i]]} if cpu_tokens else {}
+        return evicted_entries(self.units, self.trace.input_tokens[i], 0, 0, gpu_ev, [(CPU, cpu_ev)])
+
     def record(self, i: int) -> RequestRecord:
         """Request ``i``'s record, equal to the one the Python engine makes."""
         n = self.trace.input_tokens[i]
         gpu, cpu, computed, stored = self.gpu_hit[i], self.cpu_hit[i], self.computed[i], self.stored[i]
-        units = self.tiers.spec(self.trace.block_tokens).units
-        ev_blocks = self.gpu_ev[0][i]
-        cpu_tokens = self.cpu_ev[0][i]
-        evicted: list[dict[str, Any]] = []
-        if ev_blocks or cpu_tokens:
-            gpu_ev = {SHARED_DOC: [ev_blocks, self.gpu_ev[1][i], self.gpu_ev[2][i]]} if ev_blocks else {}
-            cpu_ev = {SHARED_DOC: [cpu_tokens, self.cpu_ev[1][i], self.cpu_ev[2][i]]} if cpu_tokens else {}
-            evicted = evicted_entries(units, n, 0, 0, gpu_ev, [(CPU, cpu_ev)])
         hits = {CPU: cpu} if cpu else {}
         rec = RequestRecord(
-            i, 1, "trace", SHARED_DOC, n, gpu, hits, computed, stored, self.ttft_ms[i], _source(gpu, hits, computed), evicted
+            i, 1, "trace", SHARED_DOC, n, gpu, hits, computed, stored, self.ttft_ms[i], _source(gpu, hits, computed),
+            self._evicted(i),
         )
         if self.explained is not None:
             done = self.explained[i]
@@ -261,6 +289,35 @@ class ReplayOutcome:
             row["timestamp_ms"] = stamps[i]
             yield row
 
+    def request_texts(self) -> Iterator[str]:
+        """``json.dumps`` of each of ``request_rows``, character for character, made without the dicts.
+
+        A day of traffic has hundreds of thousands of requests: building a
+        record, its dict and encoding it took most of ``replay --json``'s time.
+        The explained rows (their cause maps) still go through ``json.dumps``.
+        """
+        if self.explained is not None:
+            yield from map(json.dumps, self.request_rows())
+            return
+        stamps, inputs, ttfts = self.trace.timestamps_ms, self.trace.input_tokens, self.ttft_ms
+        cpu_key = json.dumps(CPU)
+        for i in range(len(self)):
+            gpu, cpu, computed = self.gpu_hit[i], self.cpu_hit[i], self.computed[i]
+            # Tier, source and part names are plain ASCII words: quoting them is all their encoding does.
+            evicted = ", ".join(
+                f'{{"tier": "{e["tier"]}", "doc": {e["doc"]}, "tokens": {e["tokens"]}, "start": {e["start"]}, '
+                f'"end": {e["end"]}, "part": "{e["part"]}"}}'
+                for e in self._evicted(i)
+            )
+            yield (
+                f'{{"seq": {i}, "pass": 1, "order": "trace", "doc": {SHARED_DOC}, "prompt_tokens": {inputs[i]}, '
+                f'"gpu_hit_tokens": {gpu}, "cpu_hit_tokens": {cpu}, "disk_hit_tokens": 0, '
+                f'"tier_hits": {f"{{{cpu_key}: {cpu}}}" if cpu else "{}"}, "computed_tokens": {computed}, '
+                f'"stored_tokens": {self.stored[i]}, "ttft_ms": {ttfts[i]!r}, '
+                f'"source": "{_source(gpu, {CPU: cpu} if cpu else {}, computed)}", '
+                f'"evicted": [{evicted}], "timestamp_ms": {stamps[i]!r}}}'
+            )
+
 
 def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, explain: bool = False) -> ReplayOutcome:
     """Replay the trace: compiled when the tiers are ones the kernel reproduces and the trace is large enough.
@@ -272,8 +329,8 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None,
     spec = tiers.spec(trace.block_tokens)
     if not explain and compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
         table, distinct = compiled.replay_columns(
-            trace.hash_ids, trace.offsets, trace.input_tokens, trace.block_tokens, tiers.gpu_blocks + 1,
-            tiers.chunk_blocks, spec.cpu_tokens or 0,
+            trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens, trace.block_tokens,
+            tiers.gpu_blocks + 1, tiers.chunk_blocks, spec.cpu_tokens or 0, spec.cpu_backend == "lmcache",
         )
         trace.counted_distinct(distinct)
         return ReplayOutcome.from_kernel(trace, tiers, costs, table)
@@ -315,9 +372,9 @@ def write_replay_json(outcome: ReplayOutcome, out: IO[str], timeline_buckets: in
         out.write(f" {json.dumps(key)}: {json.dumps(value)},\n")
     out.write(' "requests": [')
     sep = "\n  "
-    for row in outcome.request_rows():
+    for text in outcome.request_texts():
         out.write(sep)
-        out.write(json.dumps(row))
+        out.write(text)
         sep = ",\n  "
     out.write("\n ],\n")
     out.write(f' "totals": {json.dumps(outcome.totals())},\n')

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from sim.chunk_store import ChunkPolicy, CpuBackend
+from sim.chunk_store import DEFAULT_CPU_BACKEND, ChunkPolicy, CpuBackend
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
@@ -242,7 +242,7 @@ class Scenario(BaseModel):
         description="CPU tier eviction policy: lru (LMCache's default), fifo, lfu, mru (LMCache's), s3fifo, arc (libCacheSim's)",
     )
     cpu_backend: CpuBackend = Field(
-        default="lmcache",
+        default=DEFAULT_CPU_BACKEND,
         description="offload rules: lmcache (LMCache 0.5.6's own), vllm-native (vLLM 0.33's OffloadingConnector, "
         "--kv-offloading-backend native; cpu_gb is its --kv-offloading-size, the total over workers) or brief (the "
         "seed's three simplified rules)",

@@ -58,11 +58,67 @@ def stack_profile(stream: Sequence[Hashable]) -> StackProfile:
         if compiled.worth_it(len(stream)):
             cumulative, distinct = compiled.stack_histogram(stream)
             return StackProfile(len(stream), distinct, cumulative)
-    return python_stack_profile(stream)
+    return run_stack_profile(stream)
+
+
+def run_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
+    """``python_stack_profile``'s histogram, a run of re-references at a time.
+
+    A request that re-reads a prefix meets its blocks in the order an earlier
+    request left them: reference ``t + k`` last seen at ``p + k``. Every
+    reference of such a run has the same depth (the key at ``p + k`` leaves
+    the window as the key at ``t + k - 1`` enters it), and the run kills the
+    consecutive positions ``p .. p + L - 1``. So a run costs one depth query
+    and one range update, on a Fenwick tree pair that adds over a range and
+    sums a prefix, instead of one query and one update per reference.
+    """
+    n = len(stream)
+    # Dead positions, 1-based index j = position j - 1: prefix(i) = sum(b1[..i]) * i - sum(b2[..i]).
+    b1 = [0] * (n + 2)
+    b2 = [0] * (n + 2)
+    depth_count = [0] * (n + 1)
+
+    def flush(p: int, length: int, distinct: int) -> None:
+        i, s1, s2 = p, 0, 0
+        while i:
+            s1 += b1[i]
+            s2 += b2[i]
+            i &= i - 1
+        depth_count[distinct - p + s1 * p - s2] += length  # as python_stack_profile: distinct - p + dead before p
+        for start, v1, v2 in ((p + 1, 1, p), (p + length + 1, -1, -(p + length))):  # +1 on indices p+1 .. p+length
+            i = start
+            while i <= n:
+                b1[i] += v1
+                b2[i] += v2
+                i += i & -i
+
+    last: dict[Hashable, int] = {}
+    get = last.get
+    distinct = run_p = run_len = 0
+    expect = -2  # the previous position that continues the current run
+    for t, key in enumerate(stream):
+        if not t & 0xFFFF:
+            checkpoint()
+        p = get(key, -1)
+        last[key] = t
+        if p == expect:
+            run_len += 1
+            expect += 1
+            continue
+        if run_len:
+            flush(run_p, run_len, distinct)
+        if p < 0:
+            distinct += 1
+            run_len, expect = 0, -2
+        else:
+            run_p, run_len, expect = p, 1, p + 1
+    if run_len:
+        flush(run_p, run_len, distinct)
+    return StackProfile(n, distinct, array("q", accumulate(depth_count[: distinct + 1])))
 
 
 def python_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
-    """The reference loop: Fenwick-tree depths in pure Python."""
+    """The reference loop: Fenwick-tree depths in pure Python, one reference at a time."""
     n = len(stream)
     tree = [0] * (n + 1)  # tree[j] covers dead positions; index j is position j - 1
     depth_count = [0] * (n + 1)

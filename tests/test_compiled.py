@@ -68,27 +68,73 @@ def traces(draw: st.DrawFn) -> Trace:
         prompts.append(ids)
         # Any length whose blocks are exactly these ids: from 4 * (len - 1) + 1 to 4 * len tokens.
         tokens = draw(st.integers(BLOCK * (len(ids) - 1) + 1, BLOCK * len(ids)))
-        lines.append(json.dumps({"timestamp": len(lines), "input_length": tokens, "output_length": 1, "hash_ids": ids}))
+        # Decode: 0 or 1 generate no KV; more fill the partial block and whole blocks after it.
+        output = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 9, 14]))
+        lines.append(json.dumps({"timestamp": len(lines), "input_length": tokens, "output_length": output, "hash_ids": ids}))
     return parse_trace("\n".join(lines).encode(), BLOCK)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(trace=traces(), gpu_extra=st.integers(0, 30), cpu=st.one_of(st.none(), st.integers(1, 40)), chunk_blocks=st.integers(1, 3))
+def longest_kv_blocks(trace: Trace) -> int:
+    """The most blocks one request holds, its generated tokens' included (the pool must hold them)."""
+    return max(max(b, -(-(n + o - 1) // BLOCK)) for b, n, o in zip(trace.block_counts(), trace.input_tokens, trace.output_tokens))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    trace=traces(), gpu_extra=st.integers(0, 30), cpu=st.one_of(st.none(), st.integers(1, 40)), chunk_blocks=st.integers(1, 3),
+    backend=st.sampled_from(["lmcache", "brief"]),
+)
 def test_replay_records_equal_the_python_engines_on_random_traces(
-    trace: Trace, gpu_extra: int, cpu: int | None, chunk_blocks: int, force  # type: ignore[no-untyped-def]
+    trace: Trace, gpu_extra: int, cpu: int | None, chunk_blocks: int, backend: str, force  # type: ignore[no-untyped-def]
 ) -> None:
-    longest = max(trace.block_counts())
     cpu_blocks = None if cpu is None else max(cpu, chunk_blocks)
-    tiers = ReplayTiers(longest + gpu_extra, cpu_blocks, chunk_blocks)
+    tiers = ReplayTiers(longest_kv_blocks(trace) + gpu_extra, cpu_blocks, chunk_blocks, backend)  # type: ignore[arg-type]
     assert compiled_records(trace, tiers, force) == python_records(trace, tiers)
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_lmcache_reserves_before_it_stores_where_the_brief_evicts(engine: str, force) -> None:  # type: ignore[no-untyped-def]
+    # One request of two full 4-token blocks (ids 0 and 1), one-block chunks, a CPU of one chunk.
+    # LMCache (ChunkStore.store_reserving): chunk 0 reserves the one slot; chunk 1 finds the tier full of
+    # reservations with nothing stored to evict, so the store gives up: 4 tokens stored, nothing evicted.
+    # The brief (put_many): chunk 0 is put, chunk 1 evicts it: 8 tokens written, chunk 0 (tokens 0-4) evicted.
+    trace = parse_trace(json.dumps({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [0, 1]}).encode(), BLOCK)
+    force(engine)
+    lm = [r.to_dict() for r in run_replay(trace, ReplayTiers(2, 1, 1, "lmcache")).records()]
+    brief = [r.to_dict() for r in run_replay(trace, ReplayTiers(2, 1, 1, "brief")).records()]
+    assert (lm[0]["stored_tokens"], lm[0]["evicted"]) == (4, [])
+    assert brief[0]["stored_tokens"] == 8
+    assert brief[0]["evicted"] == [{"tier": "cpu", "doc": -1, "tokens": 4, "start": 0, "end": 4, "part": "head"}]
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_lmcache_reserves_for_a_chunk_it_holds_and_that_can_evict_the_chunk_itself(engine: str, force) -> None:  # type: ignore[no-untyped-def]
+    # One-block chunks of 4 tokens, a CPU of two chunks. r0 [10, 11] stores both: the tier holds 10, 11 (front first).
+    # r1 [20, 11]: its lookup finds nothing (20 is the first chunk and absent), so LMCache's store covers both chunks.
+    # Reserving 20 evicts the front, 10; reserving 11, although held, finds the tier full again (11 stored + 20
+    # reserved) and evicts the front, which is 11 itself. Then 20 is put, and 11, no longer held, is put again.
+    # So r1 evicts 8 tokens, chunks 0 and 1 (tokens 0-8), and stores 8. Reserving only for chunks not held
+    # would evict 10 alone.
+    lines = [
+        {"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [10, 11]},
+        {"timestamp": 1, "input_length": 8, "output_length": 1, "hash_ids": [20, 11]},
+    ]
+    trace = parse_trace("\n".join(json.dumps(line) for line in lines).encode(), BLOCK)
+    force(engine)
+    r1 = list(run_replay(trace, ReplayTiers(2, 2, 1, "lmcache")).records())[1].to_dict()
+    assert r1["stored_tokens"] == 8
+    assert [e for e in r1["evicted"] if e["tier"] == "cpu"] == [
+        {"tier": "cpu", "doc": -1, "tokens": 8, "start": 0, "end": 8, "part": "whole"}
+    ]
+
+
+@pytest.mark.parametrize("backend", ["lmcache", "brief"])
 @pytest.mark.parametrize(("gpu_blocks", "cpu_blocks", "chunk_blocks"), [(400, None, 1), (2000, None, 1), (400, 4000, 1), (2000, 20000, 1), (1000, 6000, 4)])
 def test_replay_records_equal_the_python_engines_on_the_mooncake_sample(
-    gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int, force  # type: ignore[no-untyped-def]
+    gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int, backend: str, force  # type: ignore[no-untyped-def]
 ) -> None:
     trace = open_trace("mooncake-synthetic")
-    tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks)
+    tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, backend)  # type: ignore[arg-type]
     expected = python_records(trace, tiers)
     assert compiled_records(trace, tiers, force) == expected
     # The comparison means something: the tiers are small enough to evict.

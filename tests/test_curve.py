@@ -16,7 +16,7 @@ from bench import _libcachesim
 from sim.curve import lru_curve, scenario_stream, trace_stream
 from sim.presets import preset_fields
 from sim.scenario import Scenario
-from sim.stack_distance import curve_capacities, lru_hits, stack_profile
+from sim.stack_distance import curve_capacities, lru_hits, python_stack_profile, run_stack_profile, stack_profile
 from sim.trace import open_trace
 
 
@@ -134,3 +134,27 @@ def test_curve_equals_libcachesim_lru_on_the_flattened_trace() -> None:
         theirs = _libcachesim.lru_hit_ratios(path, capacities, profile.distinct)
     for capacity, ratio in zip(capacities, theirs):
         assert abs(profile.hit_ratio(capacity) - ratio) <= 1e-6, capacity
+
+
+@st.composite
+def rereading_streams(draw: st.DrawFn) -> list[int]:
+    """Streams that re-read earlier stretches in order, as requests re-read prefixes: runs of the batched loop."""
+    stream = draw(st.lists(st.integers(0, 40), max_size=60))
+    for _ in range(draw(st.integers(0, 6))):
+        if stream and draw(st.booleans()):
+            lo = draw(st.integers(0, len(stream) - 1))
+            stream += stream[lo : draw(st.integers(lo, len(stream)))]
+        else:
+            stream += draw(st.lists(st.integers(0, 60), max_size=20))
+    return stream
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream=rereading_streams())
+def test_the_run_batched_loop_equals_the_reference_loop(stream: list[int]) -> None:
+    assert run_stack_profile(stream) == python_stack_profile(stream)
+
+
+def test_the_run_batched_loop_equals_the_reference_loop_on_the_sample() -> None:
+    stream = open_trace("mooncake-synthetic").block_stream()
+    assert run_stack_profile(stream) == python_stack_profile(stream)

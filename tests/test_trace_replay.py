@@ -48,6 +48,28 @@ def test_gpu_prefix_hits_last_token_rule_and_eviction() -> None:
     assert result["tiers"] == [{"name": "gpu", "lookup_blocks": 8, "hit_blocks": 4, "hit_ratio": 0.5, "capacity_blocks": 3}]
 
 
+def test_decode_fills_blocks_that_are_cached_and_evicted_like_the_prompts() -> None:
+    # 4-token blocks, 3 usable GPU blocks b1..b3. r0: 6 prompt tokens (ids 1 and a partial 2), 7 output tokens:
+    # decode gives KV to 6 of them (the last sampled token has none), 12 tokens = 3 full blocks: key 1, then
+    # two generated blocks (positions 1 and 2) that no later prompt holds. All three are hashed, so all are
+    # freed to the back, tail first: queue [b3 (pos 2), b2 (pos 1), b1 (key 1)].
+    # r1: 8 tokens [1, 5]: at most (8-1)//4 = 1 block hits (key 1, b1); its second block pops b3 from the
+    # front, evicting the generated block at tokens 8-12. Without decode r0's partial block would have gone
+    # to the front unhashed and been reused without an eviction.
+    lines = [
+        {"timestamp": 0, "input_length": 6, "output_length": 7, "hash_ids": [1, 2]},
+        {"timestamp": 1, "input_length": 8, "output_length": 1, "hash_ids": [1, 5]},
+    ]
+    trace = parse_trace("\n".join(json.dumps(line) for line in lines).encode(), 4)
+    reqs = replay(trace, ReplayTiers(gpu_blocks=3))["requests"]
+    assert [r["gpu_hit_tokens"] for r in reqs] == [0, 4]
+    assert reqs[0]["evicted"] == []
+    assert [(e["tier"], e["tokens"], e["start"], e["end"]) for e in reqs[1]["evicted"]] == [("gpu", 4, 8, 12)]
+    # The pool must hold a request's generated blocks too: r0 needs 3, though its prompt has 2 ids.
+    with pytest.raises(ReplayError, match="at least 3 blocks"):
+        replay(trace, ReplayTiers(gpu_blocks=2))
+
+
 def test_cpu_tier_serves_what_the_gpu_evicted() -> None:
     trace = trace_of(
         (8, [1, 2]),  # A: computed, written through to CPU
@@ -203,3 +225,15 @@ def test_replay_under_lmcache_stores_what_the_gpu_had_and_the_cpu_lacked(tmp_pat
         assert result.exit_code == 0, result.output
         stored[backend] = [r["stored_tokens"] for r in json.loads(result.output)["requests"]]
     assert stored == {"brief": [8, 8, 4], "lmcache": [8, 8, 8]}
+
+
+@pytest.mark.parametrize("cpu_blocks", [None, 4000])
+def test_request_texts_are_the_rows_json_encoded(cpu_blocks: int | None) -> None:
+    # replay --json writes each request's text without building its dict; it must be json.dumps of the row.
+    # At 400 GPU blocks (and 4,000 CPU blocks) the sample evicts from both tiers, so the evicted lists are filled.
+    from sim.replay import run_replay
+
+    outcome = run_replay(open_trace("mooncake-synthetic"), ReplayTiers(400, cpu_blocks))
+    rows = list(outcome.request_rows())
+    assert any(r["evicted"] for r in rows) and any(r["tier_hits"] for r in rows) == bool(cpu_blocks)
+    assert list(outcome.request_texts()) == [json.dumps(r) for r in rows]

@@ -11,7 +11,7 @@ from app.cli.scenario_flags import load_costs, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim import stats
-from sim.chunk_store import CPU_BACKENDS, CpuBackend
+from sim.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, CpuBackend
 from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, run_replay, write_replay_json
 from sim.trace import TraceFormat
 from sim.work import trace_cost
@@ -28,9 +28,9 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @click.option("--cpu-blocks", type=click.IntRange(1, MAX_CPU_BLOCKS), default=None, help="add a CPU tier of this many blocks")
 @click.option("--chunk-blocks", type=click.IntRange(1, MAX_CHUNK_BLOCKS), default=1, show_default=True,
               help="blocks per CPU chunk")
-@click.option("--cpu-backend", type=click.Choice(CPU_BACKENDS), default="brief", show_default=True,
-              help="the CPU tier's rules: brief (what the compiled replay reproduces), lmcache (LMCache's own) or "
-              "vllm-native (vLLM's OffloadingConnector; chunks are its offload blocks), the last two in Python")
+@click.option("--cpu-backend", type=click.Choice(CPU_BACKENDS), default=DEFAULT_CPU_BACKEND, show_default=True,
+              help="the CPU tier's rules: lmcache (LMCache's own), brief (the seed's), both compiled for large "
+              "traces, or vllm-native (vLLM's OffloadingConnector; chunks are its offload blocks) in Python")
 @click.option("--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")

@@ -7,7 +7,7 @@ from typing import Any
 
 from sim import stats
 from sim.advise.candidate import TIERS, Candidate, Outcome, field_choices
-from sim.replay import ReplayTiers, run_replay
+from sim.replay import ReplayTiers, kv_block_counts, run_replay
 from sim.scenario import Scenario
 from sim.simulation import run_records
 from sim.trace import Trace, open_trace
@@ -145,7 +145,7 @@ class TraceWorkload:
 
     @property
     def min_gpu_tokens(self) -> int:
-        return (max(self.trace.block_counts()) + 1) * self.block  # the longest prompt and the null block
+        return (max(kv_block_counts(self.trace)) + 1) * self.block  # the longest request (decode too) and the null block
 
     @property
     def footprint_tokens(self) -> int:

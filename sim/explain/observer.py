@@ -149,7 +149,7 @@ class Attributor:
     def _gpu(self, req: Request, gpu_hit: int) -> tuple[dict[str, int], dict[str, Any] | None, int]:
         block, n, keys = self.block, req.prompt_tokens, req.block_keys
         hit = gpu_hit // block
-        full, most = len(keys), req.max_hit_blocks
+        full, most = min(len(keys), n // block), req.max_hit_blocks  # the prompt's full blocks: not decode's
         missed = keys[hit:most]
         causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
         if n > full * block:
