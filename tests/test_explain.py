@@ -181,6 +181,28 @@ def test_evicted_blocks_name_the_request_that_evicted_them() -> None:
     assert rec.evicted_misses[0]["by"] == [{"seq": 1, "tokens": 4}]
 
 
+def test_a_bounded_history_forgets_the_oldest_evictions_and_keeps_exact_sums() -> None:
+    engine = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=4 * 4))
+    attributor = attach(engine, remember=4)
+    # 3 usable blocks; each request (9 tokens: two full blocks and a partial one) takes all three, so it evicts
+    # the two keys of the request before it.
+    for seq in range(6):
+        engine.process(_req(seq, [10 * seq + 1, 10 * seq + 2], 9))
+        assert len(attributor.gpu.gone) <= 4 + 2  # trimmed to at most 4 before each request adds its two
+    # Before request 6 the history holds 6 keys evicted by requests 3, 4 and 5, so it keeps the later half (by
+    # 4 and 5). Request 0's keys (evicted by request 1) are forgotten: first-seen again; request 4's keys
+    # (evicted by request 5) are remembered.
+    old, _ = engine.process(_req(6, [1, 2], 9), emit=False)
+    assert old.gpu_miss == {"partial-block": 1, "first-seen": 8}
+    engine2 = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=4 * 4))
+    attach(engine2, remember=4)
+    for seq in range(6):
+        engine2.process(_req(seq, [10 * seq + 1, 10 * seq + 2], 9))
+    recent, _ = engine2.process(_req(6, [41, 42], 9), emit=False)
+    assert recent.gpu_miss == {"partial-block": 1, "evicted": 8}
+    assert recent.evicted_misses[0]["by"] == [{"seq": 5, "tokens": 8}]
+
+
 def test_attaching_after_the_first_request_is_refused() -> None:
     engine = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=40))
     engine.process(_req(0, [1], 4))

@@ -121,9 +121,15 @@ def _is_evicted(state: Any) -> bool:
 
 
 class Attributor:
-    """Attach to an engine (``attach``): every record it makes then carries ``gpu_miss``, ``computed`` and more."""
+    """Attach to an engine (``attach``): every record it makes then carries ``gpu_miss``, ``computed`` and more.
 
-    def __init__(self, engine: Engine) -> None:
+    ``remember``: at most this many evicted units per tier are remembered (None: all). A long-running twin
+    (the watch) sets it: when a tier's history grows past it, its older half of evictions is forgotten, and
+    a unit evicted that long ago counts as ``first-seen`` again. The maps still sum exactly.
+    """
+
+    def __init__(self, engine: Engine, remember: int | None = None) -> None:
+        self.remember = remember
         self.block = engine.units.block
         self.chunk = engine.units.chunk
         self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached)
@@ -136,6 +142,8 @@ class Attributor:
         seq = req.seq
         for tier in self._tiers:
             tier.eviction_seq = seq  # what this request's allocation and stores evict, it evicts
+        if self.remember is not None:
+            self._forget_old()
         gpu_miss, gpu_entry, gpu_bound = self._gpu(req, gpu_hit)
         if not self.offload:
             return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
@@ -143,6 +151,21 @@ class Attributor:
         if gpu_entry is not None:
             entries.insert(0, gpu_entry)
         return gpu_miss, computed, entries, max(gpu_bound, bound)
+
+    def _forget_old(self) -> None:
+        """Keep each tier's history within ``remember`` units: the later half of its evictions (by seq) stays."""
+        assert self.remember is not None
+        for history in (self.gpu, *self.offload):
+            gone = history.gone
+            if len(gone) > self.remember:
+                cutoff = sorted(gone.values())[len(gone) // 2]
+                kept = {k: s for k, s in gone.items() if s >= cutoff}
+                if len(kept) > self.remember:  # one request evicted most of them: keep only later ones
+                    kept = {k: s for k, s in kept.items() if s > cutoff}
+                gone.clear()
+                gone.update(kept)  # the tier writes into this very dict
+        if len(self.seen_partial) > self.remember:
+            self.seen_partial.clear()  # only the infinite-cache bound reads it: then it is lower, never wrong in sum
 
     # -- the GPU: blocks ---------------------------------------------------
 
@@ -277,10 +300,12 @@ class _Weights:
         return tokens
 
 
-def attach(engine: Engine) -> Attributor:
-    """Attribute every request the engine serves from now on; the engine must not have served any yet."""
+def attach(engine: Engine, remember: int | None = None) -> Attributor:
+    """Attribute every request the engine serves from now on; the engine must not have served any yet.
+
+    ``remember`` bounds the eviction history per tier (``Attributor``)."""
     if engine.records:
         raise ValueError("attach an attributor before the engine serves its first request")
-    attributor = Attributor(engine)
+    attributor = Attributor(engine, remember)
     engine.observer = attributor
     return attributor
