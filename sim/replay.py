@@ -30,7 +30,7 @@ from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
 from sim.explain.columns import ExplainedColumns, explain_trace
-from sim.explain.observer import attach
+from sim.explain.observer import attach, key_slots
 from sim.explain.summary import totals as explain_totals
 from sim.result import totals_of
 from sim.trace import Trace
@@ -283,9 +283,10 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None,
             outcome.explained = explain_trace(trace, tiers)
         return outcome
     engine = Engine(tiers.run, spec, costs)
+    requests = trace_requests(trace, tiers.chunk_blocks)
     if explain:
-        attach(engine)
-    records = engine.run_all(trace_requests(trace, tiers.chunk_blocks))
+        attach(engine, slots=key_slots(requests))
+    records = engine.run_all(requests)
     outcome = ReplayOutcome.from_records(trace, tiers, costs, records)
     if explain:
         outcome.explained = records

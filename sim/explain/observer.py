@@ -54,24 +54,49 @@ class TierHistory:
 
     ``gone`` is the tier's ``eviction_log``: the tier writes it as it evicts,
     with the seq the observer set before the request's allocation and stores.
+    It is a dict, or with ``slots`` a list indexed by the key itself (``key_slots``).
     """
 
-    __slots__ = ("name", "tier", "gone", "held")
+    __slots__ = ("name", "tier", "gone", "held", "get")
 
-    def __init__(self, name: str, tier: Any, held: Any) -> None:
+    def __init__(self, name: str, tier: Any, held: Any, slots: int | None = None) -> None:
         self.name = name
         self.tier = tier
-        self.gone: dict[int, int] = {}
+        self.gone: dict[int, int] | list[int | None] = {} if slots is None else [None] * slots
+        self.get = self.gone.get if isinstance(self.gone, dict) else self.gone.__getitem__
         tier.eviction_log = self.gone
         self.held = held
 
     def states(self, keys: Sequence[int]) -> list[int | None]:
         """Per key: ``HELD``, the evicting seq, or None (never held)."""
-        gone = list(map(self.gone.get, keys))
-        if not self.held.keys() & keys:
+        gone = list(map(self.get, keys))
+        if self.held.keys().isdisjoint(keys):
             return gone
         held = self.held
         return [HELD if k in held else g for k, g in zip(keys, gone)]
+
+
+# Keys this far from 0 are hashes, not ids: no list of slots for them.
+_MAX_SLOTS = 1 << 26
+
+
+def key_slots(requests: Sequence[Request]) -> int | None:
+    """A list length that gives every key of ``requests`` its own slot, if their keys are small integers.
+
+    A trace's keys are its hash ids (small, mostly dense) and the generated
+    blocks' own negative keys; a list indexed by key then keeps the eviction
+    history in a few bytes per key, where a dict of every key ever evicted
+    spends most of attribution's time on cache misses. A key ``-j`` indexes
+    slot ``len - j`` (Python's negative index), past every non-negative key.
+    None when the keys are hashes (scenarios'): the history stays a dict.
+    """
+    top, low, refs = -1, 0, 0
+    for req in requests:
+        keys = req.block_keys
+        if keys:
+            top, low, refs = max(top, max(keys)), min(low, min(keys)), refs + len(keys)
+    slots = top + 1 - low
+    return slots if top < _MAX_SLOTS and -low < _MAX_SLOTS and slots <= 4 * refs + 1024 else None
 
 
 def _entry(tier: str, by: dict[int, int], start: int, end: int, first_end: int, unseen_at: int, lo: int, hi: int
@@ -96,7 +121,11 @@ def _entry(tier: str, by: dict[int, int], start: int, end: int, first_end: int, 
 
 
 def _span(states: list[Any], match: Any) -> tuple[int, int]:
-    """First and last index whose state passes ``match``."""
+    """First and last index whose state passes ``match`` (``_is_evicted`` tested inline: no call per state)."""
+    if match is _is_evicted:
+        lo = next(i for i, s in enumerate(states) if s is not None and s != HELD)
+        hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if s is not None and s != HELD)
+        return lo, hi
     lo = next(i for i, s in enumerate(states) if match(s))
     hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if match(s))
     return lo, hi
@@ -128,12 +157,14 @@ class Attributor:
     a unit evicted that long ago counts as ``first-seen`` again. The maps still sum exactly.
     """
 
-    def __init__(self, engine: Engine, remember: int | None = None) -> None:
+    def __init__(self, engine: Engine, remember: int | None = None, slots: int | None = None) -> None:
+        if remember is not None and slots is not None:
+            raise ValueError("a bounded history (remember) is a dict: give no key slots")
         self.remember = remember
         self.block = engine.units.block
         self.chunk = engine.units.chunk
-        self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached)
-        self.offload = [TierHistory(s.name, s, s.chunks) for s in engine.offload]
+        self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached, slots)
+        self.offload = [TierHistory(s.name, s, s.chunks, slots) for s in engine.offload]
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
         self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
         self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
@@ -157,6 +188,7 @@ class Attributor:
         assert self.remember is not None
         for history in (self.gpu, *self.offload):
             gone = history.gone
+            assert isinstance(gone, dict)
             if len(gone) > self.remember:
                 cutoff = sorted(gone.values())[len(gone) // 2]
                 kept = {k: s for k, s in gone.items() if s >= cutoff}
@@ -172,31 +204,48 @@ class Attributor:
     def _gpu(self, req: Request, gpu_hit: int) -> tuple[dict[str, int], dict[str, Any] | None, int]:
         block, n, keys = self.block, req.prompt_tokens, req.block_keys
         hit = gpu_hit // block
-        full, most = len(keys), req.max_hit_blocks
-        missed = keys[hit:most]
+        full, most = min(len(keys), n // block), req.max_hit_blocks  # the prompt's full blocks: not decode's
         causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
         if n > full * block:
             causes[PARTIAL_BLOCK] = n - full * block
         if most < full:
             causes[LAST_TOKEN] = (full - most) * block
+        if hit >= most:
+            return causes, None, hit * block
+        missed = keys[hit:most]
+        m = len(missed)
+        # The states inline (TierHistory.states): this runs once per request, and most requests are one of a
+        # few shapes (all never seen; evicted, then never seen), so those are told apart by C-level counts.
+        states = list(map(self.gpu.get, missed))
+        held_now = self.gpu.held
+        held = 0
+        if not held_now.keys().isdisjoint(missed):
+            states = [HELD if k in held_now else g for k, g in zip(missed, states)]
+            held = states.count(HELD)
+        unseen = states.count(None)
+        if unseen == m:
+            causes[FIRST_SEEN] = m * block
+            return causes, None, hit * block
+        unseen_at = states.index(None) if unseen else m
+        if unseen:
+            causes[FIRST_SEEN] = unseen * block
         entry = None
-        unseen_at = 0
-        if missed:
-            states = self.gpu.states(missed)
-            counts = _count(states)
-            unseen = counts.pop(None, 0)
-            held = counts.pop(HELD, 0)
-            unseen_at = states.index(None) if unseen else len(states)
-            if unseen:
-                causes[FIRST_SEEN] = unseen * block
-            if counts:
-                causes[EVICTED] = (len(states) - unseen - held) * block
+        evicted = m - unseen - held
+        if evicted:
+            causes[EVICTED] = evicted * block
+            if not held and unseen_at + unseen == m:  # evicted, then never held: the span is the head
+                lo, hi = 0, unseen_at - 1
+                counts = _count(states[:unseen_at] if unseen else states)
+            else:
                 lo, hi = _span(states, _is_evicted)
-                by = {s: c * block for s, c in counts.items()}
-                entry = _entry(GPU, by, (hit + lo) * block, (hit + hi + 1) * block, (hit + lo + 1) * block,
-                               unseen_at, lo, hi)
-            if held:
-                causes[CHAIN_BROKEN] = held * block
+                counts = _count(states)
+                counts.pop(None, None)
+                counts.pop(HELD, None)
+            by = {s: c * block for s, c in counts.items()}
+            entry = _entry(GPU, by, (hit + lo) * block, (hit + hi + 1) * block, (hit + lo + 1) * block,
+                           unseen_at, lo, hi)
+        if held:
+            causes[CHAIN_BROKEN] = held * block
         return causes, entry, (hit + unseen_at) * block
 
     # -- the offload tiers: chunks -------------------------------------------
@@ -261,7 +310,7 @@ class Attributor:
             if any(key in t.held for t in tiers):
                 out.append(HELD)
                 continue
-            out.append(next(((t.name, t.gone[key]) for t in reversed(tiers) if key in t.gone), None))
+            out.append(next(((t.name, t.get(key)) for t in reversed(tiers) if t.get(key) is not None), None))
         return out
 
     def _offload_entries(self, states: list[Any], counts: dict[Any, int], weights: _Weights, unseen_at: int
@@ -300,12 +349,13 @@ class _Weights:
         return tokens
 
 
-def attach(engine: Engine, remember: int | None = None) -> Attributor:
+def attach(engine: Engine, remember: int | None = None, slots: int | None = None) -> Attributor:
     """Attribute every request the engine serves from now on; the engine must not have served any yet.
 
-    ``remember`` bounds the eviction history per tier (``Attributor``)."""
+    ``remember`` bounds the eviction history per tier (``Attributor``); ``slots`` (``key_slots`` of every
+    request the engine will serve) keeps it in a list indexed by key instead of a dict."""
     if engine.records:
         raise ValueError("attach an attributor before the engine serves its first request")
-    attributor = Attributor(engine, remember)
+    attributor = Attributor(engine, remember, slots)
     engine.observer = attributor
     return attributor
