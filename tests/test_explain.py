@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from sim.calibrate import seed_scenario
 from sim.engine import Engine, RequestRecord, TierSpec
 from sim.explain import attach
+from sim.explain.observer import key_slots
 from sim.explain.capacity import fill_needs, resized
 from sim.explain.causes import PRECEDENCE
 from sim.explain.summary import needs, totals
@@ -412,3 +413,27 @@ def test_the_infinite_cache_bound_on_the_mooncake_sample() -> None:
     huge = resized(huge, "cpu", sum(len(r.chunk_keys) for r in requests) * spec.units.chunk)
     unbounded = Engine("unbounded", huge).run_all(requests)
     assert [r.infinite_hit_tokens for r in records] == [r.prompt_tokens - r.computed_tokens for r in unbounded]
+
+
+def test_a_history_indexed_by_key_gives_what_the_dict_gives() -> None:
+    # The Mooncake sample through a GPU of 400 blocks and a CPU of 4,000 (both evict), plus requests whose keys
+    # are negative (as generated blocks' keys are), which index the list from its end.
+    trace = open_trace("mooncake-synthetic")
+    requests = trace_requests(trace, 1)[:600]
+    top = max(max(r.block_keys) for r in requests if r.block_keys)
+    for i in range(40):  # 3 full blocks of 512 tokens and 5 more; keys down to -119
+        keys = [-1 - 3 * i, -2 - 3 * i, top]
+        requests.append(Request(len(requests), 1, "trace", -1, 3 * 512 + 5, keys, 4, 3, keys, 512))
+    slots = key_slots(requests)
+    assert slots is not None and slots >= top + 1 + 119  # every non-negative key, and the negative ones below
+    assert key_slots([_req(0, [2**62, 5], 8)]) is None  # hashes keep the dict
+
+    def run(slots: int | None) -> list[dict]:
+        engine = Engine("gpu+cpu", TierSpec(Units(512, 512), gpu_tokens=512 * 401, cpu_tokens=512 * 4000,
+                                            cpu_backend="brief"))
+        attach(engine, slots=slots)
+        return [r.to_dict() for r in engine.run_all(requests)]
+
+    by_list, by_dict = run(slots), run(None)
+    assert by_list == by_dict
+    assert any("evicted" in r["gpu_miss"] for r in by_dict) and any("evicted" in r["computed"] for r in by_dict)
