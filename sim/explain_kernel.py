@@ -28,7 +28,9 @@ PARTIAL, LAST, FIRST_SEEN, EVICTED, CHAIN, START, END, FIRST_END, REACH_FIRST, R
 TIER_COLUMNS = 12
 GPU_AT, CPU_AT = 0, TIER_COLUMNS
 INFINITE = 2 * TIER_COLUMNS
-COMPUTED = INFINITE + 1
+# The replay's own figures, as the replay kernel's table has them: the caller checks they agree (same rules).
+GPU_HIT = INFINITE + 1
+COMPUTED = INFINITE + 2
 COLUMNS = COMPUTED + 1
 
 
@@ -133,6 +135,7 @@ def explain_replay(
                     _push_back(c_nxt, c_prv, c_sentinel, k)
         hit_end = max(gpu_hit, aligned)
         row = out[r]
+        row[GPU_HIT] = gpu_hit
         row[COMPUTED] = n - hit_end
 
         # Attributor._gpu: the blocks [h, most) missed; structural causes first (sim.explain.causes).

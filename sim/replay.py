@@ -280,8 +280,9 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None,
         trace.counted_distinct(distinct)
         outcome = ReplayOutcome.from_kernel(trace, tiers, costs, table)
         if explain:
-            outcome.explained = explain_trace(trace, tiers)
-        return outcome
+            outcome.explained = explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed)
+        if not explain or outcome.explained is not None:
+            return outcome
     engine = Engine(tiers.run, spec, costs)
     requests = trace_requests(trace, tiers.chunk_blocks)
     if explain:

@@ -67,3 +67,19 @@ def test_compiled_attribution_equals_the_observers_on_the_mooncake_sample(
         assert any(e["tier"] == "cpu" for r in records for e in r["evicted_misses"])
         for cause in ("first-seen", "evicted", "partial-chunk"):
             assert any(cause in r["computed"] for r in records), cause
+
+
+def test_the_kernel_refuses_a_replay_whose_figures_it_does_not_reproduce(monkeypatch: pytest.MonkeyPatch) -> None:
+    from array import array
+
+    from sim.explain.columns import explain_trace
+
+    monkeypatch.setenv(compiled.ENGINE_ENV, "compiled")
+    trace = open_trace("mooncake-synthetic")
+    tiers = ReplayTiers(400, 4000)
+    outcome = run_replay(trace, tiers)
+    assert explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed) is not None
+    # One request computed one token more than the kernel's run says: the replay followed other rules.
+    computed = array("q", outcome.computed)
+    computed[7] += 1
+    assert explain_trace(trace, tiers, outcome.gpu_hit, computed) is None

@@ -90,8 +90,13 @@ class ExplainedColumns:
         }
 
 
-def explain_trace(trace: Trace, tiers: ReplayTiers) -> ExplainedColumns:
-    """The compiled attribution of the trace's replay on ``tiers`` (ones ``sim.compiled.kernel_reproduces``)."""
+def explain_trace(trace: Trace, tiers: ReplayTiers, gpu_hit: Any = None, computed: Any = None) -> ExplainedColumns | None:
+    """The compiled attribution of the trace's replay on ``tiers`` (ones ``sim.compiled.kernel_reproduces``).
+
+    ``gpu_hit`` and ``computed``: the replay's own columns; None if the attribution kernel's run of the
+    same requests does not give exactly them (the replay follows rules this kernel does not: the caller
+    then attributes with the Python engine).
+    """
     import numpy as np
 
     from sim import explain_kernel, kernels
@@ -102,4 +107,9 @@ def explain_trace(trace: Trace, tiers: ReplayTiers) -> ExplainedColumns:
         dense, np.frombuffer(trace.offsets, dtype=np.int64), np.frombuffer(trace.input_tokens, dtype=np.int64),
         trace.block_tokens, tiers.gpu_blocks + 1, distinct, tiers.chunk_blocks, spec.cpu_tokens or 0,
     )
+    if gpu_hit is not None and not (
+        np.array_equal(table[:, explain_kernel.GPU_HIT], np.frombuffer(gpu_hit, dtype=np.int64))
+        and np.array_equal(table[:, explain_kernel.COMPUTED], np.frombuffer(computed, dtype=np.int64))
+    ):
+        return None
     return ExplainedColumns(table, by, trace.input_tokens, spec.cpu_tokens is not None)
