@@ -56,6 +56,117 @@ def _append_by(by: np.ndarray, used: int, seqs: np.ndarray, tokens: np.ndarray, 
 
 
 @njit(cache=True)
+def attribute(
+    row: np.ndarray, r: int, keys: np.ndarray, lo: int, n: int, block: int, chunk_blocks: int, h: int, hit_end: int,
+    cached: np.ndarray, g_gone: np.ndarray, c_in: np.ndarray, c_gone: np.ndarray, has_cpu: bool, by: np.ndarray,
+    used: int,
+) -> tuple[np.ndarray, int]:
+    """Request ``r``'s attribution into ``row``, at lookup time (the GPU hit ``h`` blocks, the stack ``hit_end``
+    tokens), from what each tier holds (``cached`` >= 0, ``c_in``) and the request that evicted each id last
+    (``g_gone``, ``c_gone``: -1 never); its ``by`` rows appended to ``by`` (returned with the rows used).
+
+    The one call a replay loop makes per request to be explained, besides writing ``g_gone[id] = r`` and
+    ``c_gone[id] = r`` where it evicts.
+    """
+    nfull = n // block
+    most = min((n - 1) // block, nfull)
+    chunk = block * chunk_blocks
+    nck = nfull // chunk_blocks
+    seqs = np.empty(max(nfull, 1), np.int64)
+    toks = np.empty(max(nfull, 1), np.int64)
+    # Attributor._gpu: the blocks [h, most) missed; structural causes first (sim.explain.causes).
+    g = GPU_AT
+    row[g + PARTIAL] = n - nfull * block
+    row[g + LAST] = (nfull - most) * block
+    unseen_at = most - h
+    first_ev = -1
+    last_ev = -1
+    count = 0
+    for i in range(h, most):
+        key = keys[lo + i]
+        if cached[key] >= 0:
+            row[g + CHAIN] += block
+        elif g_gone[key] >= 0:
+            row[g + EVICTED] += block
+            if first_ev < 0:
+                first_ev = i - h
+            last_ev = i - h
+            seqs[count] = g_gone[key]
+            toks[count] = block
+            count += 1
+        else:
+            row[g + FIRST_SEEN] += block
+            unseen_at = min(unseen_at, i - h)
+    row[g + BY_LO] = used
+    if count:
+        row[g + START] = (h + first_ev) * block
+        row[g + END] = (h + last_ev + 1) * block
+        row[g + FIRST_END] = (h + first_ev + 1) * block
+        row[g + REACH_FIRST] = unseen_at > first_ev
+        row[g + REACH_ALL] = unseen_at > last_ev
+        by, used = _append_by(by, used, seqs, toks, count)
+    row[g + BY_HI] = used
+    gpu_bound = (h + unseen_at) * block
+    row[INFINITE] = gpu_bound
+
+    if has_cpu:
+        # Attributor._offload with one tier: the chunks holding [hit_end, end), token-exact at the ends.
+        c = CPU_AT
+        covered = nck * chunk
+        row[c + PARTIAL] = max(0, n - max(covered, hit_end))
+        end = min(covered, n)
+        if end == n:
+            row[c + LAST] = 1
+            end = n - 1
+        row[c + BY_LO] = used
+        if end > hit_end:
+            j0 = hit_end // chunk
+            j1 = -(-end // chunk)
+            unseen_at = j1 - j0
+            first_ev = -1
+            last_ev = -1
+            count = 0
+            for j in range(j0, j1):
+                k = keys[lo + (j + 1) * chunk_blocks - 1]
+                t = min((j + 1) * chunk, end) - max(j * chunk, hit_end)
+                if c_in[k]:
+                    row[c + CHAIN] += t
+                elif c_gone[k] >= 0:
+                    row[c + EVICTED] += t
+                    if first_ev < 0:
+                        first_ev = j - j0
+                    last_ev = j - j0
+                    seqs[count] = c_gone[k]
+                    toks[count] = t
+                    count += 1
+                else:
+                    row[c + FIRST_SEEN] += t
+                    unseen_at = min(unseen_at, j - j0)
+            if count:
+                row[c + START] = max((j0 + first_ev) * chunk, hit_end)
+                row[c + END] = min((j0 + last_ev + 1) * chunk, end)
+                row[c + FIRST_END] = min((j0 + first_ev + 1) * chunk, end)
+                row[c + REACH_FIRST] = unseen_at > first_ev
+                row[c + REACH_ALL] = unseen_at > last_ev
+                by, used = _append_by(by, used, seqs, toks, count)
+        row[c + BY_HI] = used
+        # Attributor._offload_bound: past the GPU's bound only if every full chunk's block was ever in the GPU.
+        found = gpu_bound // chunk
+        if gpu_bound == most * block and nck:
+            every = True
+            for j in range(found, nck):
+                k = keys[lo + (j + 1) * chunk_blocks - 1]
+                if cached[k] < 0 and g_gone[k] < 0:
+                    every = False
+                    break
+            if every:
+                found = nck
+        bound = min(covered if found == nck else found * chunk, n - 1)
+        row[INFINITE] = max(gpu_bound, bound)
+    return by, used
+
+
+@njit(cache=True)
 def explain_replay(
     keys: np.ndarray,
     offsets: np.ndarray,
@@ -99,8 +210,6 @@ def explain_replay(
     for r in range(n_req):
         longest = max(longest, offsets[r + 1] - offsets[r])
     blocks = np.empty(longest, np.int64)
-    seqs = np.empty(longest, np.int64)
-    toks = np.empty(longest, np.int64)
     out = np.zeros((n_req, COLUMNS), np.int64)
     by = np.empty((1024, 2), np.int64)
     used = 0
@@ -134,99 +243,11 @@ def explain_replay(
                     _unlink(c_nxt, c_prv, k)
                     _push_back(c_nxt, c_prv, c_sentinel, k)
         hit_end = max(gpu_hit, aligned)
-        row = out[r]
-        row[GPU_HIT] = gpu_hit
-        row[COMPUTED] = n - hit_end
-
-        # Attributor._gpu: the blocks [h, most) missed; structural causes first (sim.explain.causes).
-        g = GPU_AT
-        row[g + PARTIAL] = n - nfull * block
-        row[g + LAST] = (nfull - most) * block
-        unseen_at = most - h
-        first_ev = -1
-        last_ev = -1
-        count = 0
-        for i in range(h, most):
-            key = keys[lo + i]
-            if cached[key] >= 0:
-                row[g + CHAIN] += block
-            elif g_gone[key] >= 0:
-                row[g + EVICTED] += block
-                if first_ev < 0:
-                    first_ev = i - h
-                last_ev = i - h
-                seqs[count] = g_gone[key]
-                toks[count] = block
-                count += 1
-            else:
-                row[g + FIRST_SEEN] += block
-                unseen_at = min(unseen_at, i - h)
-        row[g + BY_LO] = used
-        if count:
-            row[g + START] = (h + first_ev) * block
-            row[g + END] = (h + last_ev + 1) * block
-            row[g + FIRST_END] = (h + first_ev + 1) * block
-            row[g + REACH_FIRST] = unseen_at > first_ev
-            row[g + REACH_ALL] = unseen_at > last_ev
-            by, used = _append_by(by, used, seqs, toks, count)
-        row[g + BY_HI] = used
-        gpu_bound = (h + unseen_at) * block
-        row[INFINITE] = gpu_bound
-
-        if has_cpu:
-            # Attributor._offload with one tier: the chunks holding [hit_end, end), token-exact at the ends.
-            c = CPU_AT
-            covered = nck * chunk
-            row[c + PARTIAL] = max(0, n - max(covered, hit_end))
-            end = min(covered, n)
-            if end == n:
-                row[c + LAST] = 1
-                end = n - 1
-            row[c + BY_LO] = used
-            if end > hit_end:
-                j0 = hit_end // chunk
-                j1 = -(-end // chunk)
-                unseen_at = j1 - j0
-                first_ev = -1
-                last_ev = -1
-                count = 0
-                for j in range(j0, j1):
-                    k = keys[lo + (j + 1) * chunk_blocks - 1]
-                    t = min((j + 1) * chunk, end) - max(j * chunk, hit_end)
-                    if c_in[k]:
-                        row[c + CHAIN] += t
-                    elif c_gone[k] >= 0:
-                        row[c + EVICTED] += t
-                        if first_ev < 0:
-                            first_ev = j - j0
-                        last_ev = j - j0
-                        seqs[count] = c_gone[k]
-                        toks[count] = t
-                        count += 1
-                    else:
-                        row[c + FIRST_SEEN] += t
-                        unseen_at = min(unseen_at, j - j0)
-                if count:
-                    row[c + START] = max((j0 + first_ev) * chunk, hit_end)
-                    row[c + END] = min((j0 + last_ev + 1) * chunk, end)
-                    row[c + FIRST_END] = min((j0 + first_ev + 1) * chunk, end)
-                    row[c + REACH_FIRST] = unseen_at > first_ev
-                    row[c + REACH_ALL] = unseen_at > last_ev
-                    by, used = _append_by(by, used, seqs, toks, count)
-            row[c + BY_HI] = used
-            # Attributor._offload_bound: past the GPU's bound only if every full chunk's block was ever in the GPU.
-            found = gpu_bound // chunk
-            if gpu_bound == most * block and nck:
-                every = True
-                for j in range(found, nck):
-                    k = keys[lo + (j + 1) * chunk_blocks - 1]
-                    if cached[k] < 0 and g_gone[k] < 0:
-                        every = False
-                        break
-                if every:
-                    found = nck
-            bound = min(covered if found == nck else found * chunk, n - 1)
-            row[INFINITE] = max(gpu_bound, bound)
+        out[r, GPU_HIT] = gpu_hit
+        out[r, COMPUTED] = n - hit_end
+        by, used = attribute(
+            out[r], r, keys, lo, n, block, chunk_blocks, h, hit_end, cached, g_gone, c_in, c_gone, has_cpu, by, used
+        )
 
         # The replay kernel's allocate, cache and free (sim.kernels.replay_blocks), the eviction remembered.
         for j in range(h, alloc):
