@@ -176,8 +176,13 @@ def explain_replay(
     distinct_keys: int,
     chunk_blocks: int,
     cpu_capacity_tokens: int,
+    lmcache: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(table, by)``: one row of ``COLUMNS`` per request; ``by`` rows (seq, tokens), a tier's rows ``BY_LO:BY_HI``."""
+    """``(table, by)``: one row of ``COLUMNS`` per request; ``by`` rows (seq, tokens), a tier's rows ``BY_LO:BY_HI``.
+
+    The CPU tier follows LMCache's rules when ``lmcache`` (its lookup refreshes the whole hit, its store
+    reserves room from its own hit on), else the brief's: as ``sim.engine.Engine`` for that backend.
+    """
     n_req = offsets.size - 1
     sentinel = num_blocks
     nxt = np.empty(num_blocks + 1, np.int64)
@@ -231,9 +236,18 @@ def explain_replay(
             _unlink(nxt, prv, blocks[j])
         gpu_hit = h * block
         aligned = 0
+        found = 0
         nck = nfull // chunk_blocks
-        if has_cpu and nck * chunk > gpu_hit:
-            found = 0
+        if has_cpu and lmcache:
+            # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            for i in range(found - 1, -1, -1):
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                _unlink(c_nxt, c_prv, k)
+                _push_back(c_nxt, c_prv, c_sentinel, k)
+            aligned = min(found * chunk, n - 1)
+        elif has_cpu and nck * chunk > gpu_hit:
             while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
                 found += 1
             aligned = min(nck * chunk if found == nck else found * chunk, n - 1)
@@ -295,7 +309,26 @@ def explain_replay(
             _push_front(nxt, prv, sentinel, blocks[j])
         for j in range(nfull - 1, -1, -1):
             _push_back(nxt, prv, sentinel, blocks[j])
-        if has_cpu:
+        if has_cpu and lmcache:
+            # Engine._store_lmcache, ChunkStore.store_reserving: room for every chunk from LMCache's own hit on
+            # first (evicting, even for a chunk already held), then the ones not held are put.
+            count = 0
+            for i in range(found, nck):
+                while c_used + count + 1 > cap_chunks and c_used > 0:
+                    old = _pop_front(c_nxt, c_prv, c_sentinel)
+                    c_in[old] = False
+                    c_gone[old] = r
+                    c_used -= 1
+                if c_used + count + 1 > cap_chunks:
+                    break
+                count += 1
+            for i in range(found, found + count):
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                if not c_in[k]:
+                    c_in[k] = True
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
+                    c_used += 1
+        elif has_cpu:
             for i in range(hit_end // chunk, nck):
                 if i * chunk + chunk <= hit_end:
                     continue

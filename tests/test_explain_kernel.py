@@ -39,6 +39,46 @@ def compiled_explained(trace: Trace, tiers: ReplayTiers, monkeypatch: pytest.Mon
         "gpu_miss", "computed", "served_tokens", "infinite_hit_tokens", "hit_ratio", "infinite_hit_ratio")}
 
 
+FIELDS = ("gpu_hit_tokens", "computed_tokens", "gpu_miss", "computed", "evicted_misses", "infinite_hit_tokens")
+
+
+def kernel_fields(trace: Trace, tiers: ReplayTiers) -> list[dict[str, Any]]:
+    """The attribution kernel called directly (any CPU backend): per request, its run's GPU hit and computed
+    tokens and the attribution, the fields ``FIELDS`` of a record."""
+    from sim import explain_kernel
+    from sim.explain.columns import explain_trace
+
+    columns = explain_trace(trace, tiers)
+    assert columns is not None
+    out = []
+    for i in range(len(columns)):
+        done = columns[i]
+        out.append({"gpu_hit_tokens": int(columns.table[i, explain_kernel.GPU_HIT]),
+                    "computed_tokens": int(columns.table[i, explain_kernel.COMPUTED]), "gpu_miss": done.gpu_miss,
+                    "computed": done.computed, "evicted_misses": done.evicted_misses,
+                    "infinite_hit_tokens": done.infinite_hit_tokens})
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=traces(), gpu_extra=st.integers(0, 30), cpu=st.integers(1, 40), chunk_blocks=st.integers(1, 3))
+def test_the_kernel_follows_lmcaches_rules_as_the_engine_does_on_random_traces(
+    trace: Trace, gpu_extra: int, cpu: int, chunk_blocks: int
+) -> None:
+    tiers = ReplayTiers(max(trace.block_counts()) + gpu_extra, max(cpu, chunk_blocks), chunk_blocks, "lmcache")
+    expected = [{k: r[k] for k in FIELDS} for r in python_explained(trace, tiers)[0]]
+    assert kernel_fields(trace, tiers) == expected
+
+
+@pytest.mark.parametrize(("gpu_blocks", "cpu_blocks", "chunk_blocks"), [(400, 4000, 1), (1000, 6000, 4)])
+def test_the_kernel_follows_lmcaches_rules_on_the_mooncake_sample(gpu_blocks: int, cpu_blocks: int, chunk_blocks: int) -> None:
+    trace = open_trace("mooncake-synthetic")
+    tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, "lmcache")
+    expected = [{k: r[k] for k in FIELDS} for r in python_explained(trace, tiers)[0]]
+    assert kernel_fields(trace, tiers) == expected
+    assert any("evicted" in r["computed"] for r in expected)  # the CPU tier evicts: the rules matter
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(trace=traces(), gpu_extra=st.integers(0, 30), cpu=st.one_of(st.none(), st.integers(1, 40)), chunk_blocks=st.integers(1, 3))
 def test_compiled_attribution_equals_the_observers_on_random_traces(

@@ -106,6 +106,7 @@ def explain_trace(trace: Trace, tiers: ReplayTiers, gpu_hit: Any = None, compute
     table, by = explain_kernel.explain_replay(
         dense, np.frombuffer(trace.offsets, dtype=np.int64), np.frombuffer(trace.input_tokens, dtype=np.int64),
         trace.block_tokens, tiers.gpu_blocks + 1, distinct, tiers.chunk_blocks, spec.cpu_tokens or 0,
+        spec.cpu_backend == "lmcache",
     )
     if gpu_hit is not None and not (
         np.array_equal(table[:, explain_kernel.GPU_HIT], np.frombuffer(gpu_hit, dtype=np.int64))
