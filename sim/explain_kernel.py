@@ -177,11 +177,14 @@ def explain_replay(
     chunk_blocks: int,
     cpu_capacity_tokens: int,
     lmcache: bool,
+    output_tokens: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(table, by)``: one row of ``COLUMNS`` per request; ``by`` rows (seq, tokens), a tier's rows ``BY_LO:BY_HI``.
 
     The CPU tier follows LMCache's rules when ``lmcache`` (its lookup refreshes the whole hit, its store
     reserves room from its own hit on), else the brief's: as ``sim.engine.Engine`` for that backend.
+    ``output_tokens[r]`` > 1 grows request ``r``'s KV as vLLM's decode does: its generated tokens but the
+    last get blocks, the full ones cached under keys no prompt has (they can be evicted, never hit).
     """
     n_req = offsets.size - 1
     sentinel = num_blocks
@@ -213,7 +216,7 @@ def explain_replay(
 
     longest = 1
     for r in range(n_req):
-        longest = max(longest, offsets[r + 1] - offsets[r])
+        longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
     blocks = np.empty(longest, np.int64)
     out = np.zeros((n_req, COLUMNS), np.int64)
     by = np.empty((1024, 2), np.int64)
@@ -224,6 +227,11 @@ def explain_replay(
         alloc = offsets[r + 1] - lo
         n = input_tokens[r]
         nfull = n // block
+        nhash = nfull
+        if output_tokens[r] > 1:
+            kv_tokens = n + output_tokens[r] - 1
+            alloc = max(alloc, -(-kv_tokens // block))
+            nhash = kv_tokens // block
         most = min((n - 1) // block, nfull)
         h = 0
         while h < most:
@@ -268,7 +276,8 @@ def explain_replay(
             b = _pop_front(nxt, prv, sentinel)
             blocks[j] = b
             key = block_hash[b]
-            if key < 0:
+            if key < 0:  # unhashed (-1), or a generated block's (-2): its loss misses no prompt
+                block_hash[b] = -1
                 continue
             block_hash[b] = -1
             if copy_top[key] >= 0:
@@ -305,9 +314,11 @@ def explain_replay(
                 copy_top[key] = b
             else:
                 cached[key] = b
-        for j in range(alloc - 1, nfull - 1, -1):
+        for i in range(nfull, nhash):
+            block_hash[blocks[i]] = -2
+        for j in range(alloc - 1, nhash - 1, -1):
             _push_front(nxt, prv, sentinel, blocks[j])
-        for j in range(nfull - 1, -1, -1):
+        for j in range(nhash - 1, -1, -1):
             _push_back(nxt, prv, sentinel, blocks[j])
         if has_cpu and lmcache:
             # Engine._store_lmcache, ChunkStore.store_reserving: room for every chunk from LMCache's own hit on

@@ -4,6 +4,7 @@ Mooncake sample."""
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import pytest
@@ -123,3 +124,42 @@ def test_the_kernel_refuses_a_replay_whose_figures_it_does_not_reproduce(monkeyp
     computed = array("q", outcome.computed)
     computed[7] += 1
     assert explain_trace(trace, tiers, outcome.gpu_hit, computed) is None
+
+
+def decode_requests(trace: Trace, chunk_blocks: int) -> list[Any]:
+    """The trace's requests with vLLM's decode: every generated token but the last gets KV, the full blocks past
+    the prompt's cached under negative keys of their own (as ``sim.workload`` grows a scenario's requests)."""
+    block, generated = trace.block_tokens, 0
+    requests = trace_requests(trace, chunk_blocks)
+    for seq, req in enumerate(requests):
+        out = trace.output_tokens[seq]
+        if out > 1:
+            kv_tokens = req.prompt_tokens + out - 1
+            more = kv_tokens // block - len(req.block_keys)
+            req.block_keys = req.block_keys + list(range(-1 - generated, -1 - generated - more, -1))
+            generated += more
+            req.alloc_blocks = max(req.alloc_blocks, -(-kv_tokens // block))
+    return requests
+
+
+@pytest.mark.parametrize("backend", ["brief", "lmcache"])
+def test_the_kernel_grows_kv_by_decode_as_the_engine_does(backend: str) -> None:
+    from sim.explain.columns import explain_trace
+
+    trace = open_trace("mooncake-synthetic")
+    tiers = ReplayTiers(400, 4000, 1, backend)
+    requests = decode_requests(trace, 1)
+    prompt_blocks = sum(len(r.block_keys) for r in trace_requests(trace, 1))
+    assert sum(len(r.block_keys) for r in requests) > prompt_blocks  # decode fills blocks of its own
+    engine = Engine(tiers.run, tiers.spec(trace.block_tokens), default_costs())
+    attach(engine)
+    records = engine.run_all(requests)
+    gpu_hit, computed = array("q", (r.gpu_hit_tokens for r in records)), array("q", (r.computed_tokens for r in records))
+    # Without decode the kernel's run parts from the engine's: it refuses; with it, it gives the same causes.
+    assert explain_trace(trace, tiers, gpu_hit, computed) is None
+    columns = explain_trace(trace, tiers, gpu_hit, computed, trace.output_tokens)
+    assert columns is not None
+    for i, rec in enumerate(records):
+        done = columns[i]
+        assert (done.gpu_miss, done.computed, done.evicted_misses, done.infinite_hit_tokens) == (
+            rec.gpu_miss, rec.computed, rec.evicted_misses, rec.infinite_hit_tokens), i

@@ -90,12 +90,15 @@ class ExplainedColumns:
         }
 
 
-def explain_trace(trace: Trace, tiers: ReplayTiers, gpu_hit: Any = None, computed: Any = None) -> ExplainedColumns | None:
+def explain_trace(
+    trace: Trace, tiers: ReplayTiers, gpu_hit: Any = None, computed: Any = None, output_tokens: Any = None
+) -> ExplainedColumns | None:
     """The compiled attribution of the trace's replay on ``tiers`` (ones ``sim.compiled.kernel_reproduces``).
 
     ``gpu_hit`` and ``computed``: the replay's own columns; None if the attribution kernel's run of the
     same requests does not give exactly them (the replay follows rules this kernel does not: the caller
-    then attributes with the Python engine).
+    then attributes with the Python engine). ``output_tokens`` (``array('q')``): each request's generated
+    tokens, when the replay grows KV by decode as ``sim.explain_kernel.explain_replay`` says; None: no decode.
     """
     import numpy as np
 
@@ -107,6 +110,7 @@ def explain_trace(trace: Trace, tiers: ReplayTiers, gpu_hit: Any = None, compute
         dense, np.frombuffer(trace.offsets, dtype=np.int64), np.frombuffer(trace.input_tokens, dtype=np.int64),
         trace.block_tokens, tiers.gpu_blocks + 1, distinct, tiers.chunk_blocks, spec.cpu_tokens or 0,
         spec.cpu_backend == "lmcache",
+        np.zeros(len(trace), np.int64) if output_tokens is None else np.frombuffer(output_tokens, dtype=np.int64),
     )
     if gpu_hit is not None and not (
         np.array_equal(table[:, explain_kernel.GPU_HIT], np.frombuffer(gpu_hit, dtype=np.int64))
