@@ -90,11 +90,10 @@ def key_slots(requests: Sequence[Request]) -> int | None:
     slot ``len - j`` (Python's negative index), past every non-negative key.
     None when the keys are hashes (scenarios'): the history stays a dict.
     """
-    top, low, refs = -1, 0, 0
-    for req in requests:
-        keys = req.block_keys
-        if keys:
-            top, low, refs = max(top, max(keys)), min(low, min(keys)), refs + len(keys)
+    lists = [r.block_keys for r in requests if r.block_keys]
+    if not lists:
+        return None
+    top, low, refs = max(map(max, lists)), min(0, min(map(min, lists))), sum(map(len, lists))
     slots = top + 1 - low
     return slots if top < _MAX_SLOTS and -low < _MAX_SLOTS and slots <= 4 * refs + 1024 else None
 
@@ -266,6 +265,9 @@ class Attributor:
             j0 = hit_end // chunk
             region = keys[j0 : -(-end // chunk)]  # the chunks holding [hit_end, end)
             states = self._chunk_states(region)
+            if states.count(None) == len(states):  # none ever stored: the usual case for new content
+                causes[FIRST_SEEN] = end - hit_end
+                return causes, entries, self._offload_bound(req, covered, gpu_bound)
             weights = _Weights(j0 * chunk, hit_end, end, chunk, len(region))
             counts = weights.tokens_by_state(states)
             unseen = counts.pop(None, 0)
