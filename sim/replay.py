@@ -280,6 +280,7 @@ def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None,
         trace.counted_distinct(distinct)
         outcome = ReplayOutcome.from_kernel(trace, tiers, costs, table)
         if explain:
+            # The same columns the replay kernel took (output tokens too, once the replay grows KV by decode).
             outcome.explained = explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed)
         if not explain or outcome.explained is not None:
             return outcome
