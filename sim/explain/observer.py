@@ -23,7 +23,10 @@ A full chunk's key is the key of its last block (sim.workload, sim.replay), so
 the GPU's history answers for full chunks; partial chunks are remembered apart.
 
 Speed: the per-key work is done by C loops (``map`` over dict lookups,
-``list.count``, ``Counter``), so attribution costs a fraction of the engine.
+``list.count``, ``Counter``). What remains is memory: the history holds every
+key ever evicted, so at a few hundred thousand keys each write and read is a
+cache miss. Keys that are small integers (a trace's hash ids: ``key_slots``)
+keep it in a list indexed by key instead.
 """
 
 from __future__ import annotations
