@@ -23,6 +23,21 @@ from tests.test_compiled import traces
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
 
 
+def grows_kv(trace: Trace) -> bool:
+    """Whether the replay's requests (``trace_requests``) grow their KV by decode past their prompt's blocks."""
+    return any(len(r.block_keys) > r.prompt_tokens // trace.block_tokens for r in trace_requests(trace, 1))
+
+
+def replay_outputs(trace: Trace) -> Any:
+    """The output tokens the attribution kernel takes: the trace's, if the replay grows KV by decode."""
+    return trace.output_tokens if grows_kv(trace) else None
+
+
+def gpu_blocks_needed(trace: Trace) -> int:
+    """The blocks the trace's largest request holds, its decode's included if the replay has any."""
+    return max(r.alloc_blocks for r in trace_requests(trace, 1))
+
+
 def python_explained(trace: Trace, tiers: ReplayTiers) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The reference: the Python engine with the observer attached, request by request."""
     engine = Engine(tiers.run, tiers.spec(trace.block_tokens), default_costs())
@@ -49,7 +64,7 @@ def kernel_fields(trace: Trace, tiers: ReplayTiers) -> list[dict[str, Any]]:
     from sim import explain_kernel
     from sim.explain.columns import explain_trace
 
-    columns = explain_trace(trace, tiers)
+    columns = explain_trace(trace, tiers, output_tokens=replay_outputs(trace))
     assert columns is not None
     out = []
     for i in range(len(columns)):
@@ -66,7 +81,7 @@ def kernel_fields(trace: Trace, tiers: ReplayTiers) -> list[dict[str, Any]]:
 def test_the_kernel_follows_lmcaches_rules_as_the_engine_does_on_random_traces(
     trace: Trace, gpu_extra: int, cpu: int, chunk_blocks: int
 ) -> None:
-    tiers = ReplayTiers(max(trace.block_counts()) + gpu_extra, max(cpu, chunk_blocks), chunk_blocks, "lmcache")
+    tiers = ReplayTiers(gpu_blocks_needed(trace) + gpu_extra, max(cpu, chunk_blocks), chunk_blocks, "lmcache")
     expected = [{k: r[k] for k in FIELDS} for r in python_explained(trace, tiers)[0]]
     assert kernel_fields(trace, tiers) == expected
 
@@ -85,9 +100,8 @@ def test_the_kernel_follows_lmcaches_rules_on_the_mooncake_sample(gpu_blocks: in
 def test_compiled_attribution_equals_the_observers_on_random_traces(
     trace: Trace, gpu_extra: int, cpu: int | None, chunk_blocks: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    longest = max(trace.block_counts())
     cpu_blocks = None if cpu is None else max(cpu, chunk_blocks)
-    tiers = ReplayTiers(longest + gpu_extra, cpu_blocks, chunk_blocks)
+    tiers = ReplayTiers(gpu_blocks_needed(trace) + gpu_extra, cpu_blocks, chunk_blocks)
     assert compiled_explained(trace, tiers, monkeypatch) == python_explained(trace, tiers)
 
 
@@ -119,11 +133,12 @@ def test_the_kernel_refuses_a_replay_whose_figures_it_does_not_reproduce(monkeyp
     trace = open_trace("mooncake-synthetic")
     tiers = ReplayTiers(400, 4000)
     outcome = run_replay(trace, tiers)
-    assert explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed) is not None
+    outputs = replay_outputs(trace)
+    assert explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed, outputs) is not None
     # One request computed one token more than the kernel's run says: the replay followed other rules.
     computed = array("q", outcome.computed)
     computed[7] += 1
-    assert explain_trace(trace, tiers, outcome.gpu_hit, computed) is None
+    assert explain_trace(trace, tiers, outcome.gpu_hit, computed, outputs) is None
 
 
 def decode_requests(trace: Trace, chunk_blocks: int) -> list[Any]:
@@ -131,6 +146,8 @@ def decode_requests(trace: Trace, chunk_blocks: int) -> list[Any]:
     the prompt's cached under negative keys of their own (as ``sim.workload`` grows a scenario's requests)."""
     block, generated = trace.block_tokens, 0
     requests = trace_requests(trace, chunk_blocks)
+    if grows_kv(trace):
+        return requests  # the replay's own requests have it already
     for seq, req in enumerate(requests):
         out = trace.output_tokens[seq]
         if out > 1:
@@ -149,7 +166,7 @@ def test_the_kernel_grows_kv_by_decode_as_the_engine_does(backend: str) -> None:
     trace = open_trace("mooncake-synthetic")
     tiers = ReplayTiers(400, 4000, 1, backend)
     requests = decode_requests(trace, 1)
-    prompt_blocks = sum(len(r.block_keys) for r in trace_requests(trace, 1))
+    prompt_blocks = sum(r.prompt_tokens // trace.block_tokens for r in requests)
     assert sum(len(r.block_keys) for r in requests) > prompt_blocks  # decode fills blocks of its own
     engine = Engine(tiers.run, tiers.spec(trace.block_tokens), default_costs())
     attach(engine)
