@@ -437,3 +437,15 @@ def test_a_history_indexed_by_key_gives_what_the_dict_gives() -> None:
     by_list, by_dict = run(slots), run(None)
     assert by_list == by_dict
     assert any("evicted" in r["gpu_miss"] for r in by_dict) and any("evicted" in r["computed"] for r in by_dict)
+
+
+def test_generated_blocks_are_not_prompt_misses() -> None:
+    # 40 generated tokens fill 2 more blocks per request (5,024 + 39 tokens of KV: 316 full blocks); they are
+    # not the prompt's. The first request's 5,024 prompt tokens are 314 full blocks: 313 never seen, the last
+    # one the last-token block (5,024 = 314 x 16, so the last token ends it).
+    result = simulate(seed_scenario().replace(output_tokens=40))
+    first = result["runs"][0]["requests"][0]
+    assert first["gpu_miss"] == {"last-token": 16, "first-seen": 5008}
+    for run in result["runs"]:
+        for rec in run["requests"]:
+            _check_sums(rec)
