@@ -21,6 +21,7 @@ from sim.calibrate import seed_scenario
 from sim.costs import default_costs
 from sim.engine import Engine
 from sim.explain import attach
+from sim.explain.observer import key_slots
 from sim.replay import ReplayTiers, replay_engine, trace_requests
 from sim.scenario import Scenario
 from sim.simulation import simulate, tier_spec
@@ -52,7 +53,7 @@ def _engine_run(make: Callable[[], Engine], requests: list[Any], explain: bool) 
     def run() -> Any:
         engine = make()
         if explain:
-            attach(engine)
+            attach(engine, slots=key_slots(requests))  # as run_replay and kvscope explain attach it
         return engine.run_all(requests)
 
     return run

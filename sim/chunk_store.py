@@ -46,8 +46,9 @@ class ChunkStore:
         self.doc_tokens: dict[int, int] = {}
         # When a list, (stored?, key) for every chunk stored or evicted, in order (a KV event publisher reads it).
         self.journal: list[tuple[bool, int]] | None = None
-        # An observer's (sim.explain): key -> the seq whose store evicted it last; the observer sets the seq.
-        self.eviction_log: dict[int, int] | None = None
+        # An observer's (sim.explain): key -> the seq whose store evicted it last (a dict, or a list indexed by
+        # key); the observer sets the seq.
+        self.eviction_log: dict[int, int] | list[int | None] | None = None
         self.eviction_seq = -1
 
     @property

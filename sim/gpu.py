@@ -49,8 +49,9 @@ class GpuBlockPool:
         self.cached: dict[int, int] = {}
         self._copies: dict[int, list[int]] = {}
         self.doc_blocks: dict[int, int] = {}
-        # An observer's (sim.explain): hash -> the seq whose allocation evicted it last; the observer sets the seq.
-        self.eviction_log: dict[int, int] | None = None
+        # An observer's (sim.explain): hash -> the seq whose allocation evicted it last (a dict, or a list indexed
+        # by hash when hashes are small ids); the observer sets the seq.
+        self.eviction_log: dict[int, int] | list[int | None] | None = None
         self.eviction_seq = -1
         self.policy = policy
         # When a list, every hash a reused block dropped is appended, copies too (a KV event publisher reads it).

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -29,7 +29,8 @@ from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
-from sim.explain.observer import attach
+from sim.explain.columns import ExplainedColumns, explain_trace
+from sim.explain.observer import attach, key_slots
 from sim.explain.summary import totals as explain_totals
 from sim.result import totals_of
 from sim.trace import Trace
@@ -176,7 +177,8 @@ class ReplayOutcome:
         self.gpu_ev = (columns["gpu_ev_blocks"], columns["gpu_ev_first"], columns["gpu_ev_last"])
         self.cpu_ev = (columns["cpu_ev_tokens"], columns["cpu_ev_first"], columns["cpu_ev_last"])
         self.ttft_ms = array("d", map(self._ttft, self.computed, self.cpu_hit, self.stored))
-        self.explained: list[RequestRecord] | None = None  # the attributed records, when explained (sim.explain)
+        # The attributed records, when explained (sim.explain): the Python engine's, or the compiled columns.
+        self.explained: Sequence[RequestRecord] | ExplainedColumns | None = None
         self.units = tiers.spec(trace.block_tokens).units
 
     def _ttft(self, computed: int, cpu: int, stored: int) -> float:
@@ -322,22 +324,28 @@ class ReplayOutcome:
 def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, explain: bool = False) -> ReplayOutcome:
     """Replay the trace: compiled when the tiers are ones the kernel reproduces and the trace is large enough.
 
-    ``explain`` gives each request its misses by cause (sim.explain), which only the Python engine tells.
+    ``explain`` gives each request its misses by cause (sim.explain; compiled by ``sim.explain.columns``).
     """
     check_tiers(trace, tiers)
     costs = costs or default_costs()
     spec = tiers.spec(trace.block_tokens)
-    if not explain and compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
+    if compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
         table, distinct = compiled.replay_columns(
             trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens, trace.block_tokens,
             tiers.gpu_blocks + 1, tiers.chunk_blocks, spec.cpu_tokens or 0, spec.cpu_backend == "lmcache",
         )
         trace.counted_distinct(distinct)
-        return ReplayOutcome.from_kernel(trace, tiers, costs, table)
+        outcome = ReplayOutcome.from_kernel(trace, tiers, costs, table)
+        if explain:
+            # The same columns the replay kernel took, decode's output tokens included.
+            outcome.explained = explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed, trace.output_tokens)
+        if not explain or outcome.explained is not None:
+            return outcome
     engine = Engine(tiers.run, spec, costs)
+    requests = trace_requests(trace, tiers.chunk_blocks)
     if explain:
-        attach(engine)
-    records = engine.run_all(trace_requests(trace, tiers.chunk_blocks))
+        attach(engine, slots=key_slots(requests))
+    records = engine.run_all(requests)
     outcome = ReplayOutcome.from_records(trace, tiers, costs, records)
     if explain:
         outcome.explained = records

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from sim.calibrate import seed_scenario
 from sim.engine import Engine, RequestRecord, TierSpec
 from sim.explain import attach
+from sim.explain.observer import key_slots
 from sim.explain.capacity import fill_needs, resized
 from sim.explain.causes import PRECEDENCE
 from sim.explain.summary import needs, totals
@@ -179,6 +180,28 @@ def test_evicted_blocks_name_the_request_that_evicted_them() -> None:
     # Key 1 hits; key 2 was evicted by r1; key 3 is the last-token block.
     assert rec.gpu_miss == {"last-token": 4, "evicted": 4}
     assert rec.evicted_misses[0]["by"] == [{"seq": 1, "tokens": 4}]
+
+
+def test_a_bounded_history_forgets_the_oldest_evictions_and_keeps_exact_sums() -> None:
+    engine = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=4 * 4))
+    attributor = attach(engine, remember=4)
+    # 3 usable blocks; each request (9 tokens: two full blocks and a partial one) takes all three, so it evicts
+    # the two keys of the request before it.
+    for seq in range(6):
+        engine.process(_req(seq, [10 * seq + 1, 10 * seq + 2], 9))
+        assert len(attributor.gpu.gone) <= 4 + 2  # trimmed to at most 4 before each request adds its two
+    # Before request 6 the history holds 6 keys evicted by requests 3, 4 and 5, so it keeps the later half (by
+    # 4 and 5). Request 0's keys (evicted by request 1) are forgotten: first-seen again; request 4's keys
+    # (evicted by request 5) are remembered.
+    old, _ = engine.process(_req(6, [1, 2], 9), emit=False)
+    assert old.gpu_miss == {"partial-block": 1, "first-seen": 8}
+    engine2 = Engine("gpu", TierSpec(Units(4, 4), gpu_tokens=4 * 4))
+    attach(engine2, remember=4)
+    for seq in range(6):
+        engine2.process(_req(seq, [10 * seq + 1, 10 * seq + 2], 9))
+    recent, _ = engine2.process(_req(6, [41, 42], 9), emit=False)
+    assert recent.gpu_miss == {"partial-block": 1, "evicted": 8}
+    assert recent.evicted_misses[0]["by"] == [{"seq": 5, "tokens": 8}]
 
 
 def test_attaching_after_the_first_request_is_refused() -> None:
@@ -390,3 +413,39 @@ def test_the_infinite_cache_bound_on_the_mooncake_sample() -> None:
     huge = resized(huge, "cpu", sum(len(r.chunk_keys) for r in requests) * spec.units.chunk)
     unbounded = Engine("unbounded", huge).run_all(requests)
     assert [r.infinite_hit_tokens for r in records] == [r.prompt_tokens - r.computed_tokens for r in unbounded]
+
+
+def test_a_history_indexed_by_key_gives_what_the_dict_gives() -> None:
+    # The Mooncake sample through a GPU of 400 blocks and a CPU of 4,000 (both evict), plus requests whose keys
+    # are negative (as generated blocks' keys are), which index the list from its end.
+    trace = open_trace("mooncake-synthetic")
+    requests = trace_requests(trace, 1)[:600]
+    top = max(max(r.block_keys) for r in requests if r.block_keys)
+    for i in range(40):  # 3 full blocks of 512 tokens and 5 more; keys down to -119
+        keys = [-1 - 3 * i, -2 - 3 * i, top]
+        requests.append(Request(len(requests), 1, "trace", -1, 3 * 512 + 5, keys, 4, 3, keys, 512))
+    slots = key_slots(requests)
+    assert slots is not None and slots >= top + 1 + 119  # every non-negative key, and the negative ones below
+    assert key_slots([_req(0, [2**62, 5], 8)]) is None  # hashes keep the dict
+
+    def run(slots: int | None) -> list[dict]:
+        engine = Engine("gpu+cpu", TierSpec(Units(512, 512), gpu_tokens=512 * 401, cpu_tokens=512 * 4000,
+                                            cpu_backend="brief"))
+        attach(engine, slots=slots)
+        return [r.to_dict() for r in engine.run_all(requests)]
+
+    by_list, by_dict = run(slots), run(None)
+    assert by_list == by_dict
+    assert any("evicted" in r["gpu_miss"] for r in by_dict) and any("evicted" in r["computed"] for r in by_dict)
+
+
+def test_generated_blocks_are_not_prompt_misses() -> None:
+    # 40 generated tokens fill 2 more blocks per request (5,024 + 39 tokens of KV: 316 full blocks); they are
+    # not the prompt's. The first request's 5,024 prompt tokens are 314 full blocks: 313 never seen, the last
+    # one the last-token block (5,024 = 314 x 16, so the last token ends it).
+    result = simulate(seed_scenario().replace(output_tokens=40))
+    first = result["runs"][0]["requests"][0]
+    assert first["gpu_miss"] == {"last-token": 16, "first-seen": 5008}
+    for run in result["runs"]:
+        for rec in run["requests"]:
+            _check_sums(rec)

@@ -84,6 +84,10 @@ def test_seed_lab_live_run_matches_the_emulators_and_the_simulator(tmp_path: Pat
         # bounds the excess below by 0 (the emulator stamps after the client writes and writes after its
         # deadline); 2 ms above.
         pred = {(run["name"], p["pass"]): p for run in report["predicted"]["runs"] for p in run["passes"]}
+        # The shadow explains its misses as the simulator does: in pass 2 of the GPU-only run each of the 10
+        # prompts (5,024 tokens = 314 blocks of 16) lost its document's 313 blocks to eviction, and its last
+        # block is the last-token block.
+        assert pred[("gpu", 2)]["computed"] == {"last-token": 10 * 16, "evicted": 10 * 5008}
         ttfts = sorted(r.ttft_ms for r in by[("gpu+cpu", 2)])
         excess = statistics.median(ttfts) - pred[("gpu+cpu", 2)]["p50_ms"]
         if excess >= 2.0 and (why := busy()):

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from live_servers import emulator, free_port
+from sim.explain import PRECEDENCE
 
 Serve = Callable[..., AbstractContextManager[str]]
 
@@ -56,11 +57,19 @@ def test_twin_and_server_agree_while_all_traffic_passes_the_proxy(watched: tuple
     assert first["prompt_tokens"] == 300 and first["ttft_ms"] > 0
     assert (first["gpu_hit_tokens"], first["cpu_hit_tokens"]) == (0, 0)
     assert (first["predicted_gpu_hit_tokens"], first["predicted_cpu_hit_tokens"]) == (0, 0)
+    # The twin's misses by cause (sim.explain): 300 = 18 full blocks of 16 (288, never seen) + 12 past the last full
+    # block; for the whole stack, one full 256-token chunk (never seen) + 44 past it (the twin's CPU stores full chunks).
+    assert first["gpu_miss"] == {"partial-block": 12, "first-seen": 288}
+    assert first["computed"] == {"partial-chunk": 44, "first-seen": 256}
+    assert first["evicted_misses"] == [] and first["infinite_hit_tokens"] == 0
     second = send(url, a, stream=False)
     # The same prompt: at most 299 tokens can hit, so 18 full blocks = 288 tokens from the GPU; the CPU's one full
     # 256-token chunk lies inside them, so nothing from the CPU.
     assert (second["gpu_hit_tokens"], second["cpu_hit_tokens"]) == (288, 0)
     assert (second["predicted_gpu_hit_tokens"], second["predicted_cpu_hit_tokens"]) == (288, 0)
+    # The 12 tokens past the last full block miss in every tier; unbounded tiers would have served the same 288.
+    assert second["gpu_miss"] == {"partial-block": 12} and second["computed"] == {"partial-chunk": 12}
+    assert second["infinite_hit_tokens"] == 288
     assert second["ttft_ms"] is None and second["latency_ms"] > 0  # not streamed: no first token to time
     state = httpx.get(url + "/api/watch/emu").json()
     assert state["media"]["GPU"]["blocks"] == state["twin"]["gpu_blocks"] == 18
@@ -93,10 +102,11 @@ def test_the_stream_speaks_the_simulators_vocabulary(watched: tuple[str, str]) -
                 event = line[6:].strip()
             elif line.startswith("data:") and event:
                 kinds.setdefault(event, json.loads(line[5:]))
-            if {"store", "occupancy", "measured", "ttft", "divergence"} <= set(kinds):
+            if {"store", "occupancy", "measured", "ttft", "divergence", "explain"} <= set(kinds):
                 break
     assert kinds["store"]["tier"] in ("gpu", "cpu") and kinds["store"]["run"] == "emu"
     assert kinds["measured"]["order"] == "proxy" and kinds["ttft"]["run"] == "emu twin"
+    assert kinds["explain"]["run"] == "emu twin" and set(kinds["explain"]["gpu_miss"]) <= set(PRECEDENCE)
     assert kinds["occupancy"]["capacity_tokens"] == 21_504  # the twin's GPU: (1,345 - 1 null block) x 16
 
 

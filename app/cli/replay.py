@@ -35,8 +35,7 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
 @click.option("--no-explain", is_flag=True,
-              help="with --json: leave out each miss's cause (gpu_miss, computed), which only the Python engine tells; "
-              "a large trace then replays compiled")
+              help="with --json: leave out each miss's cause (gpu_miss, computed)")
 def command(
     trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
     cpu_backend: CpuBackend, costs_file: Path | None, as_json: bool, no_explain: bool,

@@ -35,7 +35,7 @@ from app.live.targets import Target
 from sim.engine import Engine
 from sim.events import Error, Event, Measured, PassDone, RunDone, RunWarning
 from sim.explain.stream import explained
-from sim.explain.summary import add_totals
+from sim.explain.summary import add_totals, totals
 from sim.measurements import Measurement
 from sim.result import pass_summaries, run_totals
 from sim.scenario import Scenario
@@ -163,7 +163,7 @@ class _TargetRun:
                 )
             self.emit(engine.start_event(len(requests), scenario.docs, scenario.doc_tokens))
             await self._send_all(client, info, engine, book, requests, attribute)
-            self.emit(RunDone(name, len(self.measured), {**run_totals(self.measured), "predicted": run_totals(engine.records)}))
+            self.emit(RunDone(name, len(self.measured), {**run_totals(self.measured), "predicted": {**run_totals(engine.records), **totals(engine.records)}}))
 
     async def _send_all(
         self, client: VllmClient, info: TargetInfo, engine: Engine, book: PromptBook, requests: list[Request], attribute: bool

@@ -35,13 +35,16 @@ from app.proxy.kv_thread import KvThread
 from app.proxy.upstreams import Upstream
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, TierSpec
-from sim.events import Divergence, Event, Measured, RunWarning, Ttft
+from sim.events import Divergence, Event, Explained, Measured, RunWarning, Ttft
+from sim.explain import attach
 from sim.kvevents.wire import MEDIUM_CPU, MEDIUM_GPU, hash_label
 from sim.prompt_keys import request_for_tokens
 from sim.workload import Units
 
 MAX_EVENTS = 5_000
 MAX_RECORDS = 1_000
+# Evicted blocks (and chunks) the twin remembers to explain misses by (sim.explain): about 100 MB at most.
+TWIN_REMEMBERS = 500_000
 KEPT_WARNINGS = 20
 PROBE_TIMEOUT_S = 5.0
 TWIN = "twin"
@@ -207,7 +210,8 @@ class UpstreamWatch:
             "seq": seq, "path": ex.path, "status": ex.status, "streamed": ex.streamed, "ttft_ms": ex.ttft_ms,
             "latency_ms": ex.latency_ms, "error": ex.error, "prompt_tokens": None, "gpu_hit_tokens": None,
             "cpu_hit_tokens": None, "predicted_ttft_ms": None, "predicted_gpu_hit_tokens": None,
-            "predicted_cpu_hit_tokens": None,
+            "predicted_cpu_hit_tokens": None, "gpu_miss": None, "computed": None, "evicted_misses": None,
+            "infinite_hit_tokens": None,
             "started_at": datetime.fromtimestamp(ex.started_wall_s, UTC).isoformat(timespec="milliseconds"),
         }
         if ex.status != 200 or ex.error or not ex.path.endswith("completions"):
@@ -235,7 +239,12 @@ class UpstreamWatch:
                 self._gpu_ranks = _eviction_ranks(engine)
                 self.kv.touch()
             record.update(predicted_ttft_ms=predicted.ttft_ms, predicted_gpu_hit_tokens=predicted.gpu_hit_tokens,
-                          predicted_cpu_hit_tokens=predicted.cpu_hit_tokens)
+                          predicted_cpu_hit_tokens=predicted.cpu_hit_tokens, gpu_miss=predicted.gpu_miss,
+                          computed=predicted.computed, evicted_misses=predicted.evicted_misses,
+                          infinite_hit_tokens=predicted.infinite_hit_tokens)
+            self.emit(Explained(f"{self.upstream.name} {TWIN}", seq, 1, -1, predicted.gpu_miss or {},
+                                predicted.computed or {}, predicted.evicted_misses or [],
+                                predicted.infinite_hit_tokens or 0))
             self.emit(Ttft(f"{self.upstream.name} {TWIN}", seq, 1, -1, predicted.ttft_ms, predicted.source,
                            predicted.gpu_hit_tokens, predicted.cpu_hit_tokens, 0, predicted.computed_tokens))
         if ex.ttft_ms is not None:
@@ -362,7 +371,9 @@ def _make_twin(info: TargetInfo) -> _Twin:
         except (TypeError, ValueError):
             pass
     spec = TierSpec(units=Units(block, chunk), gpu_tokens=gpu_tokens, cpu_tokens=emulator.get("cpu_tokens"))
-    return _Twin(Engine(TWIN, spec, costs), exact_keys=bool(emulator))
+    engine = Engine(TWIN, spec, costs)
+    attach(engine, remember=TWIN_REMEMBERS)  # its records explain their misses, as every record does
+    return _Twin(engine, exact_keys=bool(emulator))
 
 
 def _eviction_ranks(engine: Engine) -> dict[str, int]:

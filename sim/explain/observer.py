@@ -23,7 +23,10 @@ A full chunk's key is the key of its last block (sim.workload, sim.replay), so
 the GPU's history answers for full chunks; partial chunks are remembered apart.
 
 Speed: the per-key work is done by C loops (``map`` over dict lookups,
-``list.count``, ``Counter``), so attribution costs a fraction of the engine.
+``list.count``, ``Counter``). What remains is memory: the history holds every
+key ever evicted, so at a few hundred thousand keys each write and read is a
+cache miss. Keys that are small integers (a trace's hash ids: ``key_slots``)
+keep it in a list indexed by key instead.
 """
 
 from __future__ import annotations
@@ -54,24 +57,48 @@ class TierHistory:
 
     ``gone`` is the tier's ``eviction_log``: the tier writes it as it evicts,
     with the seq the observer set before the request's allocation and stores.
+    It is a dict, or with ``slots`` a list indexed by the key itself (``key_slots``).
     """
 
-    __slots__ = ("name", "tier", "gone", "held")
+    __slots__ = ("name", "tier", "gone", "held", "get")
 
-    def __init__(self, name: str, tier: Any, held: Any) -> None:
+    def __init__(self, name: str, tier: Any, held: Any, slots: int | None = None) -> None:
         self.name = name
         self.tier = tier
-        self.gone: dict[int, int] = {}
+        self.gone: dict[int, int] | list[int | None] = {} if slots is None else [None] * slots
+        self.get = self.gone.get if isinstance(self.gone, dict) else self.gone.__getitem__
         tier.eviction_log = self.gone
         self.held = held
 
     def states(self, keys: Sequence[int]) -> list[int | None]:
         """Per key: ``HELD``, the evicting seq, or None (never held)."""
-        gone = list(map(self.gone.get, keys))
-        if not self.held.keys() & keys:
+        gone = list(map(self.get, keys))
+        if self.held.keys().isdisjoint(keys):
             return gone
         held = self.held
         return [HELD if k in held else g for k, g in zip(keys, gone)]
+
+
+# Keys this far from 0 are hashes, not ids: no list of slots for them.
+_MAX_SLOTS = 1 << 26
+
+
+def key_slots(requests: Sequence[Request]) -> int | None:
+    """A list length that gives every key of ``requests`` its own slot, if their keys are small integers.
+
+    A trace's keys are its hash ids (small, mostly dense) and the generated
+    blocks' own negative keys; a list indexed by key then keeps the eviction
+    history in a few bytes per key, where a dict of every key ever evicted
+    spends most of attribution's time on cache misses. A key ``-j`` indexes
+    slot ``len - j`` (Python's negative index), past every non-negative key.
+    None when the keys are hashes (scenarios'): the history stays a dict.
+    """
+    lists = [r.block_keys for r in requests if r.block_keys]
+    if not lists:
+        return None
+    top, low, refs = max(map(max, lists)), min(0, min(map(min, lists))), sum(map(len, lists))
+    slots = top + 1 - low
+    return slots if top < _MAX_SLOTS and -low < _MAX_SLOTS and slots <= 4 * refs + 1024 else None
 
 
 def _entry(tier: str, by: dict[int, int], start: int, end: int, first_end: int, unseen_at: int, lo: int, hi: int
@@ -96,7 +123,11 @@ def _entry(tier: str, by: dict[int, int], start: int, end: int, first_end: int, 
 
 
 def _span(states: list[Any], match: Any) -> tuple[int, int]:
-    """First and last index whose state passes ``match``."""
+    """First and last index whose state passes ``match`` (``_is_evicted`` tested inline: no call per state)."""
+    if match is _is_evicted:
+        lo = next(i for i, s in enumerate(states) if s is not None and s != HELD)
+        hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if s is not None and s != HELD)
+        return lo, hi
     lo = next(i for i, s in enumerate(states) if match(s))
     hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if match(s))
     return lo, hi
@@ -121,13 +152,21 @@ def _is_evicted(state: Any) -> bool:
 
 
 class Attributor:
-    """Attach to an engine (``attach``): every record it makes then carries ``gpu_miss``, ``computed`` and more."""
+    """Attach to an engine (``attach``): every record it makes then carries ``gpu_miss``, ``computed`` and more.
 
-    def __init__(self, engine: Engine) -> None:
+    ``remember``: at most this many evicted units per tier are remembered (None: all). A long-running twin
+    (the watch) sets it: when a tier's history grows past it, its older half of evictions is forgotten, and
+    a unit evicted that long ago counts as ``first-seen`` again. The maps still sum exactly.
+    """
+
+    def __init__(self, engine: Engine, remember: int | None = None, slots: int | None = None) -> None:
+        if remember is not None and slots is not None:
+            raise ValueError("a bounded history (remember) is a dict: give no key slots")
+        self.remember = remember
         self.block = engine.units.block
         self.chunk = engine.units.chunk
-        self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached)
-        self.offload = [TierHistory(s.name, s, s.chunks) for s in engine.offload]
+        self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached, slots)
+        self.offload = [TierHistory(s.name, s, s.chunks, slots) for s in engine.offload]
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
         self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
         self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
@@ -136,6 +175,8 @@ class Attributor:
         seq = req.seq
         for tier in self._tiers:
             tier.eviction_seq = seq  # what this request's allocation and stores evict, it evicts
+        if self.remember is not None:
+            self._forget_old()
         gpu_miss, gpu_entry, gpu_bound = self._gpu(req, gpu_hit)
         if not self.offload:
             return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
@@ -144,36 +185,69 @@ class Attributor:
             entries.insert(0, gpu_entry)
         return gpu_miss, computed, entries, max(gpu_bound, bound)
 
+    def _forget_old(self) -> None:
+        """Keep each tier's history within ``remember`` units: the later half of its evictions (by seq) stays."""
+        assert self.remember is not None
+        for history in (self.gpu, *self.offload):
+            gone = history.gone
+            assert isinstance(gone, dict)
+            if len(gone) > self.remember:
+                cutoff = sorted(gone.values())[len(gone) // 2]
+                kept = {k: s for k, s in gone.items() if s >= cutoff}
+                if len(kept) > self.remember:  # one request evicted most of them: keep only later ones
+                    kept = {k: s for k, s in kept.items() if s > cutoff}
+                gone.clear()
+                gone.update(kept)  # the tier writes into this very dict
+        if len(self.seen_partial) > self.remember:
+            self.seen_partial.clear()  # only the infinite-cache bound reads it: then it is lower, never wrong in sum
+
     # -- the GPU: blocks ---------------------------------------------------
 
     def _gpu(self, req: Request, gpu_hit: int) -> tuple[dict[str, int], dict[str, Any] | None, int]:
         block, n, keys = self.block, req.prompt_tokens, req.block_keys
         hit = gpu_hit // block
         full, most = min(len(keys), n // block), req.max_hit_blocks  # the prompt's full blocks: not decode's
-        missed = keys[hit:most]
         causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
         if n > full * block:
             causes[PARTIAL_BLOCK] = n - full * block
         if most < full:
             causes[LAST_TOKEN] = (full - most) * block
+        if hit >= most:
+            return causes, None, hit * block
+        missed = keys[hit:most]
+        m = len(missed)
+        # The states inline (TierHistory.states): this runs once per request, and most requests are one of a
+        # few shapes (all never seen; evicted, then never seen), so those are told apart by C-level counts.
+        states = list(map(self.gpu.get, missed))
+        held_now = self.gpu.held
+        held = 0
+        if not held_now.keys().isdisjoint(missed):
+            states = [HELD if k in held_now else g for k, g in zip(missed, states)]
+            held = states.count(HELD)
+        unseen = states.count(None)
+        if unseen == m:
+            causes[FIRST_SEEN] = m * block
+            return causes, None, hit * block
+        unseen_at = states.index(None) if unseen else m
+        if unseen:
+            causes[FIRST_SEEN] = unseen * block
         entry = None
-        unseen_at = 0
-        if missed:
-            states = self.gpu.states(missed)
-            counts = _count(states)
-            unseen = counts.pop(None, 0)
-            held = counts.pop(HELD, 0)
-            unseen_at = states.index(None) if unseen else len(states)
-            if unseen:
-                causes[FIRST_SEEN] = unseen * block
-            if counts:
-                causes[EVICTED] = (len(states) - unseen - held) * block
+        evicted = m - unseen - held
+        if evicted:
+            causes[EVICTED] = evicted * block
+            if not held and unseen_at + unseen == m:  # evicted, then never held: the span is the head
+                lo, hi = 0, unseen_at - 1
+                counts = _count(states[:unseen_at] if unseen else states)
+            else:
                 lo, hi = _span(states, _is_evicted)
-                by = {s: c * block for s, c in counts.items()}
-                entry = _entry(GPU, by, (hit + lo) * block, (hit + hi + 1) * block, (hit + lo + 1) * block,
-                               unseen_at, lo, hi)
-            if held:
-                causes[CHAIN_BROKEN] = held * block
+                counts = _count(states)
+                counts.pop(None, None)
+                counts.pop(HELD, None)
+            by = {s: c * block for s, c in counts.items()}
+            entry = _entry(GPU, by, (hit + lo) * block, (hit + hi + 1) * block, (hit + lo + 1) * block,
+                           unseen_at, lo, hi)
+        if held:
+            causes[CHAIN_BROKEN] = held * block
         return causes, entry, (hit + unseen_at) * block
 
     # -- the offload tiers: chunks -------------------------------------------
@@ -194,6 +268,9 @@ class Attributor:
             j0 = hit_end // chunk
             region = keys[j0 : -(-end // chunk)]  # the chunks holding [hit_end, end)
             states = self._chunk_states(region)
+            if states.count(None) == len(states):  # none ever stored: the usual case for new content
+                causes[FIRST_SEEN] = end - hit_end
+                return causes, entries, self._offload_bound(req, covered, gpu_bound)
             weights = _Weights(j0 * chunk, hit_end, end, chunk, len(region))
             counts = weights.tokens_by_state(states)
             unseen = counts.pop(None, 0)
@@ -238,7 +315,7 @@ class Attributor:
             if any(key in t.held for t in tiers):
                 out.append(HELD)
                 continue
-            out.append(next(((t.name, t.gone[key]) for t in reversed(tiers) if key in t.gone), None))
+            out.append(next(((t.name, t.get(key)) for t in reversed(tiers) if t.get(key) is not None), None))
         return out
 
     def _offload_entries(self, states: list[Any], counts: dict[Any, int], weights: _Weights, unseen_at: int
@@ -277,10 +354,13 @@ class _Weights:
         return tokens
 
 
-def attach(engine: Engine) -> Attributor:
-    """Attribute every request the engine serves from now on; the engine must not have served any yet."""
+def attach(engine: Engine, remember: int | None = None, slots: int | None = None) -> Attributor:
+    """Attribute every request the engine serves from now on; the engine must not have served any yet.
+
+    ``remember`` bounds the eviction history per tier (``Attributor``); ``slots`` (``key_slots`` of every
+    request the engine will serve) keeps it in a list indexed by key instead of a dict."""
     if engine.records:
         raise ValueError("attach an attributor before the engine serves its first request")
-    attributor = Attributor(engine)
+    attributor = Attributor(engine, remember, slots)
     engine.observer = attributor
     return attributor

@@ -9,7 +9,7 @@ from typing import Any
 
 from sim.engine import Engine, RequestRecord
 from sim.explain.capacity import DEFAULT_MAX_RUNS, fill_needs
-from sim.explain.observer import attach
+from sim.explain.observer import attach, key_slots
 from sim.explain.summary import needs, totals
 from sim.workload import Request
 
@@ -26,7 +26,7 @@ def explain_run(
     ``groups`` are (label, record indexes) to total apart, e.g. trace windows;
     by default the passes. ``seqs`` limits the capacity search to those requests.
     """
-    attach(engine)
+    attach(engine, slots=key_slots(requests))
     records = engine.run_all(list(requests))
     work = fill_needs(engine.spec, requests, records, engine.costs, max_runs, seqs)
     if groups is None:

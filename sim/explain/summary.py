@@ -35,6 +35,9 @@ def _sum_maps(maps: Iterable[dict[str, int] | None]) -> dict[str, int]:
 
 def totals(records: Sequence[Attributed]) -> dict[str, Any]:
     """Misses by cause and the infinite-cache bound over ``records`` (empty if they are not attributed)."""
+    column_totals = getattr(records, "totals", None)
+    if column_totals is not None:
+        return column_totals()  # a compiled replay's columns (sim.explain.columns) sum themselves
     if not records or records[0].gpu_miss is None:
         return {}
     prompt = sum(r.prompt_tokens for r in records)
