@@ -3,7 +3,14 @@
 (() => {
   "use strict";
 
-  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  // Read once per name: the variables do not change while the page is open, and a chart asks per point.
+  const read = new Map();
+  const css = (name) => {
+    if (read.has(name)) return read.get(name);
+    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    if (value) read.set(name, value); // not before the stylesheet has loaded
+    return value;
+  };
   // Where a prompt's tokens came from, as the stream's `source` says it; "L1/L2" as LMCache users say it.
   const SOURCES = {
     gpu: { label: "GPU hit", tooltip: "GPU hit (vLLM prefix cache)", symbol: "diamond" },
