@@ -27,7 +27,7 @@
       xaxis: { title: { text: "request (file order)" } },
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero" },
     });
-    window.Plotly.newPlot(el, traces, layout, plot.config);
+    plot.draw(el, traces, layout);
   }
 
   function capacityChart(el) {
@@ -60,7 +60,7 @@
       xaxis: { title: { text: curve.x_title } },
       yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, rangemode: "tozero" },
     });
-    window.Plotly.newPlot(el, traces, layout, plot.config);
+    plot.draw(el, traces, layout);
   }
 
   // The advisor's Pareto front (no candidate is both cheaper and faster at p90) and the ranked configurations.
@@ -85,7 +85,7 @@
       xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" } },
       yaxis: { title: { text: "p90 TTFT, ms" }, rangemode: "tozero" },
     });
-    window.Plotly.newPlot(el, traces, layout, plot.config);
+    plot.draw(el, traces, layout);
   }
 
   const DRAW = { requests: requestsChart, capacity: capacityChart, pareto: paretoChart };

@@ -17,13 +17,27 @@
       font: { family: FAMILY, size: narrow ? 11 : 13, color: palette.ink() },
       paper_bgcolor: "transparent", plot_bgcolor: palette.plotBackground(),
       margin: narrow ? { l: 52, r: 8, t: 30, b: 44 } : { l: 64, r: 16, t: 30, b: 48 },
-      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: narrow ? 11 : 12 },
-        ...(narrow ? { entrywidth: 0.5, entrywidthmode: "fraction" } : {}) }, // two entries a row on a phone
+      // Entries wrap onto more rows as the width asks; a legend above the plot pushes the top margin (Plotly's automargin).
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: narrow ? 11 : 12 } },
     };
     const out = { ...base, ...own };
+    // A title keeps to the top edge, so the legend's extra rows go between it and the plot, never over it.
+    if (own.title) out.title = { y: 1, yref: "container", yanchor: "top", pad: { t: 8 }, ...own.title };
     for (const axis of ["xaxis", "yaxis"]) out[axis] = { gridcolor: palette.grid(), zeroline: false, automargin: true, ...own[axis] };
     if (own.margin) out.margin = { ...base.margin, ...own.margin };
     return out;
+  }
+
+  /** Plotly.newPlot, then room for a legend that wrapped onto more rows than the top margin holds (on a phone):
+   *  the top margin grows until the legend clears the title. */
+  function draw(div, traces, own) {
+    window.Plotly.newPlot(div, traces, own, config);
+    for (let tries = 0; tries < 4; tries++) { // the legend's own automargin moves it too: measure again
+      const title = div.querySelector(".gtitle")?.getBoundingClientRect();
+      const legend = div.querySelector(".legend")?.getBoundingClientRect();
+      if (!title || !legend || legend.top >= title.bottom + 2) return;
+      window.Plotly.relayout(div, { "margin.t": div._fullLayout.margin.t + Math.ceil(title.bottom - legend.top) + 6 });
+    }
   }
 
   // One extendTraces per chart per animation frame: points that arrive in the same frame are drawn together.
@@ -65,5 +79,5 @@
   /** Draw what is queued now (before a reset replaces the chart, or when a test reads the chart's data). */
   function drain() { if (frame) { cancelAnimationFrame(frame); flush(); } }
 
-  window.kvscope = { ...window.kvscope, plot: { layout, config, extend, redraw, drain } };
+  window.kvscope = { ...window.kvscope, plot: { layout, config, draw, extend, redraw, drain } };
 })();

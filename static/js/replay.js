@@ -108,7 +108,7 @@
       xaxis: { title: { text: "trace time, s" } },
       yaxis: { title: { text: "hit ratio, % of blocks looked up" }, range: [0, 1], tickformat: ".0%" },
     });
-    window.Plotly.newPlot(div, traces, layout, plot.config);
+    plot.draw(div, traces, layout);
   }
 
   function ttftChart(result) {
@@ -129,7 +129,7 @@
       xaxis: { title: { text: "arrival, s" } },
       yaxis: { title: { text: "TTFT, ms (log)" }, type: "log", dtick: 1 },
     });
-    window.Plotly.newPlot(div, traces, layout, plot.config);
+    plot.draw(div, traces, layout);
   }
 
   async function submit(form) {
