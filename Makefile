@@ -39,7 +39,7 @@ fuzz: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[fuzz]'
 	$(BIN)/python scripts/fuzz.py $(ARGS)
 
-# Re-download the pinned htmx release into static/vendor/ (checks its npm integrity); commit the result.
+# Re-download the pinned npm releases (htmx, plotly.js, Swagger UI into static/vendor/; axe-core into tests/vendor/), checking their npm integrity; commit the result.
 vendor: $(STAMP)
 	$(BIN)/python scripts/vendor_assets.py
 

@@ -1,19 +1,22 @@
-"""Vendor the page's third-party JavaScript into static/vendor/ from pinned npm tarballs, verified by checksum.
+"""Vendor third-party JavaScript from pinned npm tarballs, verified by checksum: the page's into static/vendor/, the tests' into tests/vendor/.
 
     python scripts/vendor_assets.py          # download, verify the tarball's sha512, extract, write CHECKSUMS
     python scripts/vendor_assets.py --check  # offline: the committed files still match CHECKSUMS
 
 The tarball's integrity is the one the npm registry publishes for that exact
 version (``npm view htmx.org@4.0.1 dist.integrity``); a tarball that does not
-match is refused before anything is written. plotly.js is not vendored: the
-page serves the copy inside the installed ``plotly`` Python package. Swagger UI
-(``/docs``) is vendored too, so that the API docs need no network.
+match is refused before anything is written. plotly.js is the partial bundle
+with only the trace types the page draws (scatter and bar: plotly.js-basic-dist-min),
+written beside a gzip copy that the server sends as it is (app/web/assets.py).
+Swagger UI (``/docs``) is vendored too, so that the API docs need no network.
+axe-core goes to tests/vendor/ (the accessibility test injects it); it never ships in the wheel.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import gzip
 import hashlib
 import io
 import sys
@@ -22,8 +25,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-VENDOR_DIR = Path(__file__).resolve().parents[1] / "static" / "vendor"
-CHECKSUMS = VENDOR_DIR / "CHECKSUMS"
+ROOT = Path(__file__).resolve().parents[1]
+VENDOR_DIR = ROOT / "static" / "vendor"
+TESTS_VENDOR_DIR = ROOT / "tests" / "vendor"
+# Files also written gzipped (name + ".gz"), at the highest level and with no timestamp, so the bytes repeat.
+PRECOMPRESSED = {"plotly-basic.min.js"}
 REGISTRY = "https://registry.npmjs.org"
 
 
@@ -34,7 +40,8 @@ class Package:
     name: str
     version: str
     integrity: str  # "sha512-<base64>", as the registry publishes it
-    files: dict[str, str]  # path inside the tarball (below package/) -> path below static/vendor/
+    files: dict[str, str]  # path inside the tarball (below package/) -> path below `into`
+    into: Path = VENDOR_DIR
 
     @property
     def tarball_url(self) -> str:
@@ -52,6 +59,23 @@ PACKAGES = [
             "dist/ext/hx-sse.min.js": "hx-sse.min.js",
             "LICENSE": "htmx.LICENSE",
         },
+    ),
+    Package(
+        name="plotly.js-basic-dist-min",
+        version="4.1.1",
+        integrity="sha512-1oNF8PeQx2hv/y7tqEVWKD3JGwn/MGEMQ8mL9HUwsaqG9FGy/OU5FHUHvzqbqxN4mnwZGI9abTiE775C4kkjMQ==",
+        files={
+            # scatter, bar and pie: the page's charts use scatter and bar only (static/js/*.js).
+            "plotly-basic.min.js": "plotly-basic.min.js",
+            "LICENSE": "plotly.LICENSE",
+        },
+    ),
+    Package(
+        name="axe-core",
+        version="4.14.1",
+        integrity="sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+        files={"axe.min.js": "axe.min.js", "LICENSE": "axe-core.LICENSE"},  # MPL-2.0
+        into=TESTS_VENDOR_DIR,
     ),
     Package(
         name="swagger-ui-dist",
@@ -101,22 +125,37 @@ def extract(package: Package, tarball: bytes) -> dict[str, bytes]:
     return out
 
 
+def gzipped(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def with_compressed(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files, plus a .gz copy of each one listed in PRECOMPRESSED."""
+    return {**files, **{f"{name}.gz": gzipped(data) for name, data in files.items() if name in PRECOMPRESSED}}
+
+
+def expected_names(into: Path) -> set[str]:
+    names = {name for p in PACKAGES if p.into == into for name in p.files.values()}
+    return names | {f"{name}.gz" for name in names if name in PRECOMPRESSED}
+
+
 def vendor() -> None:
-    VENDOR_DIR.mkdir(parents=True, exist_ok=True)
-    lines = []
+    lines: dict[Path, list[str]] = {}
     for package in PACKAGES:
-        for name, data in extract(package, fetch(package)).items():
-            (VENDOR_DIR / name).parent.mkdir(parents=True, exist_ok=True)
-            (VENDOR_DIR / name).write_bytes(data)
-            lines.append(f"{sha256_of(data)}  {name}  {package.name}@{package.version}")
-            print(f"{name}: {len(data):,} bytes from {package.name}@{package.version}")
-    CHECKSUMS.write_text("\n".join(lines) + "\n")
+        package.into.mkdir(parents=True, exist_ok=True)
+        for name, data in with_compressed(extract(package, fetch(package))).items():
+            (package.into / name).parent.mkdir(parents=True, exist_ok=True)
+            (package.into / name).write_bytes(data)
+            lines.setdefault(package.into, []).append(f"{sha256_of(data)}  {name}  {package.name}@{package.version}")
+            print(f"{package.into.relative_to(ROOT)}/{name}: {len(data):,} bytes from {package.name}@{package.version}")
+    for into, listed in lines.items():
+        (into / "CHECKSUMS").write_text("\n".join(listed) + "\n")
 
 
-def read_checksums() -> dict[str, str]:
-    """File name -> sha256, from CHECKSUMS."""
+def read_checksums(into: Path = VENDOR_DIR) -> dict[str, str]:
+    """File name -> sha256, from the folder's CHECKSUMS."""
     pinned = {}
-    for line in CHECKSUMS.read_text().splitlines():
+    for line in (into / "CHECKSUMS").read_text().splitlines():
         digest, name, *_ = line.split()
         pinned[name] = digest
     return pinned
@@ -125,16 +164,20 @@ def read_checksums() -> dict[str, str]:
 def check() -> list[str]:
     """Problems with the committed vendored files (an empty list when all match)."""
     problems = []
-    expected = {name for p in PACKAGES for name in p.files.values()}
-    pinned = read_checksums()
-    if set(pinned) != expected:
-        problems.append(f"CHECKSUMS lists {sorted(pinned)}, the pins give {sorted(expected)}")
-    for name, digest in pinned.items():
-        path = VENDOR_DIR / name
-        if not path.is_file():
-            problems.append(f"{name}: missing")
-        elif sha256_of(path.read_bytes()) != digest:
-            problems.append(f"{name}: sha256 differs from CHECKSUMS")
+    for into in sorted({p.into for p in PACKAGES}):
+        expected = expected_names(into)
+        pinned = read_checksums(into)
+        if set(pinned) != expected:
+            problems.append(f"{into.relative_to(ROOT)}/CHECKSUMS lists {sorted(pinned)}, the pins give {sorted(expected)}")
+        for name, digest in pinned.items():
+            path = into / name
+            if not path.is_file():
+                problems.append(f"{name}: missing")
+            elif sha256_of(path.read_bytes()) != digest:
+                problems.append(f"{name}: sha256 differs from CHECKSUMS")
+        for name in sorted(n for n in pinned if n.endswith(".gz") and (into / n).is_file() and (into / n[:-3]).is_file()):
+            if gzip.decompress((into / name).read_bytes()) != (into / name[:-3]).read_bytes():
+                problems.append(f"{name}: does not unpack to {name[:-3]}")
     return problems
 
 

@@ -53,14 +53,15 @@ def cell(page: Page, run: str, number: int, col: str) -> str:
 
 def test_seed_lab_plays_to_the_end(page: Page, live_server: str, artifacts: Path) -> None:
     open_dashboard(page, live_server)
-    # Record every distinct state of the gpu lane's GPU bar while the run plays.
+    # Record every distinct state of the gpu lane's GPU bar while the run plays, as each step is applied (at full speed
+    # the player applies several steps per 12 ms slice, so the DOM is not observed between them by a MutationObserver).
     page.evaluate(
         """() => {
           window.__gpuBars = new Set();
-          new MutationObserver(() => {
+          document.addEventListener('kvscope:step', () => {
             const tiles = document.querySelectorAll('.lane[data-run="gpu"] .tier[data-tier=gpu] .tile:not(.leaving)');
             window.__gpuBars.add([...tiles].map(t => t.dataset.doc).join(','));
-          }).observe(document.getElementById('run'), {subtree: true, childList: true, attributes: true});
+          });
         }"""
     )
     page.click("button[data-action=run]")

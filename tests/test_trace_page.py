@@ -70,7 +70,7 @@ def test_page_shows_the_clis_records_for_the_bundled_trace(panel: Page) -> None:
     # The tier table and the hit-ratio chart show the CLI's tiers and timeline.
     rows = panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert rows == [
-        [t["name"].upper(), f"{t['capacity_blocks']:,}", f"{t['lookup_blocks']:,}", f"{t['hit_blocks']:,}", f"{t['hit_ratio']:.4f}"]
+        [t["name"].upper(), f"{t['capacity_blocks']:,}", f"{t['lookup_blocks']:,}", f"{t['hit_blocks']:,}", f"{100 * t['hit_ratio']:.1f}%"]
         for t in expected["tiers"]
     ]
     series = panel.evaluate("() => document.getElementById('replay-hit-chart').data.map(t => t.y)")
@@ -98,9 +98,9 @@ def test_an_uploaded_trace_is_replayed_and_its_bad_line_named(panel: Page, tmp_p
     panel.set_input_files("#replay-file", str(good))
     replay_on_page(panel, "4", "")
     assert "of mine.jsonl" in panel.inner_text("#replay-status")
-    # Two reads of one 2-block prompt: the second hits block 1 (the last-token rule keeps block 2 out): 1 of 4.
+    # Two reads of one 2-block prompt: the second hits block 1 (the last-token rule keeps block 2 out): 1 of 4, 25.0%.
     assert panel.eval_on_selector_all("#replay-tiers tbody td", "cells => cells.map(c => c.textContent)") == [
-        "GPU", "4", "4", "1", "0.2500",
+        "GPU", "4", "4", "1", "25.0%",
     ]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}\nnot json\n')

@@ -9,11 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import version
-from importlib.util import find_spec
-from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 
@@ -23,12 +20,9 @@ from app.web.disconnects import QuietDisconnects
 from app.web.guard import RequestGuard
 from app.web.headers import SecurityHeaders
 from app.web.proxied import ProxyFirst
-from app.web.routes import advise, analysis, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
+from app.web.routes import advise, analysis, assets, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
 
-ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs]
-
-# plotly.js as bundled with the installed plotly package, so Python and JS plotly stay in step.
-PLOTLY_JS = Path(find_spec("plotly").origin or "").parent / "package_data" / "plotly.min.js"  # type: ignore[union-attr]
+ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs, assets]
 
 
 def _lifespan(web: Web) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -62,9 +56,4 @@ def make_app(web: Web | None = None) -> FastAPI:
     for feature in ROUTERS:
         app.include_router(feature.router(web=web))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-
-    @app.get("/assets/plotly.min.js", include_in_schema=False)
-    def plotly_js() -> FileResponse:
-        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
-
     return app

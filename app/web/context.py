@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -32,6 +33,10 @@ def _package_dir(name: str) -> Path:
 
 TEMPLATES_DIR = _package_dir("app.web.templates")
 STATIC_DIR = _package_dir("app.web.static")
+# The partial plotly.js bundle (scatter and bar), vendored with a gzip copy by scripts/vendor_assets.py.
+PLOTLY_JS = STATIC_DIR / "vendor" / "plotly-basic.min.js"
+# Named by its content, so a browser may keep it for good: a new bundle is a new URL (routes/assets.py).
+PLOTLY_URL = f"/assets/plotly-basic.{hashlib.sha256(PLOTLY_JS.read_bytes()).hexdigest()[:12]}.min.js"
 
 
 def tokens(value: int | float | None) -> str:
@@ -55,7 +60,7 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters.update(tokens=tokens, ms=ms, times=times)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
     causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
-    templates.env.globals.update(static_version=_static_version(), causes=causes)
+    templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL)
     return templates
 
 

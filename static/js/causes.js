@@ -1,13 +1,11 @@
 // Computed tokens by cause, one stacked bar per pass and configuration, from each `pass` event's summary
 // (sim.explain: its `computed` map and `infinite_hit_tokens`). The causes, in precedence order, and their
-// labels come from the server (sim/explain/causes.py, on the chart's data-causes); their colours are here.
+// labels come from the server (sim/explain/causes.py, on the chart's data-causes); their colours from the palette.
+// A pass redraws the chart on the next animation frame (plot.redraw), however many passes arrive in it.
 (() => {
   "use strict";
 
-  const COLOUR = {
-    "partial-block": "#999999", "partial-chunk": "#BBBBBB", "last-token": "#56B4E9", "first-seen": "#009E73",
-    evicted: "#D55E00", "chain-broken": "#CC79A7", "not-asked": "#F0E442",
-  }; // Okabe-Ito
+  const { palette, plot } = window.kvscope;
   let CAUSES = []; // [name, colour, label]
   let div = null;
   let bars = []; // {label, computed, floor}
@@ -19,22 +17,23 @@
       type: "bar", name: label, x, y: bars.map((b) => b.computed[cause] ?? 0), marker: { color: colour },
       hovertemplate: `${label}: %{y:,} tokens<extra>%{x}</extra>`,
     }));
-    const layout = window.kvscope.plot.layout(div, {
+    const layout = plot.layout(div, {
       barmode: "stack", height: 300, margin: { t: 60, b: 60 },
       yaxis: { title: { text: "computed tokens" }, rangemode: "tozero" },
       xaxis: { type: "category" },
       shapes: bars.map((b, i) => ({
         type: "rect", xref: "x", yref: "y", x0: i - 0.45, x1: i + 0.45, y0: 0, y1: b.floor,
-        line: { color: "#222", width: 1, dash: "dot" },
+        line: { color: palette.ink(), width: 1, dash: "dot" },
       })),
     });
-    window.Plotly.react(div, traces, layout, window.kvscope.plot.config);
+    window.Plotly.react(div, traces, layout, plot.config);
   }
 
   function reset() {
     div = document.getElementById("causes-chart");
     bars = [];
-    CAUSES = JSON.parse(div?.dataset.causes ?? "[]").map((c) => [c.name, COLOUR[c.name] ?? "#444", c.label]);
+    CAUSES = JSON.parse(div?.dataset.causes ?? "[]").map((c) => [c.name, palette.cause(c.name), c.label]);
+    plot.drain();
     if (div && window.Plotly) window.Plotly.purge(div);
     draw();
   }
@@ -47,7 +46,7 @@
       computed: s.computed,
       floor: s.computed_tokens - (s.infinite_hit_tokens - s.served_tokens),
     });
-    draw();
+    if (div) plot.redraw(div, draw);
   }
 
   document.addEventListener("kvscope:reset", reset);

@@ -22,21 +22,21 @@
       type: "scatter", mode: "lines+markers", name: run, meta: "run", showlegend: true,
       x: [], y: [], customdata: [],
       line: { color: palette.run(i), width: 1.5 },
-      marker: { color: palette.run(i), size: 9, symbol: [], line: { color: "#fff", width: 1 } },
+      marker: { color: palette.run(i), size: 9, symbol: [], line: { color: palette.plotBackground(), width: 1 } },
       hovertemplate: `<b>${run}</b> · request %{x}<br>%{y:.1f} ms · %{customdata}<extra></extra>`,
     }));
     // Legend entries for the marker shapes (no data).
     for (const { symbol, label } of palette.sources.map(palette.source)) {
       traces.push({
         type: "scatter", mode: "markers", name: label, meta: "legend", x: [null], y: [null],
-        marker: { symbol, color: "#6b6b6b", size: 9 }, hoverinfo: "skip",
+        marker: { symbol, color: palette.key(), size: 9 }, hoverinfo: "skip",
       });
     }
     // Pass labels sit inside the plot's top edge; the legend goes above it (plot.layout).
     const marks = window.kvscope.passMarks(passes);
     const narrow = div.clientWidth < 560; // "pass 1 · forward" does not fit ten requests' width on a phone
     for (const a of marks.annotations) {
-      Object.assign(a, { y: 1, yanchor: "top", font: { size: 11, color: "#444" } });
+      Object.assign(a, { y: 1, yanchor: "top", font: { size: 11, color: palette.inkSoft() } });
       if (narrow) a.text = a.text.split(" · ")[0];
     }
     const layout = plot.layout(div, {

@@ -1,12 +1,16 @@
 // The lanes panel: every tier's capacity bar holds one tile per cached document, to scale; tiles grow in on
 // store and load, flash on a hit, and shrink out on eviction. Order within a bar is recency as this tier saw it:
 // the requested document moves to the right end (on the GPU always; on CPU or disk when it was read or written
-// there), so the left end is what LRU evicts next. Follows the player's events (static/js/player.js).
+// there), so the left end is what LRU evicts next. Under each bar the last evictions stay as ghosts, each with the
+// request that caused it; a GPU eviction whose document the CPU tier still holds is drawn joined to that CPU tile
+// (the next request for it loads from CPU instead of computing). Follows the player's events (static/js/player.js).
 (() => {
   "use strict";
 
   const fmt = new Intl.NumberFormat("en-US");
   const lanes = new Map(); // run -> lane state
+  const GHOSTS = 3; // evictions kept in view per tier
+  const SVG = "http://www.w3.org/2000/svg";
 
   function tierState(el) {
     const bar = el.querySelector("[data-role=bar]");
@@ -15,8 +19,19 @@
     // Faint gridlines one prompt apart: how many documents the tier holds, at a glance.
     bar.style.setProperty("--prompt-share", `${Math.min(100, (100 * prompt) / capacity)}%`);
     bar.replaceChildren();
+    // The ghost strip: made here, not in the template, so a page without this script shows no empty strip.
+    let ghosts = el.querySelector("[data-role=ghosts]");
+    if (!ghosts) {
+      ghosts = document.createElement("div");
+      ghosts.className = "ghosts";
+      ghosts.dataset.role = "ghosts";
+      bar.after(ghosts);
+    }
+    ghosts.replaceChildren();
+    ghosts.setAttribute("role", "img");
+    ghosts.setAttribute("aria-label", `No evictions from ${el.querySelector(".tier-name")?.textContent ?? el.dataset.tier} yet`);
     return {
-      el, bar, capacity, name: el.dataset.tier,
+      el, bar, ghosts, capacity, name: el.dataset.tier,
       label: el.querySelector(".tier-name")?.textContent ?? el.dataset.tier,
       used: el.querySelector("[data-role=used]"),
       tiles: new Map(), // doc -> tile element
@@ -40,9 +55,83 @@
       for (const tier of tiers.values()) tier.used.textContent = "0";
       const pass = laneEl.querySelector("[data-role=pass]");
       if (pass) pass.textContent = "pass 1";
-      lanes.set(laneEl.dataset.run, { el: laneEl, tiers, totals, now, pass, sums: null, current: null });
+      let relations = laneEl.querySelector("svg.relations");
+      if (!relations) {
+        relations = document.createElementNS(SVG, "svg");
+        relations.classList.add("relations");
+        relations.setAttribute("aria-hidden", "true");
+        laneEl.append(relations);
+      }
+      relations.replaceChildren();
+      lanes.set(laneEl.dataset.run, { el: laneEl, tiers, totals, now, pass, relations, sums: null, current: null });
     }
   }
+
+  // -- eviction ghosts ------------------------------------------------------------
+
+  /** One eviction (its parts of one document in one request add up) as a ghost at the strip's left, newest first. */
+  function ghost(lane, tier, ev) {
+    if (!tier) return;
+    let g = [...tier.ghosts.children].find((c) => c.dataset.seq === String(ev.seq) && c.dataset.doc === String(ev.doc));
+    if (!g) {
+      g = document.createElement("div");
+      g.className = `ghost ${docClass(ev.doc)}`;
+      g.dataset.seq = String(ev.seq);
+      g.dataset.doc = String(ev.doc);
+      g.dataset.tokens = "0";
+      tier.ghosts.prepend(g);
+      while (tier.ghosts.children.length > GHOSTS) tier.ghosts.lastElementChild.remove();
+    }
+    g.dataset.tokens = String(Number(g.dataset.tokens) + ev.tokens);
+    g.style.width = `${(100 * Number(g.dataset.tokens)) / tier.capacity}%`;
+    const asked = lane.current?.seq === ev.seq ? ` (asking for ${docName(lane.current.doc)})` : "";
+    g.dataset.says = `${docName(ev.doc)}: ${fmt.format(Number(g.dataset.tokens))} tokens evicted from ${tier.label} by request ${ev.seq + 1}${asked}`;
+    describe(tier, g, null);
+  }
+
+  /** A ghost's words: what was evicted and by which request, and whether the CPU still holds a copy. */
+  function describe(tier, g, copy) {
+    g.textContent = `${g.dataset.doc === "-1" ? "S" : g.dataset.doc} ← req ${Number(g.dataset.seq) + 1}${copy ? " · in CPU" : ""}`;
+    g.title = g.dataset.says + (copy ? `; the CPU tier still holds ${fmt.format(copy)} tokens of it` : "");
+    tier.ghosts.setAttribute("aria-label", `Last evictions from ${tier.label}: ${[...tier.ghosts.children].map((c) => c.title).join("; ")}`);
+  }
+
+  /** Lines from each GPU ghost whose document the CPU still holds to that document's CPU tile. */
+  function relate(lane) {
+    const gpu = lane.tiers.get("gpu");
+    const cpu = lane.tiers.get("cpu");
+    lane.relations.replaceChildren();
+    if (!gpu || !cpu) return;
+    const box = lane.el.getBoundingClientRect();
+    lane.relations.setAttribute("viewBox", `0 0 ${box.width} ${box.height}`);
+    for (const g of gpu.ghosts.children) {
+      const doc = Number(g.dataset.doc);
+      const tile = cpu.tiles.get(doc);
+      g.dataset.cpuCopy = String(Boolean(tile));
+      describe(gpu, g, tile ? cpu.tokens.get(doc) : null);
+      if (!tile) continue;
+      const a = g.getBoundingClientRect();
+      const b = tile.getBoundingClientRect();
+      if (a.right > gpu.ghosts.getBoundingClientRect().right + 1) continue; // cut off by a narrow strip: no line to nowhere
+      const line = document.createElementNS(SVG, "line");
+      line.setAttribute("x1", String(a.left + a.width / 2 - box.left));
+      line.setAttribute("y1", String(a.bottom - box.top));
+      line.setAttribute("x2", String(b.left + b.width / 2 - box.left));
+      line.setAttribute("y2", String(b.top - box.top));
+      line.dataset.doc = g.dataset.doc;
+      lane.relations.append(line);
+    }
+  }
+
+  // Tiles change width over a quarter second: the lines are drawn once they have settled, and on resize.
+  const pending = new Set();
+  let relating = 0;
+  function relateSoon(lane) {
+    pending.add(lane);
+    clearTimeout(relating);
+    relating = setTimeout(() => { for (const l of pending) relate(l); pending.clear(); }, 300);
+  }
+  window.addEventListener("resize", () => { for (const lane of lanes.values()) relateSoon(lane); });
 
   function docClass(doc) {
     if (doc < 0) return "doc-shared";
@@ -53,11 +142,24 @@
     return doc < 0 ? "shared prefix" : `doc ${doc}`;
   }
 
+  // Flashes restart their animation, which needs a layout between taking the class off and putting it back: done for
+  // all of a frame's flashes at once, so that a run played at full speed costs one layout per frame, not one per event.
+  const flashes = new Map(); // element -> set of classes
+  let flashFrame = 0;
+
   function flash(el, cls) {
     if (!el) return;
-    el.classList.remove(cls);
-    void el.offsetWidth; // restart the animation
-    el.classList.add(cls);
+    if (!flashes.has(el)) flashes.set(el, new Set());
+    flashes.get(el).add(cls);
+    if (!flashFrame) flashFrame = requestAnimationFrame(flashAll);
+  }
+
+  function flashAll() {
+    flashFrame = 0;
+    for (const [el, classes] of flashes) el.classList.remove(...classes);
+    void document.body.offsetWidth; // one layout: the animations restart
+    for (const [el, classes] of flashes) if (el.isConnected) el.classList.add(...classes);
+    flashes.clear();
   }
 
   function touch(tier, doc) {
@@ -144,6 +246,7 @@
         break;
       case "evict":
         flash(tier?.tiles.get(ev.doc), "evicted");
+        ghost(lane, tier, ev);
         break;
       case "load":
         touch(tier, ev.doc);
@@ -154,6 +257,7 @@
         break;
       case "occupancy":
         occupancy(lane, ev);
+        relateSoon(lane);
         break;
       case "ttft": {
         const offload = ev.cpu_hit_tokens + ev.disk_hit_tokens;

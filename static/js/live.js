@@ -1,9 +1,11 @@
 // Live runs: reads the stream of #live-stream (opened by htmx's SSE extension), plots each request's measured TTFT
 // (solid) beside the shadow simulation's prediction (dashed) on #live-chart, adds a row to #live-table as each
 // pass of each target completes, and lists warnings and errors. Events are applied as they arrive: the servers
-// set the pace, so there is no player here.
+// set the pace, so there is no player here; points reach the chart at most once per animation frame (plot.extend).
 (() => {
   "use strict";
+
+  const { palette, plot } = window.kvscope;
 
   const fmtMs = (v) => (v === null || v === undefined ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
   const fmtTokens = (v) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
@@ -30,7 +32,7 @@
     if (!chart || !window.Plotly) return;
     const traces = [];
     targets.forEach((t, i) => {
-      const colour = window.kvscope.palette.run(i);
+      const colour = palette.run(i);
       traces.push({
         type: "scatter", mode: "lines+markers", name: `${t} measured`, x: [], y: [], customdata: [],
         line: { color: colour, width: 2 }, marker: { color: colour, size: 8, symbol: "circle" },
@@ -42,15 +44,13 @@
         hovertemplate: `<b>${t}</b> simulated · request %{x}<br>%{y:.1f} ms · %{customdata}<extra></extra>`,
       });
     });
-    window.Plotly.newPlot(chart, traces, {
-      margin: { l: 60, r: 10, t: 30, b: 44 }, height: 340,
-      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
-      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" },
-      xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5], zeroline: false, gridcolor: "#eee" },
-      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true, zeroline: false, gridcolor: "#eee" },
-      legend: { x: 1.02, y: 1, xanchor: "left", yanchor: "top", font: { size: 12 } },
+    plot.drain();
+    window.Plotly.newPlot(chart, traces, plot.layout(chart, {
+      height: 340, margin: { t: 64 },
+      xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },
+      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true },
       ...window.kvscope.passMarks(passes),
-    }, { displayModeBar: false, responsive: true });
+    }), plot.config);
   }
 
   function current() {
@@ -75,7 +75,7 @@
   function extend(trace, x, y, note) {
     const chart = document.getElementById("live-chart");
     if (!chart || !window.Plotly || trace === undefined) return;
-    window.Plotly.extendTraces(chart, { x: [[x]], y: [[y]], customdata: [[note]] }, [trace]);
+    plot.extend(chart, trace, { x, y, customdata: note });
   }
 
   function hits(ev) {
@@ -154,6 +154,7 @@
   function finish() {
     if (!run || run.ended) return;
     run.ended = true;
+    plot.drain(); // the last points are on the chart when the status says done
     const done = [...run.measured.values()].reduce((a, b) => a + b, 0);
     if (run.failed.size) {
       status(`Stopped: ${[...run.failed].join(", ")} failed (see below). ${done} requests were measured; they are in the download.`, "error");
@@ -168,7 +169,7 @@
     if (!current()) return;
     switch (ev.type) {
       case "ttft":
-        extend(run.simulatedTrace.get(ev.run), ev.seq + 1, ev.ttft_ms, `doc ${ev.doc} · ${ev.source}`);
+        extend(run.simulatedTrace.get(ev.run), ev.seq + 1, ev.ttft_ms, `doc ${ev.doc} · ${palette.source(ev.source).tooltip}`);
         break;
       case "measured":
         if (ev.gpu_hit_tokens === null || ev.gpu_hit_tokens === undefined) run.unknownHits.add(`${ev.run}|${ev.pass}`);

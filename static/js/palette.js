@@ -3,7 +3,14 @@
 (() => {
   "use strict";
 
-  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  // Read once per name: the variables do not change while the page is open, and a chart asks per point.
+  const read = new Map();
+  const css = (name) => {
+    if (read.has(name)) return read.get(name);
+    const value = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    if (value) read.set(name, value); // not before the stylesheet has loaded
+    return value;
+  };
   // Where a prompt's tokens came from, as the stream's `source` says it; "L1/L2" as LMCache users say it.
   const SOURCES = {
     gpu: { label: "GPU hit", tooltip: "GPU hit (vLLM prefix cache)", symbol: "diamond" },
@@ -12,10 +19,14 @@
     computed: { label: "computed", tooltip: "computed (prefill)", symbol: "circle" },
   };
   const RUNS = 4; // --run-0 .. --run-3
+  const SERIES = 8; // --series-0 .. --series-7
 
   const palette = {
     /** The colour of the i-th configuration of a run (gpu, gpu+cpu, ...), the same on every chart and badge. */
     run: (i) => css(`--run-${i % RUNS}`),
+    /** The colour of a configuration named as sim/scenario.py's run_names name them ("gpu", "gpu+cpu",
+     *  "gpu+cpu+disk"): by how many tiers it has, so that "gpu" is the same colour wherever it is listed first or not. */
+    config: (name) => css(`--run-${Math.min(String(name).split("+").length - 1, RUNS - 1)}`),
     /** The colour, label and marker of a source (gpu, cpu, disk, computed). */
     // A source not listed is a further tier behind the CPU: drawn as the disk is, named by its tier.
     source: (name) => SOURCES[name]
@@ -23,6 +34,17 @@
       : { colour: css("--source-disk"), label: `loaded from ${name}`, tooltip: `loaded from ${name}`, symbol: SOURCES.disk.symbol },
     sources: Object.keys(SOURCES),
     measured: () => css("--measured"),
+    /** The colour of the i-th series of a chart whose series are not configurations (passes, the advisor's front). */
+    series: (i) => css(`--series-${i % SERIES}`),
+    /** The colour of a cause of computed tokens (sim/explain/causes.py's names). */
+    cause: (name) => css(`--cause-${name}`) || css("--chart-ink-soft"),
+    ink: () => css("--chart-ink"),
+    inkSoft: () => css("--chart-ink-soft"),
+    plotBackground: () => css("--chart-paper"),
+    grid: () => css("--chart-grid"),
+    rule: () => css("--chart-rule"),
+    key: () => css("--chart-key"),
+    labelBackground: () => css("--chart-label-back"),
   };
 
   window.kvscope = { ...window.kvscope, palette };

@@ -101,7 +101,9 @@
     step.events.push(event);
     if (event.type === "ttft") step.ended.add(event.run);
     if (step.applied) emit("kvscope:event", { event }); // a pass or run summary after its step was shown
-    pump();
+    // Applied from a task of its own: the browser may hand over hundreds of stream messages in one task, and a pump
+    // per message would apply them all there (one task of half a second at full speed) instead of in 12 ms slices.
+    if (!state.timer) state.timer = setTimeout(pump, 0);
   }
 
   function streamEnded() {

@@ -7,7 +7,7 @@
 
   // The page's palette (static/js/palette.js): a tier's hits take its source's colour and marker, and a dash per
   // series, so that no series is told apart by colour alone.
-  const { palette } = window.kvscope;
+  const { palette, plot } = window.kvscope;
   const TIER_STYLE = {
     gpu: { color: palette.source("gpu").colour, symbol: palette.source("gpu").symbol, dash: "solid", label: "GPU" },
     cpu: { color: palette.source("cpu").colour, symbol: palette.source("cpu").symbol, dash: "dash", label: "CPU" },
@@ -16,12 +16,13 @@
     const s = palette.source(name);
     return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
   });
-  const FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" };
   const OPTIONAL = ["cpu_blocks"]; // an empty optional field means "none", so it is not sent
 
   function el(id) { return document.getElementById(id); }
 
   function fmt(n) { return Number(n).toLocaleString("en-US"); }
+
+  function percent(ratio) { return `${(100 * ratio).toFixed(1)}%`; }
 
   function clearErrors(form) {
     for (const field of form.querySelectorAll(".field")) {
@@ -74,7 +75,7 @@
     const rows = tiers.map((t) => {
       const tr = document.createElement("tr");
       for (const [value, numeric] of [[TIER_STYLE[t.name]?.label ?? t.name, false], [fmt(t.capacity_blocks), true],
-        [fmt(t.lookup_blocks), true], [fmt(t.hit_blocks), true], [t.hit_ratio.toFixed(4), true]]) {
+        [fmt(t.lookup_blocks), true], [fmt(t.hit_blocks), true], [percent(t.hit_ratio), true]]) {
         const td = document.createElement("td");
         td.textContent = value;
         if (numeric) td.className = "num";
@@ -101,15 +102,13 @@
           + " · %{customdata[2]} requests<extra></extra>",
       };
     });
-    const layout = {
-      title: { text: "Hit ratio per tier, per time window", font: { size: 14 } },
-      margin: { l: 60, r: 16, t: 40, b: 80 }, height: 320, font: FONT,
-      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
-      xaxis: { title: { text: "trace time, s" }, gridcolor: "#eee", zeroline: false },
-      yaxis: { title: { text: "hit ratio (blocks)" }, range: [0, 1], tickformat: ".0%", gridcolor: "#eee", zeroline: false },
-      legend: { orientation: "h", x: 0, y: -0.25, yanchor: "top" },
-    };
-    window.Plotly.newPlot(el("replay-hit-chart"), traces, layout, { displayModeBar: false, responsive: true });
+    const div = el("replay-hit-chart");
+    const layout = plot.layout(div, {
+      title: { text: "Hit ratio per tier, per time window", font: { size: 14 } }, height: 340, margin: { t: 72 },
+      xaxis: { title: { text: "trace time, s" } },
+      yaxis: { title: { text: "hit ratio, % of blocks looked up" }, range: [0, 1], tickformat: ".0%" },
+    });
+    plot.draw(div, traces, layout);
   }
 
   function ttftChart(result) {
@@ -124,15 +123,13 @@
           + " · CPU %{customdata[3]:,} · computed %{customdata[4]:,}<extra></extra>",
       };
     });
-    const layout = {
-      title: { text: "Time to first token, per request", font: { size: 14 } },
-      margin: { l: 60, r: 16, t: 40, b: 80 }, height: 340, font: FONT,
-      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
-      xaxis: { title: { text: "arrival, s" }, gridcolor: "#eee", zeroline: false },
-      yaxis: { title: { text: "TTFT, ms (log)" }, type: "log", dtick: 1, gridcolor: "#eee" },
-      legend: { orientation: "h", x: 0, y: -0.25, yanchor: "top" },
-    };
-    window.Plotly.newPlot(el("replay-ttft-chart"), traces, layout, { displayModeBar: false, responsive: true });
+    const div = el("replay-ttft-chart");
+    const layout = plot.layout(div, {
+      title: { text: "Time to first token, per request", font: { size: 14 } }, height: 360, margin: { t: 72 },
+      xaxis: { title: { text: "arrival, s" } },
+      yaxis: { title: { text: "TTFT, ms (log)" }, type: "log", dtick: 1 },
+    });
+    plot.draw(div, traces, layout);
   }
 
   async function submit(form) {

@@ -4,7 +4,7 @@
 (() => {
   "use strict";
 
-  const colour = (i) => getComputedStyle(document.documentElement).getPropertyValue(`--run-${i % 3}`).trim() || "#444";
+  const { palette, plot } = window.kvscope;
 
   function pickedChanged() {
     const form = document.getElementById("runs-compare");
@@ -20,12 +20,11 @@
     div.dataset.drawn = "true";
     const series = JSON.parse(div.dataset.series);
     const single = div.dataset.single === "true";
-    const configs = [...new Set([...series.a, ...series.b].map((s) => s.config))];
     const traces = [];
     for (const [which, dash] of single ? [["a", "solid"]] : [["a", "solid"], ["b", "dash"]]) {
       const id = div.dataset[which];
       for (const s of series[which]) {
-        const c = colour(configs.indexOf(s.config));
+        const c = palette.config(s.config);
         traces.push({
           type: "scatter", mode: "lines+markers", name: single ? s.config : `run ${id} · ${s.config}`,
           x: s.x, y: s.ttft_ms, line: { color: c, width: 1.5, dash },
@@ -34,14 +33,12 @@
         });
       }
     }
-    const layout = {
-      margin: { l: 60, r: 10, t: 20, b: 44 }, height: 320,
-      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
-      xaxis: { title: { text: "request (of its configuration)" }, gridcolor: "#eee" },
-      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", gridcolor: "#eee" },
-      legend: { x: 1.02, y: 1, xanchor: "left", font: { size: 12 } },
-    };
-    window.Plotly.newPlot(div, traces, layout, { displayModeBar: false, responsive: true });
+    const layout = plot.layout(div, {
+      height: 320,
+      xaxis: { title: { text: "request (of its configuration)" } },
+      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero" },
+    });
+    window.Plotly.newPlot(div, traces, layout, plot.config);
   }
 
   document.addEventListener("change", (evt) => { if (evt.target.matches?.("#runs-compare input[name=pick]")) pickedChanged(); });

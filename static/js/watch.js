@@ -2,9 +2,13 @@
 // arrives: `occupancy` redraws a tier's to-scale bar (one segment per resident prefix, largest first, or in the
 // order the event lists them: the twin's LRU order, next to be evicted first, as the order toggle picks), `store` and
 // `evict` flash it, `measured` and the twin's `ttft` add points to the TTFT chart and rows to the requests table,
-// `divergence` rewrites the line saying whether the twin and the server hold the same blocks.
+// `divergence` rewrites the line saying whether the twin and the server hold the same blocks. Points reach the chart
+// at most once per animation frame (plot.extend); measured and predicted share the upstream's colour, told apart by
+// line and marker as on the live chart.
 (() => {
   "use strict";
+
+  const { palette, plot } = window.kvscope;
 
   const MAX_ROWS = 50;
   const TIER_NAMES = { gpu: "GPU", cpu: "CPU", storage: "STORAGE" };
@@ -84,19 +88,19 @@
       line: { color: colour, width: dash ? 1.5 : 2, dash: dash ? "dash" : "solid" }, marker: { color: colour, size: 8, symbol },
       hovertemplate: `<b>${name}</b> · request %{x}<br>%{y:.1f} ms<extra></extra>`,
     });
-    window.Plotly.newPlot(div, [trace("measured", "#D55E00", false, "circle"), trace("twin's prediction", "#0072B2", true, "circle-open")], {
-      margin: { l: 60, r: 10, t: 20, b: 44 }, height: 260, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
-      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" },
-      xaxis: { title: { text: "proxied request" }, zeroline: false, gridcolor: "#eee" },
-      yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", zeroline: false, gridcolor: "#eee" },
-      legend: { orientation: "h", y: 1.12 },
-    }, { displayModeBar: false, responsive: true });
+    const colour = palette.run(0);
+    window.Plotly.newPlot(div, [trace("measured", colour, false, "circle"), trace("twin's prediction", colour, true, "circle-open")],
+      plot.layout(div, {
+        height: 260,
+        xaxis: { title: { text: "proxied request" } },
+        yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero" },
+      }), plot.config);
     return div;
   }
 
   function point(view, trace, x, y) {
     const div = chart(view);
-    if (window.Plotly && y !== null && y !== undefined) window.Plotly.extendTraces(div, { x: [[x]], y: [[y]] }, [trace]);
+    if (window.Plotly && y !== null && y !== undefined) plot.extend(div, trace, { x, y });
   }
 
   function row(view, seq) {

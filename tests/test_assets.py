@@ -1,0 +1,52 @@
+"""The partial plotly.js bundle over a real server: a content-hashed URL, sent gzipped when the client accepts it,
+cached for good, and byte for byte the vendored file; the page asks for it and for nothing of the full bundle."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+
+import httpx
+
+from app.web.routes.assets import accepts_gzip
+from live_servers import ROOT
+
+VENDORED = ROOT / "static" / "vendor" / "plotly-basic.min.js"
+
+
+def plotly_src(url: str) -> str:
+    scripts = re.findall(r'<script defer src="(/assets/[^"]+)"', httpx.get(url + "/", timeout=30).text)
+    assert len(scripts) == 1, scripts
+    return scripts[0]
+
+
+def test_the_page_names_the_bundle_by_its_content(live_server: str) -> None:
+    src = plotly_src(live_server)
+    # The URL carries the first 12 hex digits of the vendored file's sha256: new bytes, new URL.
+    assert src == f"/assets/plotly-basic.{hashlib.sha256(VENDORED.read_bytes()).hexdigest()[:12]}.min.js"
+    assert httpx.get(live_server + "/assets/plotly-basic.000000000000.min.js", timeout=10).status_code == 404
+    assert httpx.get(live_server + "/assets/plotly.min.js", timeout=10).status_code == 404  # the full bundle is gone
+
+
+def test_gzip_is_sent_as_vendored_and_identity_when_asked(live_server: str) -> None:
+    url = live_server + plotly_src(live_server)
+    with httpx.stream("GET", url, headers={"Accept-Encoding": "gzip, deflate"}, timeout=30) as packed:
+        wire = b"".join(packed.iter_raw())
+        headers = packed.headers
+    assert headers["content-encoding"] == "gzip"
+    assert "immutable" in headers["cache-control"] and "max-age=31536000" in headers["cache-control"]
+    assert headers["vary"] == "Accept-Encoding"
+    # The pre-compressed copy itself (not compressed again per request), and it unpacks to the vendored bundle.
+    assert wire == VENDORED.with_name("plotly-basic.min.js.gz").read_bytes()
+    assert gzip.decompress(wire) == VENDORED.read_bytes()
+    assert len(wire) < 600_000  # the page's JS budget (make bench) with room for htmx and the page's own scripts
+    plain = httpx.get(url, headers={"Accept-Encoding": "identity"}, timeout=30)
+    assert "content-encoding" not in plain.headers and plain.content == VENDORED.read_bytes()
+
+
+def test_accept_encoding_reading() -> None:
+    # RFC 9110 12.5.3: a coding with q=0 is "not acceptable"; "*" stands for any coding not listed.
+    assert accepts_gzip("gzip") and accepts_gzip("br, GZIP;q=0.5") and accepts_gzip("*")
+    assert not accepts_gzip("") and not accepts_gzip("identity") and not accepts_gzip("gzip;q=0") and not accepts_gzip("gzip;q=0.0")
+    assert not accepts_gzip("gzip;q=bad")

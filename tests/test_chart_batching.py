@@ -1,0 +1,47 @@
+"""Chart updates from a stream reach Plotly at most once per chart per animation frame (static/js/plot.js), in headless
+Chromium with the seed lab at full speed: every extendTraces and every redraw of the causes chart runs inside an
+animation frame, no chart is redrawn twice in one frame, and 60 TTFT points take fewer calls than points."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page
+
+pytestmark = pytest.mark.browser
+
+# Wrapped after the page's scripts have loaded (they call window.Plotly.* at call time): each call is recorded with the
+# time of the animation frame it runs in (null outside one); the frame's time is the same for all its callbacks.
+WRAP = """() => {
+  window.__calls = []; window.__frame = null;
+  const raf = window.requestAnimationFrame.bind(window);
+  window.requestAnimationFrame = (cb) => raf((t) => { window.__frame = t; try { cb(t); } finally { window.__frame = null; } });
+  for (const name of ["extendTraces", "react", "newPlot"]) {
+    const f = window.Plotly[name];
+    window.Plotly[name] = function (div, ...rest) { window.__calls.push([name, div.id, window.__frame]); return f.call(this, div, ...rest); };
+  }
+}"""
+
+
+def test_stream_updates_redraw_each_chart_at_most_once_per_frame(page: Page, live_server: str) -> None:
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    page.evaluate(WRAP)
+    page.select_option("#speed", "max")
+    page.click("button[data-action=run]")
+    page.wait_for_selector("#player-status[data-state=done]", timeout=60_000)
+    page.wait_for_timeout(200)
+    calls = page.evaluate("window.__calls")
+    points = page.evaluate("[...document.getElementById('ttft-chart').data].filter(t => t.meta === 'run').reduce((n, t) => n + t.x.length, 0)")
+    assert points == 60  # 30 requests x 2 configurations: all drawn
+    extends = [c for c in calls if c[0] == "extendTraces"]
+    assert extends and all(c[1] == "ttft-chart" for c in extends)
+    # In frames, or drained once at the end (kvscope:finished) outside one; never one call per point.
+    assert len(extends) < points
+    in_frames = [(c[1], c[2]) for c in calls if c[0] in ("extendTraces", "react") and c[2] is not None]
+    assert len(in_frames) == len(set(in_frames)), "a chart redrawn twice in one frame"
+    # The causes chart: a bar per pass and configuration arrives with each of the 6 pass events (3 passes x 2). After
+    # its reset (outside a frame) every redraw is in a frame, except the last, drained when the run finishes; at most
+    # one redraw per pass event, fewer when passes arrive in the same frame.
+    causes = [c for c in calls if c[1] == "causes-chart" and c[0] == "react"]
+    assert 2 <= len(causes) <= 1 + 6
+    assert all(c[2] is not None for c in causes[1:-1])
