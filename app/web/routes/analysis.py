@@ -11,26 +11,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Request, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.scenario_input import ScenarioInput
+from app.web import scenario_form
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
+from app.web.versus_view import versus_view
 from sim import jsontext, measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
 from sim.longdocqa import REPEAT_MODES, Failure, parse_run
 from sim.longdocqa import Run as LongDocQaRun
 from sim.measurements import Measurement, MeasurementError
-from sim.readers import MeasurementSet, read_measurements
+from sim.readers import Kind, MeasurementSet, read_measurements
 from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
+from sim.versus import measured_vs_predicted, scenario_for
 from sim.whatif import compare
-from sim.work import Budget, OverBudget, curve_cost, policies_cost
+from sim.work import Budget, OverBudget, curve_cost, policies_cost, simulation_cost
 
 MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
 MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
@@ -101,6 +104,24 @@ def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
         raise Problem("points", str(exc)) from None
 
 
+def _versus(found: MeasurementSet, given: Scenario) -> dict[str, Any]:
+    """``sim.versus`` in a worker process; a file that does not fit the scenario is a Problem at ``file``."""
+    try:
+        return measured_vs_predicted(found, given)
+    except MeasurementError as exc:
+        raise Problem("file", f"measured against predicted: {exc}") from None
+
+
+async def versus_checked(web: Web, found: MeasurementSet, given: Scenario) -> dict[str, Any]:
+    """The comparison, once the scenario it simulates is within the web's budget."""
+    scenario, _, _ = scenario_for(found, given)
+    try:
+        web.workers.budget.per_request.check(simulation_cost(scenario, explain=False), "file", "a smaller file or scenario")
+    except OverBudget as exc:
+        raise Problem(exc.field, str(exc)) from None
+    return await web.workers.run(_versus, found, given)
+
+
 # -- views -------------------------------------------------------------------
 
 
@@ -154,9 +175,11 @@ def router(*, web: Web) -> APIRouter:
         try:
             rows: list[Measurement] = []
             failures: list[Failure] = []
+            kind: Kind = "long_doc_qa"
             upload = await upload_text(form.get("file"), "file")  # type: ignore[arg-type]
             if upload is not None:
                 found = await web.workers.run(_measurement_set, *upload)
+                kind = found.kind
                 rows += found.rows
                 failures += found.failures
             warmup = await upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
@@ -175,7 +198,12 @@ def router(*, web: Web) -> APIRouter:
         files = await uploaded_files(form.get("file"), form.get("warmup"), form.get("query"))
         run_id, _ = keep(lambda: save_rows(web.runs, "analysis", files, rows, failures=[f.to_dict() for f in failures]))
         view = await web.workers.run(measurements_view, rows, baseline, failures)
-        return render(request, "analysis/measurements.html", view=view, run_id=run_id)
+        versus, versus_problem = None, None
+        try:  # beside the file's statistics, not instead of them: a file the scenario does not fit is still analysed
+            versus = versus_view(await versus_checked(web, MeasurementSet(rows, kind, failures), sidebar_scenario(values)))
+        except Problem as exc:
+            versus_problem = str(exc)
+        return render(request, "analysis/measurements.html", view=view, run_id=run_id, versus=versus, versus_problem=versus_problem)
 
     @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
     async def capacity_panel(request: Request) -> HTMLResponse:
@@ -236,6 +264,37 @@ def router(*, web: Web) -> APIRouter:
         files = await uploaded_files(file)
         kept = run_headers(*keep(lambda: save_rows(web.runs, "analysis", files, found.rows, failures=found.failures_json())))
         return JSONResponse(report, headers=kept)
+
+    @routes.post("/api/compare", summary="A measurement file beside the prediction", response_class=JSONResponse)
+    async def compare_route(
+        request: Request,
+        file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL) or a long_doc_qa round CSV")],
+    ) -> JSONResponse:
+        """Measured against predicted: per configuration of the scenario, every request and every pass (p50, mean,
+        p90, p99) measured beside predicted, with the error (predicted minus measured, in ms and in % of measured).
+        ``file`` is a measurement file (kvscope's CSV or JSONL, or a long_doc_qa round); the other form fields are
+        a scenario as ``/api/simulate``'s body names them (``preset``, ``cpu_gb``, ``costs`` as JSON, ...). The
+        file's own documents, prompt length and passes are simulated where it names them (``scenario_source``:
+        ``file``), with that scenario's tiers, sizes and costs; else the scenario itself (``given``). A file whose
+        requests do not fit the scenario is a 422 naming the first that does not."""
+        form = await request.form()
+        fields = {k: v for k, v in form_values(form).items() if k != "file"}
+        try:
+            try:
+                if "costs" in fields:
+                    fields["costs"] = scenario_form.json_value(fields["costs"])
+                given = check(ScenarioInput(**fields))
+            except ValidationError as exc:
+                raise InputErrors(errors_of(exc)) from None
+            upload = await upload_text(file, "file")
+            if upload is None:
+                raise Problem("file", "no file was uploaded")
+            found = await web.workers.run(_measurement_set, *upload)
+            return JSONResponse(await versus_checked(web, found, given))
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        except Problem as exc:
+            raise exc.for_body() from None
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
     async def capacity_route(body: CapacityInput) -> JSONResponse:
