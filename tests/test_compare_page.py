@@ -9,23 +9,14 @@ pass 1: the prediction for gpu+cpu pass 2 is pass 1's, far above what the file m
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from live_servers import run_kvscope
+from test_analysis_page import seed_run  # noqa: F401  (the fixture: the seed lab's file and its analysis)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def seed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    path = tmp_path_factory.mktemp("runs") / "seed.csv"
-    assert run_kvscope(["simulate", "--out", str(path)]).returncode == 0
-    done = run_kvscope(["analyze", str(path), "--json"])
-    return path, json.loads(done.stdout)
 
 
 def cell(report: dict, config: str, number: int) -> dict:
