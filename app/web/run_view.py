@@ -12,7 +12,7 @@ from app.scenario_input import resolve
 from sim.calibrate import read_table
 from sim.costs import default_costs
 from sim.scenario import Scenario
-from sim.stats import speedup
+from sim.stats import quantile, speedup
 
 LANE_TITLES = {
     "gpu": "vLLM alone: the GPU prefix cache",
@@ -55,9 +55,19 @@ class RowView:
     computed_tokens: int
     p50_speedup: float | None
     mean_speedup: float | None
+    p90_ms: float = 0.0
+    p99_ms: float = 0.0
+    prompt_tokens: int = 0  # every prompt token of the pass: what a hit rate is a share of
+    bytes_per_token: int = 0  # KV bytes of one token, to say hit tokens in GiB
     measured_p50_ms: float | None = None
     measured_mean_ms: float | None = None
     measured_p50_speedup: float | None = None
+
+
+    def share(self, tokens: int) -> str:
+        """``tokens`` of this pass as a hit rate and a size: ``42.5% · 0.571 GiB``."""
+        rate = 100 * tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return f"{rate:.1f}% · {tokens * self.bytes_per_token / 2**30:.3f} GiB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,16 @@ class RunView:
     stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
     stored_run: int | None = None  # a kept run, replayed from its stored events instead of a new stream
     stored_note: str | None = None  # what a kept run lacks, said above its panels
+
+    @property
+    def costs_label(self) -> str:
+        """Where the cost constants of the prediction came from."""
+        return self.scenario.costs.source if self.scenario.costs is not None else "the server's (fitted to the lab's table)"
+
+    @property
+    def lab_hidden(self) -> bool:
+        """The lab's scenario, run with other costs: its measurement is not put beside this prediction."""
+        return not self.measured and lab_scenario(self.scenario)
 
     @property
     def scenario_link(self) -> str | None:
@@ -158,7 +178,7 @@ def build(
     return RunView(
         scenario=scenario,
         lanes=lanes,
-        rows=_rows(result, measured),
+        rows=_rows(result, measured, scenario.bytes_per_token),
         passes=list(passes.values()),
         measured=bool(measured),
         requests=len(first_run),
@@ -170,21 +190,38 @@ def build(
     )
 
 
-def _measured(scenario: Scenario) -> dict[tuple[str, int], tuple[float, float]]:
-    """(configuration, pass) -> measured (p50, mean), when the scenario is the one the lab measured (with whatever
-    cost constants: they change the prediction, not what was measured)."""
+def lab_scenario(scenario: Scenario) -> bool:
+    """Whether the scenario's requests and tiers are the ones the lab measured (whatever its cost constants)."""
     workload = scenario.model_copy(update={"costs": None})
-    if not any(workload == resolve(name, {}) for name in MEASURED_PRESETS):
+    return any(workload == resolve(name, {}) for name in MEASURED_PRESETS)
+
+
+def lab_costs(scenario: Scenario) -> bool:
+    """Whether the scenario runs with the constants fitted to the lab's table (the default): only then is the lab's
+    measurement the one its prediction stands for. Calibrated costs come from another server's measurements."""
+    if scenario.costs is None:
+        return True
+    return scenario.costs.model_dump(exclude={"source"}) == default_costs().model_dump(exclude={"source"})
+
+
+def _measured(scenario: Scenario) -> dict[tuple[str, int], tuple[float, float]]:
+    """(configuration, pass) -> measured (p50, mean), when the scenario is the one the lab measured with the costs
+    fitted to that measurement."""
+    if not (lab_scenario(scenario) and lab_costs(scenario)):
         return {}
     return {(c.config, c.pass_): (c.p50_ms, c.mean_ms) for c in read_table()}
 
 
-def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, float]]) -> list[RowView]:
+def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, float]], bytes_per_token: int) -> list[RowView]:
     speedups = {(c["candidate"], c["pass"]): c for c in result["comparison"]}
     baseline = result["runs"][0]["name"]
     rows = []
     for run in result["runs"]:
+        by_pass: dict[int, list[dict[str, Any]]] = {}
+        for r in run["requests"]:
+            by_pass.setdefault(r["pass"], []).append(r)
         for p in run["passes"]:
+            requests = by_pass.get(p["pass"], [])
             s = speedups.get((run["name"], p["pass"]))
             mine, base = measured.get((run["name"], p["pass"])), measured.get((baseline, p["pass"]))
             rows.append(
@@ -199,6 +236,10 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     computed_tokens=p["computed_tokens"],
                     p50_speedup=s["p50_speedup"] if s else None,
                     mean_speedup=s["mean_speedup"] if s else None,
+                    p90_ms=p["p90_ms"],
+                    p99_ms=round(quantile([r["ttft_ms"] for r in requests], 0.99), 3),
+                    prompt_tokens=sum(r["prompt_tokens"] for r in requests),
+                    bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,
                     measured_mean_ms=mine[1] if mine else None,
                     measured_p50_speedup=speedup(base[0], mine[0]) if mine and base and run["name"] != baseline else None,

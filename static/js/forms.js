@@ -94,5 +94,5 @@
     finish(job.form, job.area, job.swapped ? null : error);
   });
 
-  window.kvscope = { ...window.kvscope, forms: { start, finish } };
+  window.kvscope = { ...window.kvscope, forms: { start, finish, stale, fresh } };
 })();
