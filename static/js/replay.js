@@ -17,7 +17,7 @@
     return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
   });
   const FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 13, color: "#222" };
-  const OPTIONAL = ["cpu_blocks"]; // an empty optional field means "none", so it is not sent
+  const OPTIONAL = ["cpu_blocks", "block_size"]; // an empty optional field means "none" (or the trace's), so it is not sent
 
   function el(id) { return document.getElementById(id); }
 

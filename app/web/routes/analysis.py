@@ -9,7 +9,7 @@ answers as the CLI's ``--json``: ``analyze``, ``capacity``, ``policies``,
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -19,6 +19,7 @@ from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
+from app.web.model_fields import bounds, start_value
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
@@ -29,7 +30,7 @@ from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_confi
 from sim.longdocqa import REPEAT_MODES, Failure, parse_run
 from sim.longdocqa import Run as LongDocQaRun
 from sim.measurements import Measurement, MeasurementError
-from sim.readers import Kind, MeasurementSet, read_measurements
+from sim.readers import Kind, MeasurementSet, Repeat, read_measurements
 from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
 from sim.versus import measured_vs_predicted, scenario_for
 from sim.whatif import compare
@@ -37,6 +38,7 @@ from sim.work import Budget, OverBudget, curve_cost, policies_cost, simulation_c
 
 MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
 MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
+M = TypeVar("M", bound=BaseModel)
 
 
 # -- inputs ------------------------------------------------------------------
@@ -55,10 +57,25 @@ class SizeInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(default=DEFAULT_MODEL, description=f"a known model: {', '.join(MODELS)}")
-    docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="documents to hold")
-    doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
-    chunk_size: int = Field(default=256, ge=1, le=65_536, description="CPU chunk size (only full chunks are stored)")
+    docs: int = Field(default=Scenario.model_fields["docs"].default, ge=1, le=MAX_DOCS, description="documents to hold")
+    doc_tokens: int = Field(default=Scenario.model_fields["doc_tokens"].default, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
+    chunk_size: int = Field(
+        default=Scenario.model_fields["chunk_size"].default, ge=1, le=bounds(Scenario, "chunk_size")[1],
+        description="CPU chunk size (only full chunks are stored)",
+    )
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=100_000, description="GPU memory left for KV cache, GiB")
+
+
+class LongDocQaForm(BaseModel):
+    """The flags of the long_doc_qa run whose two files were uploaded (its own names, as the page's form posts them)."""
+
+    model_config = ConfigDict(extra="ignore")  # the form also carries the sidebar's scenario
+
+    repeat_mode: Literal[REPEAT_MODES] = Field(default="random", description="its --repeat-mode")  # type: ignore[valid-type]
+    shuffle_seed: int = Field(default=Repeat().seed, ge=0, le=2**31, description="its --shuffle-seed")
+    hit_miss_ratio: str | None = Field(default=None, max_length=40, description="its --hit-miss-ratio, e.g. 3:1")
+    document_length: int = Field(default=Repeat().doc_tokens, ge=1, le=MAX_DOC_TOKENS, description="its --document-length, tokens")
+    run_config: str = Field(default="gpu+cpu", max_length=80, description="the server it measured (gpu, gpu+cpu)")
 
 
 def _measurement_set(name: str, text: str) -> MeasurementSet:
@@ -165,6 +182,7 @@ def router(*, web: Web) -> APIRouter:
     def area(request: Request) -> HTMLResponse:
         return render(
             request, "analysis/panel.html", models=list(MODELS), default_model=DEFAULT_MODEL, repeat_modes=REPEAT_MODES,
+            capacity_model=CapacityInput, ldq_model=LongDocQaForm,
             **advise_panel_context(),
         )
 
@@ -215,7 +233,7 @@ def router(*, web: Web) -> APIRouter:
                 raise Problem("curve_tier", "choose gpu or cpu")
             if tier == "cpu" and scenario.cpu_capacity_tokens is None:
                 raise Problem("curve_tier", "the scenario has no CPU tier: give it a CPU size in the sidebar")
-            points = _int(values, "curve_points", 40, 2, MAX_WEB_POINTS)
+            points = _int(values, "curve_points", start_value(CapacityInput, "points"), *bounds(CapacityInput, "points"))
             _curve_checked(web.workers.budget.per_request, scenario, tier, points)
             curve = await web.workers.run(_curve, scenario, tier, points)
         except Problem as exc:
@@ -344,16 +362,12 @@ def _policies_checked(budget: Budget, scenario: Scenario) -> None:
 
 
 def _long_doc_qa_run(values: dict[str, str], warmup: tuple[str, str], query: tuple[str, str]) -> LongDocQaRun:
-    mode = values.get("repeat_mode", "")
-    if mode not in REPEAT_MODES:
-        raise Problem("repeat_mode", f"choose the run's repeat mode: {', '.join(REPEAT_MODES)}")
-    ratio = values.get("hit_miss_ratio", "").strip() or None
+    names = LongDocQaForm.model_fields
+    flags = _validated(LongDocQaForm, {k: values[k].strip() for k in names if values.get(k, "").strip()})
     try:
         return parse_run(
-            warmup, query, mode, values.get("run_config", "").strip() or "gpu+cpu",
-            shuffle_seed=_int(values, "shuffle_seed", 0, 0, 2**31),
-            hit_miss_ratio=ratio,
-            doc_tokens=_int(values, "document_length", 20_000, 1, MAX_DOC_TOKENS),
+            warmup, query, flags.repeat_mode, flags.run_config,
+            shuffle_seed=flags.shuffle_seed, hit_miss_ratio=flags.hit_miss_ratio, doc_tokens=flags.document_length,
         )
     except MeasurementError as exc:
         raise Problem("query" if "query" in str(exc) else "warmup", str(exc)) from None
@@ -378,8 +392,13 @@ def _shape(model: str, config: tuple[str, str] | None) -> KvShape:
 
 def _size_input(values: dict[str, str]) -> SizeInput:
     fields = {k: values[k].strip() for k in ("docs", "doc_tokens", "chunk_size", "gpu_memory_gib") if values.get(k, "").strip()}
+    return _validated(SizeInput, fields)
+
+
+def _validated(model: type[M], fields: dict[str, str]) -> M:
+    """The panel's fields as its model; the first error is a Problem at its field, with the model's limit."""
     try:
-        return SizeInput(**fields)
+        return model(**fields)
     except ValidationError as exc:
         err = errors_of(exc)[0]
         name = str(err["loc"][0]) if err["loc"] else ""
