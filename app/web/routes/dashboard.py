@@ -54,8 +54,8 @@ def _initial_run() -> run_view.RunView:
 
 
 def _played_run(scenario: Scenario, stream_body: dict[str, Any]) -> run_view.RunView:
-    """A run's panels (in a worker process)."""
-    return run_view.build(scenario, simulate(scenario), stream_body=stream_body)
+    """A run's panels, planned from the scenario (in a worker process): its stream, the one simulation, fills them."""
+    return run_view.plan(scenario, stream_body)
 
 
 def router(*, web: Web) -> APIRouter:
