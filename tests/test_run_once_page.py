@@ -4,6 +4,10 @@ come from ``POST /api/simulate`` (the JSON result) for the same scenario, format
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import httpx
 import pytest
 from playwright.sync_api import Page
@@ -80,3 +84,22 @@ def test_the_chart_axis_is_bounded_before_any_point(live_server: str, page: Page
     page.click("button[data-action=step]")
     page.wait_for_selector('#run-stream[data-player="attached"]', state="attached")
     assert float(page.get_attribute("#ttft-chart", "data-ttft-max-ms") or "nan") == pytest.approx(bound, abs=0.001)
+
+
+def test_the_checked_run_is_streamed_once_from_its_token(live_server: str) -> None:
+    # /ui/run leaves the checked scenario under a token: the stream takes it without the scenario being sent again,
+    # and a token is good for one stream only.
+    form = {"preset": "seed-lab", "docs": "2", "passes": "forward"}
+    planned = httpx.post(f"{live_server}/ui/run", data=form, headers={"Origin": live_server}, timeout=30)
+    found = re.search(r'hx-post="/ui/run/stream"[^>]*hx-vals="([^"]+)"', planned.text)
+    assert found, planned.text[:500]
+    token = json.loads(html.unescape(found.group(1)))["token"]
+    assert "/api/simulate/stream" not in planned.text
+    with httpx.stream("POST", f"{live_server}/ui/run/stream", json={"token": token}, headers={"Origin": live_server}, timeout=30) as response:
+        assert response.status_code == 200
+        kinds = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
+    # Two runs (gpu, gpu+cpu) of two requests each: a ttft per request, a pass and a done per run.
+    assert kinds.count("ttft") == 4 and kinds.count("pass") == 2 and kinds.count("done") == 2
+    again = httpx.post(f"{live_server}/ui/run/stream", json={"token": token}, headers={"Origin": live_server}, timeout=30)
+    assert again.status_code == 410
+    assert httpx.post(f"{live_server}/ui/run/stream", json={"token": "nothing"}, headers={"Origin": live_server}, timeout=30).status_code == 410

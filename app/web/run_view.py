@@ -113,6 +113,7 @@ class RunView:
     stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
     stored_run: int | None = None  # a kept run, replayed from its stored events instead of a new stream
     stored_note: str | None = None  # what a kept run lacks, said above its panels
+    stream_token: str | None = None  # the checked run's stream to take (app.web.planned), instead of posting the body
 
     @property
     def costs_label(self) -> str:

@@ -20,7 +20,7 @@ from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, within
-from app.web.sse import Encoded, Outcome, Streamable, event_stream
+from app.web.sse import Encoded, Outcome, Streamable, StreamStats, event_stream
 from sim.events import Event, RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
@@ -84,6 +84,19 @@ def recorded(events: Iterator[Event], recorder: StreamRecorder | None, problem: 
         yield RunWarning("", f"the run is kept only up to here: {recorder.problem}")
 
 
+async def send(kept: KeptStream, streams: StreamStats, explain: bool = True) -> AsyncIterator[ServerSentEvent]:
+    """A kept stream's messages: the simulation's events, recorded as they go, the run closed when it ends."""
+    recorder = kept.recorder
+
+    def ended(outcome: Outcome) -> None:
+        if recorder is not None:
+            recorder.finish(STATUS_OF[outcome])
+
+    events = recorded(stream(kept.job.scenario, explain=explain), recorder, kept.problem)
+    async for item in event_stream(events, streams, pace_s=kept.job.pace_s, on_end=ended):
+        yield item
+
+
 def router(*, web: Web) -> APIRouter:
     api = APIRouter(prefix="/api", tags=["simulate"])
 
@@ -117,14 +130,7 @@ def router(*, web: Web) -> APIRouter:
         by request. The message's ``event`` is the kind and its ``data`` the event as JSON. Disconnecting stops
         the work. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
         cannot be)."""
-        recorder = kept.recorder
-
-        def ended(outcome: Outcome) -> None:
-            if recorder is not None:
-                recorder.finish(STATUS_OF[outcome])
-
-        events = recorded(stream(kept.job.scenario, explain=explain), recorder, kept.problem)
-        async for item in event_stream(events, web.streams, pace_s=kept.job.pace_s, on_end=ended):
+        async for item in send(kept, web.streams, explain):
             yield item
 
     @api.get("/presets", summary="The named starting points")
