@@ -81,3 +81,14 @@ def test_a_failed_replay_marks_its_earlier_result_stale(live_server: str, page: 
     page.click("#replay-form button[type=submit]")
     expect(page.locator("#replay-result > .stale-note")).to_contain_text("the replay failed (the server answered 500)")
     expect(page.locator("#replay-form button[type=submit]")).to_be_enabled()
+
+
+def test_each_panel_says_which_scenario_it_simulates(live_server: str, page: Page) -> None:
+    open_page(page, live_server)
+    capacity = page.locator("section:has(> .panel-head #capacity-title) [data-role=sidebar-scenario]")
+    expect(capacity).to_contain_text("seed-lab · 10 documents of 5,011 tokens · GPU 21,520 tokens · CPU 1.5 GiB")
+    page.fill("#f-docs", "12")  # the line follows the sidebar as it is edited
+    expect(capacity).to_contain_text("12 documents of 5,011 tokens")
+    expect(capacity).to_contain_text("costs: the server's")
+    # Panels with fields of their own say that they do not use the sidebar's.
+    expect(page.locator("#replay [data-role=scope]")).to_contain_text("not the sidebar's")

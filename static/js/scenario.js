@@ -17,6 +17,8 @@
   });
 
   const value = (name) => document.querySelector(`#scenario-form [name="${name}"]`)?.value?.trim() ?? "";
+  // Whole numbers as the page writes them elsewhere (5,011); anything else as typed.
+  const count = (name) => (/^\d+$/.test(value(name)) ? Number(value(name)).toLocaleString("en-US") : value(name));
 
   /** The sidebar's scenario in a few words: preset, documents, tokens, tiers, passes and costs. */
   function describe() {
@@ -26,8 +28,8 @@
     const costs = document.querySelector("#scenario-costs [data-role=costs-label]")?.textContent.trim() ?? "the server's";
     const words = [
       value("preset"),
-      `${value("docs") || "?"} documents of ${value("doc_tokens") || "?"} tokens`,
-      `GPU ${value("gpu_tokens") || "?"} tokens`,
+      `${count("docs") || "?"} documents of ${count("doc_tokens") || "?"} tokens`,
+      `GPU ${count("gpu_tokens") || "?"} tokens`,
       cpu ? `CPU ${cpu} GiB` : "no CPU tier",
       `passes ${value("passes") || "?"}`,
       `costs: ${costs}`,
