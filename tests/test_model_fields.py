@@ -13,7 +13,7 @@ import pytest
 
 from app.live.session import MAX_TIMEOUT_S
 from app.web.routes.advise import AdviseInput
-from app.web.routes.analysis import CapacityInput, LongDocQaForm
+from app.web.routes.analysis import CapacityForm, LongDocQaForm
 from app.web.routes.live import LiveRunInput
 from app.web.routes.replay import ReplayForm
 from live_servers import ROOT
@@ -56,7 +56,7 @@ def schema_bounds(model: type, name: str) -> tuple[str | None, str | None, str |
     ("path", "model", "fields"),
     [
         ("/ui/replay", ReplayForm, {"block_size": "block_size", "gpu_blocks": "gpu_blocks", "cpu_blocks": "cpu_blocks", "chunk_blocks": "chunk_blocks"}),
-        ("/ui/analysis", CapacityInput, {"curve_points": "points"}),
+        ("/ui/analysis", CapacityForm, {"curve_points": "curve_points"}),
         ("/ui/analysis", LongDocQaForm, {"shuffle_seed": "shuffle_seed", "document_length": "document_length"}),
         ("/ui/analysis", AdviseInput, {"advise_p50_ms": "p50_ms", "advise_hit_ratio": "hit_ratio", "advise_pass": "pass_", "advise_points": "points"}),
     ],
@@ -97,3 +97,15 @@ def test_the_live_timeout_is_one_limit() -> None:
     assert LiveRunInput(targets=["gpu"], timeout_s=3600).timeout_s == 3600
     with pytest.raises(ValueError, match="3600"):
         LiveRunInput(targets=["gpu"], timeout_s=3601)
+
+
+def test_a_panel_field_past_its_models_limit_is_named(live_server: str) -> None:
+    # The page's curve points are checked by their model (CapacityForm): past its maximum, the panel's problem names
+    # the field and the limit.
+    high = schema_bounds(CapacityForm, "curve_points")[1]
+    response = httpx.post(
+        f"{live_server}/ui/analysis/capacity", data={"curve_points": str(int(high) + 1)}, headers={"Origin": live_server}, timeout=30
+    )
+    assert response.status_code == 422
+    assert 'data-field="curve_points"' in response.text
+    assert f"less than or equal to {high}" in response.text

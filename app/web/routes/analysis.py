@@ -19,7 +19,7 @@ from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.web.model_fields import bounds, start_value
+from app.web.model_fields import bounds
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
@@ -49,6 +49,18 @@ class CapacityInput(ScenarioInput):
 
     tier: Literal["gpu", "cpu"] = Field(default="gpu", description="whose capacity to vary")
     points: int = Field(default=40, ge=1, le=MAX_WEB_POINTS, description="capacities on the grid")
+
+
+class CapacityForm(BaseModel):
+    """The page's curve fields (the sidebar's scenario comes with them): CapacityInput's tier and points, as the page names them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    curve_tier: Literal["gpu", "cpu"] = Field(default=CapacityInput.model_fields["tier"].default, description="whose capacity to vary")
+    curve_points: int = Field(
+        default=CapacityInput.model_fields["points"].default, ge=bounds(CapacityInput, "points")[0], le=MAX_WEB_POINTS,
+        description="capacities on the grid",
+    )
 
 
 class SizeInput(BaseModel):
@@ -91,19 +103,6 @@ def _measurement_set(name: str, text: str) -> MeasurementSet:
 def _analysis(found: MeasurementSet, baseline: str) -> dict[str, Any]:
     """``kvscope analyze --json`` of an uploaded file's measurements (in a worker process)."""
     return {**measurements.analyze(found.rows, baseline), "failures": found.failures_json()}
-
-
-def _int(values: dict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = values.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(name, f"{raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise Problem(name, f"must be between {low:,} and {high:,}, got {value:,}")
-    return value
 
 
 def _curve_checked(budget: Budget, scenario: Scenario, tier: str, points: int) -> None:
@@ -182,7 +181,7 @@ def router(*, web: Web) -> APIRouter:
     def area(request: Request) -> HTMLResponse:
         return render(
             request, "analysis/panel.html", models=list(MODELS), default_model=DEFAULT_MODEL, repeat_modes=REPEAT_MODES,
-            capacity_model=CapacityInput, ldq_model=LongDocQaForm,
+            capacity_model=CapacityForm, ldq_model=LongDocQaForm,
             **advise_panel_context(),
         )
 
@@ -228,12 +227,10 @@ def router(*, web: Web) -> APIRouter:
         values = form_values(await request.form())
         try:
             scenario = sidebar_scenario(values)
-            tier = values.get("curve_tier", "gpu")
-            if tier not in ("gpu", "cpu"):
-                raise Problem("curve_tier", "choose gpu or cpu")
+            fields = _validated(CapacityForm, {k: values[k].strip() for k in CapacityForm.model_fields if values.get(k, "").strip()})
+            tier, points = fields.curve_tier, fields.curve_points
             if tier == "cpu" and scenario.cpu_capacity_tokens is None:
                 raise Problem("curve_tier", "the scenario has no CPU tier: give it a CPU size in the sidebar")
-            points = _int(values, "curve_points", start_value(CapacityInput, "points"), *bounds(CapacityInput, "points"))
             _curve_checked(web.workers.budget.per_request, scenario, tier, points)
             curve = await web.workers.run(_curve, scenario, tier, points)
         except Problem as exc:
