@@ -69,7 +69,7 @@ class RowView:
 
     def share(self, tokens: int) -> str:
         """``tokens`` of this pass as a hit rate and a size: ``42.5% · 0.571 GiB``; empty until known."""
-        if self.pending:
+        if self.pending or not self.prompt_tokens:  # not known yet, or a kept run without its requests
             return ""
         rate = 100 * tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         return f"{rate:.1f}% · {tokens * self.bytes_per_token / 2**30:.3f} GiB"
@@ -290,7 +290,7 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     p50_speedup=s["p50_speedup"] if s else None,
                     mean_speedup=s["mean_speedup"] if s else None,
                     p90_ms=p["p90_ms"],
-                    p99_ms=round(quantile([r["ttft_ms"] for r in requests], 0.99), 3),
+                    p99_ms=round(quantile([r["ttft_ms"] for r in requests], 0.99), 3) if requests else None,
                     prompt_tokens=sum(r["prompt_tokens"] for r in requests),
                     bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,
