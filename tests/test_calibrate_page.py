@@ -101,13 +101,21 @@ def test_calibrate_a_file_download_its_profile_and_run_with_its_costs(
     page.click("#calibrate-use")
     costs_line = page.locator("#scenario-costs")
     expect(costs_line).to_contain_text("Costs: calibrated from run.csv (R²")
+    # The run shown was simulated with the earlier costs: it says so, and both places say to press Run.
+    expect(page.locator("#run > .stale-note")).to_contain_text("press Run to simulate with them")
+    expect(page.locator("#calibrate-use-status")).to_contain_text("Press Run")
+    expect(page.locator("section:has(> .panel-head #policies-title) [data-role=sidebar-scenario]")).to_contain_text("costs: calibrated from run.csv")
     run_to_the_end(page)
+    expect(page.locator("#run > .stale-note")).to_have_count(0)
     assert p50(page, "gpu", 1) == pytest.approx(GPU_PASS1_P50, abs=0.15)
     assert p50(page, "gpu+cpu", 1) == pytest.approx(CPU_PASS1_P50, abs=0.15)
     assert p50(page, "gpu+cpu", 2) == pytest.approx(CPU_PASS2_P50, abs=0.15)
     assert server_p50 != pytest.approx(GPU_PASS1_P50, abs=1)  # the costs did change the prediction
-    # Still the lab's scenario: its measurement stays beside the new prediction (BRIEF.md's table).
-    expect(page.locator('#results-table tr[data-run="gpu"][data-pass="2"] [data-col=measured-p50]')).to_have_text("576.2")
+    # Still the lab's scenario, but these costs were fitted to another measurement (run.csv), not the lab's: the lab's
+    # numbers are no longer put beside the prediction as if it stood for them; the table says why and where to go.
+    expect(page.locator("#results-table [data-col=measured-p50]")).to_have_count(0)
+    expect(page.locator("[data-role=lab-hidden]")).to_contain_text("these are calibrated from run.csv")
+    expect(page.locator("[data-role=table-costs]")).to_contain_text("calibrated from run.csv")
 
     # Reset: the server's costs again, as before calibrating.
     page.click("#scenario-costs button")
@@ -115,6 +123,8 @@ def test_calibrate_a_file_download_its_profile_and_run_with_its_costs(
     expect(page.locator("#scenario-form input[name=costs]")).to_have_count(0)
     run_to_the_end(page)
     assert p50(page, "gpu", 1) == server_p50
+    # The server's costs are the fit to the lab's table: its measurement is beside the prediction again (BRIEF.md).
+    expect(page.locator('#results-table tr[data-run="gpu"][data-pass="2"] [data-col=measured-p50]')).to_have_text("576.2")
 
 
 def test_a_saved_profile_is_used_at_once(page: Page, live_server: str, tmp_path: Path) -> None:

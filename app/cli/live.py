@@ -14,7 +14,7 @@ import click
 from app.cli import runs_db
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
-from app.live.session import MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, LiveOptions, LiveRun
+from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
 from app.live.targets import Target, TargetSpecError, parse_targets
 from app.runs.recording import LiveRecorder
 from sim import measurements
@@ -31,7 +31,7 @@ from sim.result import comparison
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="measurement file to write (.csv or .jsonl); must not exist")
 @click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True, help="requests in flight per target")
 @click.option("--max-tokens", type=click.IntRange(1, MAX_COMPLETION_TOKENS), default=4, show_default=True, help="tokens to generate per request")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0, 3600, min_open=True), default=60.0, show_default=True, help="seconds to wait for any one answer")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, MAX_TIMEOUT_S, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True, help="seconds to wait for any one answer")
 @click.option(
     "--side-by-side", is_flag=True,
     help="measure all targets at the same time (only if they share no GPU, and this machine has CPU to spare)",

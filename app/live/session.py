@@ -43,6 +43,8 @@ from sim.workload import Request, build_requests
 
 MAX_CONCURRENCY = 64
 MAX_COMPLETION_TOKENS = 1024
+MAX_TIMEOUT_S = 3600.0  # seconds to wait for any one answer: the CLI, the API and the page alike
+DEFAULT_TIMEOUT_S = 60.0
 
 Sink = Callable[[Measurement], None]
 
@@ -54,7 +56,7 @@ class LiveOptions:
 
     concurrency: int = 1
     max_tokens: int = 4
-    timeout_s: float = 60.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     side_by_side: bool = False
 
     def __post_init__(self) -> None:
@@ -62,8 +64,8 @@ class LiveOptions:
             raise ValueError(f"concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}")
         if not 1 <= self.max_tokens <= MAX_COMPLETION_TOKENS:
             raise ValueError(f"max_tokens must be 1..{MAX_COMPLETION_TOKENS}, got {self.max_tokens}")
-        if not 0 < self.timeout_s <= 3600:
-            raise ValueError(f"timeout must be in (0, 3600] s, got {self.timeout_s}")
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"timeout must be in (0, {MAX_TIMEOUT_S:.0f}] s, got {self.timeout_s}")
 
 
 class LiveRun:

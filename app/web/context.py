@@ -13,6 +13,7 @@ from starlette.types import ASGIApp
 from app.budgets import web_budget
 from app.live.targets import Target, configured_targets
 from app.runs.store import RunStore
+from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
 from app.web.workers import Workers
 from sim.explain.causes import LABELS as CAUSE_LABELS
@@ -60,7 +61,8 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters.update(tokens=tokens, ms=ms, times=times)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
     causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
-    templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL)
+    templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL,
+                                  number_attrs=number_attrs, field_bounds=bounds)
     return templates
 
 

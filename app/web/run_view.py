@@ -12,7 +12,9 @@ from app.scenario_input import resolve
 from sim.calibrate import read_table
 from sim.costs import default_costs
 from sim.scenario import Scenario
-from sim.stats import speedup
+from sim.simulation import engines
+from sim.stats import quantile, speedup
+from sim.workload import build_requests
 
 LANE_TITLES = {
     "gpu": "vLLM alone: the GPU prefix cache",
@@ -48,16 +50,29 @@ class RowView:
     run: str
     pass_: int
     order: str
-    p50_ms: float
-    mean_ms: float
-    gpu_hit_tokens: int
+    p50_ms: float | None  # None (and the others alike): not known until the stream's pass event (``pending``)
+    mean_ms: float | None
+    gpu_hit_tokens: int | None
     tier_hits: dict[str, int]  # offload tier name -> tokens loaded from it
-    computed_tokens: int
+    computed_tokens: int | None
     p50_speedup: float | None
     mean_speedup: float | None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    prompt_tokens: int = 0  # every prompt token of the pass: what a hit rate is a share of
+    bytes_per_token: int = 0  # KV bytes of one token, to say hit tokens in GiB
     measured_p50_ms: float | None = None
     measured_mean_ms: float | None = None
     measured_p50_speedup: float | None = None
+    pending: bool = False  # filled in from the stream (static/js/table.js)
+
+
+    def share(self, tokens: int) -> str:
+        """``tokens`` of this pass as a hit rate and a size: ``42.5% · 0.571 GiB``; empty until known."""
+        if self.pending or not self.prompt_tokens:  # not known yet, or a kept run without its requests
+            return ""
+        rate = 100 * tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        return f"{rate:.1f}% · {tokens * self.bytes_per_token / 2**30:.3f} GiB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +113,17 @@ class RunView:
     stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
     stored_run: int | None = None  # a kept run, replayed from its stored events instead of a new stream
     stored_note: str | None = None  # what a kept run lacks, said above its panels
+    stream_token: str | None = None  # the checked run's stream to take (app.web.planned), instead of posting the body
+
+    @property
+    def costs_label(self) -> str:
+        """Where the cost constants of the prediction came from."""
+        return self.scenario.costs.source if self.scenario.costs is not None else "the server's (fitted to the lab's table)"
+
+    @property
+    def lab_hidden(self) -> bool:
+        """The lab's scenario, run with other costs: its measurement is not put beside this prediction."""
+        return not self.measured and lab_scenario(self.scenario)
 
     @property
     def scenario_link(self) -> str | None:
@@ -137,19 +163,8 @@ def build(
     scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None,
     stored_run: int | None = None, stored_note: str | None = None,
 ) -> RunView:
-    """The view of ``result`` (what ``sim.simulation.simulate(scenario)`` returned)."""
-    prompt = scenario.prompt_tokens
-    lanes = [
-        LaneView(
-            run["name"],
-            LANE_TITLES.get(run["name"]) or MORE_TIERS_TITLE.format(", ".join(t["name"] for t in run["tiers"][2:])),
-            [
-                TierView(t["name"], TIER_LABELS.get(t["name"], t["name"]), t["unit_tokens"], t["capacity_tokens"], t["capacity_tokens"] / prompt)
-                for t in run["tiers"]
-            ],
-        )
-        for run in result["runs"]
-    ]
+    """The view of ``result`` (what ``sim.simulation.simulate(scenario)`` returned): a kept run's, every number known."""
+    lanes = _lanes(scenario, [(run["name"], run["tiers"]) for run in result["runs"]])
     measured = _measured(scenario)
     first_run = result["runs"][0]["requests"]
     passes: dict[int, PassMark] = {}
@@ -158,7 +173,7 @@ def build(
     return RunView(
         scenario=scenario,
         lanes=lanes,
-        rows=_rows(result, measured),
+        rows=_rows(result, measured, scenario.bytes_per_token),
         passes=list(passes.values()),
         measured=bool(measured),
         requests=len(first_run),
@@ -170,21 +185,96 @@ def build(
     )
 
 
-def _measured(scenario: Scenario) -> dict[tuple[str, int], tuple[float, float]]:
-    """(configuration, pass) -> measured (p50, mean), when the scenario is the one the lab measured (with whatever
-    cost constants: they change the prediction, not what was measured)."""
+def plan(scenario: Scenario, stream_body: dict[str, Any]) -> RunView:
+    """The view of a run about to be streamed, without simulating it: the lanes, passes and facts follow from the
+    scenario; the table's numbers arrive with the stream's ``pass`` events (static/js/table.js fills them in), so
+    that a Run is simulated once, by its stream."""
+    requests = build_requests(scenario)
+    runs = engines(scenario)
+    lanes = _lanes(scenario, [(e.run, [asdict(t) for t in e.tier_infos()]) for e in runs])
+    measured = _measured(scenario)
+    passes: dict[int, PassMark] = {}
+    for r in requests:
+        passes.setdefault(r.pass_, PassMark(r.pass_, r.order, r.seq + 1))
+    baseline = runs[0].run
+    rows = []
+    for e in runs:
+        for mark in passes.values():
+            mine, base = measured.get((e.run, mark.number)), measured.get((baseline, mark.number))
+            rows.append(
+                RowView(
+                    run=e.run, pass_=mark.number, order=mark.order, p50_ms=None, mean_ms=None, gpu_hit_tokens=None,
+                    tier_hits={}, computed_tokens=None, p50_speedup=None, mean_speedup=None, p90_ms=None, p99_ms=None,
+                    bytes_per_token=scenario.bytes_per_token, pending=True,
+                    measured_p50_ms=mine[0] if mine else None, measured_mean_ms=mine[1] if mine else None,
+                    measured_p50_speedup=speedup(base[0], mine[0]) if mine and base and e.run != baseline else None,
+                )
+            )
+    return RunView(
+        scenario=scenario, lanes=lanes, rows=rows, passes=list(passes.values()), measured=bool(measured),
+        requests=len(requests), ttft_max_ms=ttft_bound_ms(scenario, max(r.prompt_tokens for r in requests)),
+        facts=_facts(scenario, lanes), stream_body=stream_body,
+    )
+
+
+def ttft_bound_ms(scenario: Scenario, prompt_tokens: int) -> float:
+    """No request of the scenario can take longer: every prompt token at the dearest of computing or loading from any
+    tier, and written through as well (the chart's axis is fixed from it before any point arrives)."""
+    costs = scenario.costs or default_costs()
+    dearest = max(
+        costs.prefill_ms_per_token, costs.load_cpu_ms_per_token, costs.load_disk_ms_per_token,
+        *(t.load_ms_per_token or 0.0 for t in scenario.storage_tiers),
+    )
+    return round(costs.overhead_ms + prompt_tokens * (dearest + costs.store_ms_per_token), 3)
+
+
+def _lanes(scenario: Scenario, runs: list[tuple[str, list[dict[str, Any]]]]) -> list[LaneView]:
+    prompt = scenario.prompt_tokens
+    return [
+        LaneView(
+            name,
+            LANE_TITLES.get(name) or MORE_TIERS_TITLE.format(", ".join(t["name"] for t in tiers[2:])),
+            [
+                TierView(t["name"], TIER_LABELS.get(t["name"], t["name"]), t["unit_tokens"], t["capacity_tokens"], t["capacity_tokens"] / prompt)
+                for t in tiers
+            ],
+        )
+        for name, tiers in runs
+    ]
+
+
+def lab_scenario(scenario: Scenario) -> bool:
+    """Whether the scenario's requests and tiers are the ones the lab measured (whatever its cost constants)."""
     workload = scenario.model_copy(update={"costs": None})
-    if not any(workload == resolve(name, {}) for name in MEASURED_PRESETS):
+    return any(workload == resolve(name, {}) for name in MEASURED_PRESETS)
+
+
+def lab_costs(scenario: Scenario) -> bool:
+    """Whether the scenario runs with the constants fitted to the lab's table (the default): only then is the lab's
+    measurement the one its prediction stands for. Calibrated costs come from another server's measurements."""
+    if scenario.costs is None:
+        return True
+    return scenario.costs.model_dump(exclude={"source"}) == default_costs().model_dump(exclude={"source"})
+
+
+def _measured(scenario: Scenario) -> dict[tuple[str, int], tuple[float, float]]:
+    """(configuration, pass) -> measured (p50, mean), when the scenario is the one the lab measured with the costs
+    fitted to that measurement."""
+    if not (lab_scenario(scenario) and lab_costs(scenario)):
         return {}
     return {(c.config, c.pass_): (c.p50_ms, c.mean_ms) for c in read_table()}
 
 
-def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, float]]) -> list[RowView]:
+def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, float]], bytes_per_token: int) -> list[RowView]:
     speedups = {(c["candidate"], c["pass"]): c for c in result["comparison"]}
     baseline = result["runs"][0]["name"]
     rows = []
     for run in result["runs"]:
+        by_pass: dict[int, list[dict[str, Any]]] = {}
+        for r in run["requests"]:
+            by_pass.setdefault(r["pass"], []).append(r)
         for p in run["passes"]:
+            requests = by_pass.get(p["pass"], [])
             s = speedups.get((run["name"], p["pass"]))
             mine, base = measured.get((run["name"], p["pass"])), measured.get((baseline, p["pass"]))
             rows.append(
@@ -199,6 +289,10 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     computed_tokens=p["computed_tokens"],
                     p50_speedup=s["p50_speedup"] if s else None,
                     mean_speedup=s["mean_speedup"] if s else None,
+                    p90_ms=p["p90_ms"],
+                    p99_ms=round(quantile([r["ttft_ms"] for r in requests], 0.99), 3) if requests else None,
+                    prompt_tokens=sum(r["prompt_tokens"] for r in requests),
+                    bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,
                     measured_mean_ms=mine[1] if mine else None,
                     measured_p50_speedup=speedup(base[0], mine[0]) if mine and base and run["name"] != baseline else None,

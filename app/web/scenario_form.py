@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-import annotated_types
-
 from app.scenario_input import ScenarioInput, resolve
+from app.web.model_fields import bounds
 from sim import jsontext
 from sim.kv import MODELS
 from sim.presets import DESCRIPTIONS, PRESETS
@@ -114,16 +113,6 @@ class FormView:
         return any(f.error for f in self.more_fields)
 
 
-def _bounds(name: str) -> tuple[float | None, float | None]:
-    low = high = None
-    for item in Scenario.model_fields[name].metadata:
-        if isinstance(item, annotated_types.Ge | annotated_types.Gt):
-            low = item.ge if isinstance(item, annotated_types.Ge) else item.gt
-        elif isinstance(item, annotated_types.Le):
-            high = item.le
-    return low, high
-
-
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -140,7 +129,7 @@ def view(preset: str, values: Mapping[str, str], errors: list[dict[str, Any]] | 
             by_field.setdefault(name, err["msg"])
         else:
             general.append(f"{name}: {err['msg']}" if name else err["msg"])
-    fields = [FieldView(spec, values.get(spec.name, ""), by_field.get(spec.name), *_bounds(spec.name)) for spec in FIELDS]
+    fields = [FieldView(spec, values.get(spec.name, ""), by_field.get(spec.name), *bounds(Scenario, spec.name)) for spec in FIELDS]
     return FormView(preset, fields, general)
 
 

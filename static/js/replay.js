@@ -16,7 +16,7 @@
     const s = palette.source(name);
     return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
   });
-  const OPTIONAL = ["cpu_blocks"]; // an empty optional field means "none", so it is not sent
+  const OPTIONAL = ["cpu_blocks", "block_size"]; // an empty optional field means "none" (or the trace's), so it is not sent
 
   function el(id) { return document.getElementById(id); }
 
@@ -134,9 +134,11 @@
 
   async function submit(form) {
     const status = el("replay-status");
-    const button = form.querySelector('button[type="submit"]');
+    const result = el("replay-result");
+    const forms = window.kvscope.forms; // the page's one busy and stale mechanism (static/js/forms.js)
+    let failure = null;
     clearErrors(form);
-    button.disabled = true;
+    forms.start(form, result.hidden ? null : result);
     status.textContent = "Replaying…";
     try {
       const response = await fetch(form.action, { method: "POST", body: body(form) });
@@ -144,6 +146,7 @@
       if (response.status === 422) {
         showErrors(form, answer.detail);
         status.textContent = "The trace cannot be replayed with these settings.";
+        failure = "these settings were refused (see the fields)";
         return;
       }
       if (!response.ok) throw new Error(`the server answered ${response.status}`);
@@ -156,8 +159,9 @@
       el("replay").dataset.state = "done";
     } catch (err) {
       status.textContent = `Replay failed: ${err.message}`;
+      failure = `the replay failed (${err.message})`;
     } finally {
-      button.disabled = false;
+      forms.finish(form, result.hidden ? null : result, failure);
     }
   }
 

@@ -36,10 +36,10 @@ class AdviseInput(BaseModel):
 
     scenario: ScenarioInput = Field(default_factory=ScenarioInput, description="the workload (as for /api/simulate)")
     trace: Literal[tuple(BUNDLED_TRACES)] | None = Field(default=None, description="a bundled trace instead of the scenario")  # type: ignore[valid-type]
-    p50_ms: float | None = Field(default=None, gt=0, le=MAX_TTFT_MS, description="TTFT p50 target, ms")
+    p50_ms: float | None = Field(default=None, gt=0, le=MAX_TTFT_MS, description="TTFT p50 target, ms", examples=[100])
     p90_ms: float | None = Field(default=None, gt=0, le=MAX_TTFT_MS, description="TTFT p90 target, ms")
     hit_ratio: float | None = Field(default=None, ge=0, le=1, description="a floor on the prefix hit ratio")
-    pass_: int | None = Field(default=None, alias="pass", ge=1, le=100, description="put the target on this pass only")
+    pass_: int | None = Field(default=None, alias="pass", ge=1, le=100, description="put the target on this pass only", examples=[2])
     buy: list[Literal[TIERS]] = Field(default=["gpu"], min_length=1, description="tiers whose size may change")  # type: ignore[valid-type]
     points: int = Field(default=6, ge=2, le=MAX_WEB_POINTS, description="sizes tried per bought tier")
     policies: list[str] = Field(default_factory=list, max_length=16, description="offload policies (default: every one)")
@@ -86,6 +86,7 @@ def panel_context() -> dict[str, Any]:
     return {
         "tiers": TIERS, "policies": field_choices("cpu_policy"), "gpu_types": list(GPU_MEMORY_GIB), "kv_dtypes": list(KV_CACHE_DTYPES),
         "traces": list(BUNDLED_TRACES), "max_points": MAX_WEB_POINTS,
+        "advise_model": AdviseInput, "prices_model": Prices, "deployment_model": Deployment,  # bounds and starting values
     }
 
 

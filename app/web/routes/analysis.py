@@ -9,31 +9,36 @@ answers as the CLI's ``--json``: ``analyze``, ``capacity``, ``policies``,
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Form, Request, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.scenario_input import ScenarioInput
+from app.web import scenario_form
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
+from app.web.model_fields import bounds
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
+from app.web.versus_view import versus_view
 from sim import jsontext, measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
 from sim.longdocqa import REPEAT_MODES, Failure, parse_run
 from sim.longdocqa import Run as LongDocQaRun
 from sim.measurements import Measurement, MeasurementError
-from sim.readers import MeasurementSet, read_measurements
+from sim.readers import Kind, MeasurementSet, Repeat, read_measurements
 from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
+from sim.versus import measured_vs_predicted, scenario_for
 from sim.whatif import compare
-from sim.work import Budget, OverBudget, curve_cost, policies_cost
+from sim.work import Budget, OverBudget, curve_cost, policies_cost, simulation_cost
 
 MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
 MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
+M = TypeVar("M", bound=BaseModel)
 
 
 # -- inputs ------------------------------------------------------------------
@@ -46,16 +51,43 @@ class CapacityInput(ScenarioInput):
     points: int = Field(default=40, ge=1, le=MAX_WEB_POINTS, description="capacities on the grid")
 
 
+class CapacityForm(BaseModel):
+    """The page's curve fields (the sidebar's scenario comes with them): CapacityInput's tier and points, as the page names them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    curve_tier: Literal["gpu", "cpu"] = Field(default=CapacityInput.model_fields["tier"].default, description="whose capacity to vary")
+    curve_points: int = Field(
+        default=CapacityInput.model_fields["points"].default, ge=bounds(CapacityInput, "points")[0], le=MAX_WEB_POINTS,
+        description="capacities on the grid",
+    )
+
+
 class SizeInput(BaseModel):
     """``kvscope size``'s flags: a known model, documents to hold, a GPU memory budget."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(default=DEFAULT_MODEL, description=f"a known model: {', '.join(MODELS)}")
-    docs: int = Field(default=10, ge=1, le=MAX_DOCS, description="documents to hold")
-    doc_tokens: int = Field(default=5011, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
-    chunk_size: int = Field(default=256, ge=1, le=65_536, description="CPU chunk size (only full chunks are stored)")
+    docs: int = Field(default=Scenario.model_fields["docs"].default, ge=1, le=MAX_DOCS, description="documents to hold")
+    doc_tokens: int = Field(default=Scenario.model_fields["doc_tokens"].default, ge=1, le=MAX_DOC_TOKENS, description="tokens per document")
+    chunk_size: int = Field(
+        default=Scenario.model_fields["chunk_size"].default, ge=1, le=bounds(Scenario, "chunk_size")[1],
+        description="CPU chunk size (only full chunks are stored)",
+    )
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=100_000, description="GPU memory left for KV cache, GiB")
+
+
+class LongDocQaForm(BaseModel):
+    """The flags of the long_doc_qa run whose two files were uploaded (its own names, as the page's form posts them)."""
+
+    model_config = ConfigDict(extra="ignore")  # the form also carries the sidebar's scenario
+
+    repeat_mode: Literal[REPEAT_MODES] = Field(default="random", description="its --repeat-mode")  # type: ignore[valid-type]
+    shuffle_seed: int = Field(default=Repeat().seed, ge=0, le=2**31, description="its --shuffle-seed")
+    hit_miss_ratio: str | None = Field(default=None, max_length=40, description="its --hit-miss-ratio, e.g. 3:1")
+    document_length: int = Field(default=Repeat().doc_tokens, ge=1, le=MAX_DOC_TOKENS, description="its --document-length, tokens")
+    run_config: str = Field(default="gpu+cpu", max_length=80, description="the server it measured (gpu, gpu+cpu)")
 
 
 def _measurement_set(name: str, text: str) -> MeasurementSet:
@@ -73,19 +105,6 @@ def _analysis(found: MeasurementSet, baseline: str) -> dict[str, Any]:
     return {**measurements.analyze(found.rows, baseline), "failures": found.failures_json()}
 
 
-def _int(values: dict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = values.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(name, f"{raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise Problem(name, f"must be between {low:,} and {high:,}, got {value:,}")
-    return value
-
-
 def _curve_checked(budget: Budget, scenario: Scenario, tier: str, points: int) -> None:
     """A curve over the budget is a Problem at ``points`` (the first thing to lower)."""
     try:
@@ -99,6 +118,24 @@ def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
         return (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points)
     except CurveTooLarge as exc:
         raise Problem("points", str(exc)) from None
+
+
+def _versus(found: MeasurementSet, given: Scenario) -> dict[str, Any]:
+    """``sim.versus`` in a worker process; a file that does not fit the scenario is a Problem at ``file``."""
+    try:
+        return measured_vs_predicted(found, given)
+    except MeasurementError as exc:
+        raise Problem("file", f"measured against predicted: {exc}") from None
+
+
+async def versus_checked(web: Web, found: MeasurementSet, given: Scenario) -> dict[str, Any]:
+    """The comparison, once the scenario it simulates is within the web's budget."""
+    scenario, _, _ = scenario_for(found, given)
+    try:
+        web.workers.budget.per_request.check(simulation_cost(scenario, explain=False), "file", "a smaller file or scenario")
+    except OverBudget as exc:
+        raise Problem(exc.field, str(exc)) from None
+    return await web.workers.run(_versus, found, given)
 
 
 # -- views -------------------------------------------------------------------
@@ -144,6 +181,7 @@ def router(*, web: Web) -> APIRouter:
     def area(request: Request) -> HTMLResponse:
         return render(
             request, "analysis/panel.html", models=list(MODELS), default_model=DEFAULT_MODEL, repeat_modes=REPEAT_MODES,
+            capacity_model=CapacityForm, ldq_model=LongDocQaForm,
             **advise_panel_context(),
         )
 
@@ -154,9 +192,11 @@ def router(*, web: Web) -> APIRouter:
         try:
             rows: list[Measurement] = []
             failures: list[Failure] = []
+            kind: Kind = "long_doc_qa"
             upload = await upload_text(form.get("file"), "file")  # type: ignore[arg-type]
             if upload is not None:
                 found = await web.workers.run(_measurement_set, *upload)
+                kind = found.kind
                 rows += found.rows
                 failures += found.failures
             warmup = await upload_text(form.get("warmup"), "warmup")  # type: ignore[arg-type]
@@ -175,19 +215,22 @@ def router(*, web: Web) -> APIRouter:
         files = await uploaded_files(form.get("file"), form.get("warmup"), form.get("query"))
         run_id, _ = keep(lambda: save_rows(web.runs, "analysis", files, rows, failures=[f.to_dict() for f in failures]))
         view = await web.workers.run(measurements_view, rows, baseline, failures)
-        return render(request, "analysis/measurements.html", view=view, run_id=run_id)
+        versus, versus_problem = None, None
+        try:  # beside the file's statistics, not instead of them: a file the scenario does not fit is still analysed
+            versus = versus_view(await versus_checked(web, MeasurementSet(rows, kind, failures), sidebar_scenario(values)))
+        except Problem as exc:
+            versus_problem = str(exc)
+        return render(request, "analysis/measurements.html", view=view, run_id=run_id, versus=versus, versus_problem=versus_problem)
 
     @routes.post("/ui/analysis/capacity", response_class=HTMLResponse, include_in_schema=False)
     async def capacity_panel(request: Request) -> HTMLResponse:
         values = form_values(await request.form())
         try:
             scenario = sidebar_scenario(values)
-            tier = values.get("curve_tier", "gpu")
-            if tier not in ("gpu", "cpu"):
-                raise Problem("curve_tier", "choose gpu or cpu")
+            fields = _validated(CapacityForm, {k: values[k].strip() for k in CapacityForm.model_fields if values.get(k, "").strip()})
+            tier, points = fields.curve_tier, fields.curve_points
             if tier == "cpu" and scenario.cpu_capacity_tokens is None:
                 raise Problem("curve_tier", "the scenario has no CPU tier: give it a CPU size in the sidebar")
-            points = _int(values, "curve_points", 40, 2, MAX_WEB_POINTS)
             _curve_checked(web.workers.budget.per_request, scenario, tier, points)
             curve = await web.workers.run(_curve, scenario, tier, points)
         except Problem as exc:
@@ -237,6 +280,37 @@ def router(*, web: Web) -> APIRouter:
         kept = run_headers(*keep(lambda: save_rows(web.runs, "analysis", files, found.rows, failures=found.failures_json())))
         return JSONResponse(report, headers=kept)
 
+    @routes.post("/api/compare", summary="A measurement file beside the prediction", response_class=JSONResponse)
+    async def compare_route(
+        request: Request,
+        file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL) or a long_doc_qa round CSV")],
+    ) -> JSONResponse:
+        """Measured against predicted: per configuration of the scenario, every request and every pass (p50, mean,
+        p90, p99) measured beside predicted, with the error (predicted minus measured, in ms and in % of measured).
+        ``file`` is a measurement file (kvscope's CSV or JSONL, or a long_doc_qa round); the other form fields are
+        a scenario as ``/api/simulate``'s body names them (``preset``, ``cpu_gb``, ``costs`` as JSON, ...). The
+        file's own documents, prompt length and passes are simulated where it names them (``scenario_source``:
+        ``file``), with that scenario's tiers, sizes and costs; else the scenario itself (``given``). A file whose
+        requests do not fit the scenario is a 422 naming the first that does not."""
+        form = await request.form()
+        fields = {k: v for k, v in form_values(form).items() if k != "file"}
+        try:
+            try:
+                if "costs" in fields:
+                    fields["costs"] = scenario_form.json_value(fields["costs"])
+                given = check(ScenarioInput(**fields))
+            except ValidationError as exc:
+                raise InputErrors(errors_of(exc)) from None
+            upload = await upload_text(file, "file")
+            if upload is None:
+                raise Problem("file", "no file was uploaded")
+            found = await web.workers.run(_measurement_set, *upload)
+            return JSONResponse(await versus_checked(web, found, given))
+        except InputErrors as exc:
+            raise exc.for_body() from None
+        except Problem as exc:
+            raise exc.for_body() from None
+
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
     async def capacity_route(body: CapacityInput) -> JSONResponse:
         """``kvscope capacity --json``: per capacity and pass, hit tokens and predicted TTFT; ``marks`` holds the
@@ -285,16 +359,12 @@ def _policies_checked(budget: Budget, scenario: Scenario) -> None:
 
 
 def _long_doc_qa_run(values: dict[str, str], warmup: tuple[str, str], query: tuple[str, str]) -> LongDocQaRun:
-    mode = values.get("repeat_mode", "")
-    if mode not in REPEAT_MODES:
-        raise Problem("repeat_mode", f"choose the run's repeat mode: {', '.join(REPEAT_MODES)}")
-    ratio = values.get("hit_miss_ratio", "").strip() or None
+    names = LongDocQaForm.model_fields
+    flags = _validated(LongDocQaForm, {k: values[k].strip() for k in names if values.get(k, "").strip()})
     try:
         return parse_run(
-            warmup, query, mode, values.get("run_config", "").strip() or "gpu+cpu",
-            shuffle_seed=_int(values, "shuffle_seed", 0, 0, 2**31),
-            hit_miss_ratio=ratio,
-            doc_tokens=_int(values, "document_length", 20_000, 1, MAX_DOC_TOKENS),
+            warmup, query, flags.repeat_mode, flags.run_config,
+            shuffle_seed=flags.shuffle_seed, hit_miss_ratio=flags.hit_miss_ratio, doc_tokens=flags.document_length,
         )
     except MeasurementError as exc:
         raise Problem("query" if "query" in str(exc) else "warmup", str(exc)) from None
@@ -319,8 +389,13 @@ def _shape(model: str, config: tuple[str, str] | None) -> KvShape:
 
 def _size_input(values: dict[str, str]) -> SizeInput:
     fields = {k: values[k].strip() for k in ("docs", "doc_tokens", "chunk_size", "gpu_memory_gib") if values.get(k, "").strip()}
+    return _validated(SizeInput, fields)
+
+
+def _validated(model: type[M], fields: dict[str, str]) -> M:
+    """The panel's fields as its model; the first error is a Problem at its field, with the model's limit."""
     try:
-        return SizeInput(**fields)
+        return model(**fields)
     except ValidationError as exc:
         err = errors_of(exc)[0]
         name = str(err["loc"][0]) if err["loc"] else ""

@@ -87,8 +87,10 @@ def constants(costs: CostModel, undetermined: tuple[str, ...] = (), identified: 
     return out
 
 
-def costs_choice(costs: CostModel, label: str) -> CostsChoice:
-    return CostsChoice(costs.model_dump_json(), label[:MAX_LABEL_CHARS])
+def costs_choice(costs: CostModel, label: str, named: bool = False) -> CostsChoice:
+    """``named``: the constants' ``source`` becomes the label too, so that a run made with them says where they came from."""
+    label = label[:MAX_LABEL_CHARS]
+    return CostsChoice((costs.model_copy(update={"source": label}) if named else costs).model_dump_json(), label)
 
 
 def calibration_view(name: str, calibration: Calibration) -> CalibrationView:
@@ -99,7 +101,7 @@ def calibration_view(name: str, calibration: Calibration) -> CalibrationView:
         constants=constants(calibration.costs, calibration.undetermined, calibration.identifiability),
         profile_text=profile_text(calibration.profile()),
         download_name=profile_name(name),
-        costs=costs_choice(calibration.costs, label),
+        costs=costs_choice(calibration.costs, label, named=True),
     )
 
 
@@ -177,7 +179,7 @@ def router(*, web: Web) -> APIRouter:
             return problem(request, exc)
         r2 = fit.get("r2")
         label = f"profile {name}" + (f" (R² {r2:.4f})" if isinstance(r2, int | float) else "")
-        return render(request, "analysis/profile.html", file_name=name, fit=fit, constants=constants(costs), costs=costs_choice(costs, label))
+        return render(request, "analysis/profile.html", file_name=name, fit=fit, constants=constants(costs), costs=costs_choice(costs, label, named=True))
 
     @routes.get("/ui/costs", response_class=HTMLResponse, include_in_schema=False)
     def default_costs_line(request: Request) -> HTMLResponse:

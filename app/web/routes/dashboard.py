@@ -9,18 +9,22 @@ its script, append a ``Panel`` here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse
-from pydantic import ValidationError
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.web import run_view, scenario_form, stored
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
+from app.web.planned import Planned
+from app.web.routes.simulate import KeptStream, kept_stream, send, simulated_job
 from app.web.scenario_form import FormView
 from sim.presets import PRESETS
 from sim.scenario import Scenario
@@ -46,6 +50,28 @@ PANELS = [
 ]
 
 
+class PlannedToken(BaseModel):
+    """The body of a checked run's stream: the token /ui/run gave it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(max_length=64, description="from the run's panels (app.web.planned)")
+
+
+# Checked runs waiting for their streams (one server process serves the page and its streams).
+PLANNED: Planned[Scenario] = Planned()
+
+
+async def planned_stream(body: PlannedToken, request: Request, response: Response) -> KeptStream:
+    """A dependency: the checked run the token names, kept as it streams; unknown, taken or expired is a 410 before
+    the stream's 200 starts."""
+    scenario = PLANNED.take(body.token)
+    if scenario is None:
+        raise HTTPException(410, "this run's stream was already sent or has expired: press Run again")
+    # The one simulation of the run, in the worker pool like every stream's (busy: 503 before the stream starts).
+    return kept_stream(await simulated_job(request, scenario, 0.0), request, response)
+
+
 @cache
 def _initial_run() -> run_view.RunView:
     """The default preset, not yet played: the same for every visitor, so simulated once."""
@@ -54,13 +80,24 @@ def _initial_run() -> run_view.RunView:
 
 
 def _played_run(scenario: Scenario, stream_body: dict[str, Any]) -> run_view.RunView:
-    """A run's panels (in a worker process)."""
-    return run_view.build(scenario, simulate(scenario), stream_body=stream_body)
+    """A run's panels, planned from the scenario (in a worker process): its stream, the one simulation, fills them."""
+    return run_view.plan(scenario, stream_body)
 
 
 def router(*, web: Web) -> APIRouter:
     pages = APIRouter(tags=["dashboard"], include_in_schema=False)
     templates = web.templates
+
+    async def planned_run(scenario: Scenario, stream_body: dict[str, Any]) -> run_view.RunView:
+        """The run's panels, and its checked scenario left for its stream to take."""
+        view = await web.workers.run(_played_run, scenario, stream_body)
+        return replace(view, stream_token=PLANNED.put(scenario))
+
+    @pages.post("/ui/run/stream", response_class=EventSourceResponse)
+    async def run_stream(kept: Annotated[KeptStream, Depends(planned_stream)]) -> AsyncIterator[ServerSentEvent]:
+        """The stream of a run /ui/run checked: the same messages as /api/simulate/stream, kept as a run the same way."""
+        async for item in send(kept, web.streams):
+            yield item
 
     def render(request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, {"panels": PANELS, **context}, status_code=status_code, headers=headers)
@@ -99,7 +136,7 @@ def router(*, web: Web) -> APIRouter:
         except InputErrors as exc:
             return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, exc.errors), run=_initial_run())
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-        view = await web.workers.run(_played_run, scenario, stream_body)
+        view = await planned_run(scenario, stream_body)
         return render(request, "dashboard.html", form=stored.form_of(preset, query), run=view, costs=stored.costs_of(scenario, "the link's costs"))
 
     @pages.get("/ui/fields", response_class=HTMLResponse)
@@ -127,7 +164,7 @@ def router(*, web: Web) -> APIRouter:
             return invalid(request, scenario_form.view(preset, values, exc.errors))
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         # Off the event loop: a large scenario takes a while, and open streams must keep flowing meanwhile.
-        run = await web.workers.run(_played_run, scenario, stream_body)
+        run = await planned_run(scenario, stream_body)
         return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values), swap_fields=True)
 
     def invalid(request: Request, form: FormView) -> HTMLResponse:

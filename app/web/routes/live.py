@@ -26,12 +26,12 @@ from pydantic import Field, ValidationError, field_validator
 
 from app.live.client import TargetError, VllmClient
 from app.live.registry import KEPT_RUNS, BusyTargets, LiveRunEntry, LiveRuns, RunState
-from app.live.session import MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, LiveOptions, LiveRun
+from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
 from app.live.targets import Target
 from app.runs.recording import LiveRecorder
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, check, errors_of
+from app.web.inputs import MAX_STREAM_DOCS, InputErrors, check, errors_of
 from app.web.routes.simulate import STATUS_OF
 from app.web.sse import Encoded, Outcome, Streamable, event_stream
 from sim import measurements
@@ -49,7 +49,7 @@ class LiveRunInput(ScenarioInput):
     targets: list[str] = Field(min_length=1, max_length=MAX_TARGETS, description="names of targets configured at start-up")
     concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY, description="requests in flight per target")
     max_tokens: int = Field(default=4, ge=1, le=MAX_COMPLETION_TOKENS, description="tokens to generate per request")
-    timeout_s: float = Field(default=60.0, gt=0, le=600, description="seconds to wait for any one answer")
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S, description="seconds to wait for any one answer")
     side_by_side: bool = Field(default=False, description="measure the targets at the same time, not one after the other")
 
     @field_validator("targets")
@@ -224,7 +224,12 @@ async def probe_all(targets: list[Target]) -> list[dict[str, Any]]:
 
 
 def panel_view(names: list[str]) -> dict[str, Any]:
-    return {"targets": names, "presets": {name: DESCRIPTIONS.get(name, "") for name in PRESETS}, "default_preset": "seed-lab"}
+    """The live panel's choices; its fields' bounds and defaults are LiveRunInput's (a run is streamed: the stream's
+    document limit)."""
+    return {
+        "targets": names, "presets": {name: DESCRIPTIONS.get(name, "") for name in PRESETS},
+        "default_preset": LiveRunInput.model_fields["preset"].default, "model": LiveRunInput, "max_docs": MAX_STREAM_DOCS,
+    }
 
 
 def run_view(entry: LiveRunEntry) -> dict[str, Any]:

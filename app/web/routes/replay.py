@@ -69,8 +69,10 @@ class TraceForm(BaseModel):
 class ReplayForm(TraceForm):
     """``kvscope replay``'s flags."""
 
-    gpu_blocks: int = Field(ge=1, le=MAX_GPU_BLOCKS, description="usable GPU blocks (vLLM's null block comes on top)")
-    cpu_blocks: int | None = Field(default=None, ge=1, le=MAX_CPU_BLOCKS, description="add a CPU tier of this many blocks")
+    gpu_blocks: int = Field(ge=1, le=MAX_GPU_BLOCKS, description="usable GPU blocks (vLLM's null block comes on top)", examples=[2000])
+    cpu_blocks: int | None = Field(
+        default=None, ge=1, le=MAX_CPU_BLOCKS, description="add a CPU tier of this many blocks", examples=[20000]
+    )
     chunk_blocks: int = Field(default=1, ge=1, le=MAX_CHUNK_BLOCKS, description="blocks per CPU chunk")
     timeline_buckets: int = Field(default=50, ge=1, le=MAX_TIMELINE_BUCKETS, description="windows of the hit-ratio timeline")
 
@@ -165,7 +167,7 @@ def router(*, web: Web) -> APIRouter:
     @api.get("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
     def panel(request: Request) -> HTMLResponse:
         """The page's trace-replay panel (the dashboard loads it after the page)."""
-        return web.templates.TemplateResponse(request, "replay/panel.html", {"traces": traces()})
+        return web.templates.TemplateResponse(request, "replay/panel.html", {"traces": traces(), "form_model": ReplayForm})
 
     @api.get("/api/traces", summary="The bundled traces")
     def traces() -> list[dict[str, Any]]:

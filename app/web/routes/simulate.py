@@ -24,7 +24,7 @@ from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, within
-from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, event_stream
+from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
 from sim.events import Event, RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
@@ -84,13 +84,21 @@ async def stream_job_of(
 ) -> StreamJob:
     # A dependency, so that a bad body (422), a run over the budget (422) and a busy server (503 + Retry-After)
     # are answered before the stream's 200 starts.
-    workers = request.app.state.web.workers
     try:
         scenario = check(body, streamed=True)
+    except InputErrors as exc:
+        raise exc.for_body() from None
+    return await simulated_job(request, scenario, body.pace_ms / 1000, explain)
+
+
+async def simulated_job(request: Request, scenario: Scenario, pace_s: float, explain: bool = True) -> StreamJob:
+    """A checked scenario's stream, simulated in the worker pool within the per-request budget (422 over it)."""
+    workers = request.app.state.web.workers
+    try:
         within(workers.budget.per_request, simulation_cost(scenario, explain=explain))
     except InputErrors as exc:
         raise exc.for_body() from None
-    return StreamJob(scenario, body.pace_ms / 1000, await workers.run(stream_events, scenario, explain))
+    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain))
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
@@ -115,6 +123,19 @@ def recorded(events: Iterator[Event], recorder: StreamRecorder | None, problem: 
             yield Encoded(event.kind, text, data)
     if recorder is not None and recorder.problem:
         yield RunWarning("", f"the run is kept only up to here: {recorder.problem}")
+
+
+async def send(kept: KeptStream, streams: StreamStats) -> AsyncIterator[ServerSentEvent]:
+    """A kept stream's messages: the simulation's events, recorded as they go, the run closed when it ends."""
+    recorder = kept.recorder
+
+    def ended(outcome: Outcome) -> None:
+        if recorder is not None:
+            recorder.finish(STATUS_OF[outcome])
+
+    events = recorded(unpickled(kept.job.events), recorder, kept.problem)
+    async for item in event_stream(events, streams, pace_s=kept.job.pace_s, on_end=ended):
+        yield item
 
 
 def router(*, web: Web) -> APIRouter:
@@ -148,14 +169,7 @@ def router(*, web: Web) -> APIRouter:
         first (within the server's budget: over it 422, busy or past the deadline 503); disconnecting stops the
         sending and the keeping. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
         cannot be)."""
-        recorder = kept.recorder
-
-        def ended(outcome: Outcome) -> None:
-            if recorder is not None:
-                recorder.finish(STATUS_OF[outcome])
-
-        events = recorded(unpickled(kept.job.events), recorder, kept.problem)
-        async for item in event_stream(events, web.streams, pace_s=kept.job.pace_s, on_end=ended):
+        async for item in send(kept, web.streams):
             yield item
 
     @api.get("/presets", summary="The named starting points")

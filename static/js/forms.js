@@ -1,0 +1,98 @@
+// Every form's working state, one mechanism for the page: while a form's request runs, the form is aria-busy, its
+// submit buttons are disabled (and show a spinner), and the area its answer goes to is marked busy. When the request
+// fails without an answer in that area (a network error, a 5xx, or a 422 whose errors went beside the fields), the
+// result still shown there is marked stale: greyed, with a line saying why, until the next answer replaces it.
+// htmx forms are followed through htmx 4's request events; a script that posts with fetch (replay) calls
+// kvscope.forms.start(form, area) and kvscope.forms.finish(form, area, error) itself.
+(() => {
+  "use strict";
+
+  const disabledBy = new WeakMap(); // form -> the buttons this module disabled
+
+  function start(form, area) {
+    if (!form) return;
+    form.setAttribute("aria-busy", "true");
+    const buttons = [...form.querySelectorAll('button[type="submit"], button:not([type])')].filter((b) => !b.disabled);
+    for (const b of buttons) { b.disabled = true; b.dataset.busy = "true"; }
+    disabledBy.set(form, buttons);
+    if (area) area.setAttribute("aria-busy", "true");
+  }
+
+  /** Ends the working state; `error` (words) marks what `area` still shows as stale, null clears the mark. */
+  function finish(form, area, error) {
+    if (form) {
+      form.removeAttribute("aria-busy");
+      for (const b of disabledBy.get(form) ?? []) { b.disabled = false; delete b.dataset.busy; }
+      disabledBy.delete(form);
+    }
+    if (!area) return;
+    area.removeAttribute("aria-busy");
+    if (error) stale(area, error);
+    else fresh(area);
+  }
+
+  function stale(area, why) {
+    if (!area.textContent.trim()) return; // nothing shown: nothing to mistake for an answer
+    area.dataset.stale = "true";
+    let note = area.querySelector(":scope > .stale-note");
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "stale-note";
+      note.setAttribute("role", "status");
+      area.prepend(note);
+    }
+    note.textContent = `Out of date: ${why}. What is shown below is the earlier result.`;
+  }
+
+  function fresh(area) {
+    delete area.dataset.stale;
+    area.querySelector(":scope > .stale-note")?.remove();
+  }
+
+  // -- htmx forms -------------------------------------------------------------
+
+  const pending = new WeakMap(); // ctx -> {form, area, swapped}
+
+  function formOf(ctx) {
+    const source = ctx?.sourceElement;
+    return source instanceof HTMLFormElement ? source : null; // a form's own submission, not a select inside it
+  }
+
+  document.addEventListener("htmx:before:request", (evt) => {
+    const ctx = evt.detail?.ctx;
+    const form = formOf(ctx);
+    if (!form) return;
+    const area = ctx.target instanceof Element ? ctx.target : null;
+    pending.set(ctx, { form, area, swapped: false });
+    start(form, area);
+  });
+
+  // An error the server answered with one of its partials (HTML: a problem named beside the form) is swapped in as
+  // usual; any other (a busy server's 503, a proxy's page) is not put where the result goes.
+  document.addEventListener("htmx:after:request", (evt) => {
+    const ctx = evt.detail?.ctx;
+    if (!pending.has(ctx)) return;
+    const status = ctx.response?.status ?? 0;
+    const html = (ctx.response?.headers?.get("content-type") ?? "").startsWith("text/html");
+    if (status >= 400 && !html) evt.preventDefault();
+  });
+
+  document.addEventListener("htmx:after:swap", (evt) => {
+    const job = pending.get(evt.detail?.ctx);
+    if (job && job.area && (evt.target === job.area || job.area.contains(evt.target))) job.swapped = true;
+  });
+
+  document.addEventListener("htmx:finally:request", (evt) => {
+    const ctx = evt.detail?.ctx;
+    const job = pending.get(ctx);
+    if (!job) return;
+    pending.delete(ctx);
+    const status = ctx.response?.status;
+    let error = null;
+    if (!status) error = "the request did not complete (no answer from the server)";
+    else if (status >= 400 && !job.swapped) error = status === 422 ? "the input was refused (see the fields)" : `the server answered ${status}`;
+    finish(job.form, job.area, job.swapped ? null : error);
+  });
+
+  window.kvscope = { ...window.kvscope, forms: { start, finish, stale, fresh } };
+})();
