@@ -11,13 +11,14 @@ parsed rows, the file's sha256 and size, and its content only up to
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sim import measurements
-from sim.events import Event
+from sim.events import Event, Measured
 from sim.measurements import Measurement
 from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
@@ -296,6 +297,79 @@ class LiveRecorder:
             self.writer.finish(status=status, summary=summary(self.scenario, self.rows, kept=self.problem or self.log.problem))
         except StoreError as exc:
             self.problem = str(exc)
+
+
+class ProxyRecorder:
+    """Keeps what a watched upstream's proxy sees, as a ``proxy`` run opened on its first event: each proxied
+    request's measurement as a record, and the watch's events (KV stores and evictions, occupancy, the twin's
+    predictions, measured TTFTs, divergences) in batches, one ended by each measured request (or every
+    ``MAX_BATCH`` events while none is), each committed as it ends, so a crash loses at most the request in flight.
+    Called from the event loop and the KV events' thread alike. A store that fails or fills up never stops the
+    proxy: ``problem`` says why the run is kept only so far."""
+
+    MAX_BATCH = 500
+
+    def __init__(self, store: RunStore, upstream: str, source: dict[str, Any]) -> None:
+        self.store = store
+        self.upstream = upstream
+        self.source = source
+        self.writer: RunWriter | None = None
+        self.log: EventLog | None = None
+        self.rows: list[Measurement] = []
+        self.problem: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def run_id(self) -> int | None:
+        return None if self.writer is None else self.writer.id
+
+    def _open(self) -> EventLog | None:
+        if self.log is None and self.problem is None:
+            try:
+                self.writer = self.store.open(NewRun(
+                    "proxy", name=f"{self.upstream} · proxied requests", summary=_proxy_summary(self.upstream, []),
+                    source={"upstream": self.upstream, **self.source},
+                ))
+            except StoreError as exc:
+                self.problem = str(exc)
+                return None
+            self.log = EventLog(self.writer, Measured.kind, 0.0)
+        return self.log
+
+    def add(self, event: Event) -> None:
+        with self._lock:
+            log = self._open()
+            if log is None or self.writer is None:
+                return
+            if isinstance(event, Measured):
+                row = Measurement(event.run, event.pass_, event.order, event.seq, event.doc, event.prompt_tokens,
+                                  event.ttft_ms, event.gpu_hit_tokens, event.cpu_hit_tokens, event.computed_tokens,
+                                  "live", event.run, event.model, event.started_at)
+                self.rows.append(row)
+                if self.problem is None and log.problem is None:
+                    try:
+                        self.writer.append(row.row())
+                    except StoreError as exc:
+                        self.problem = str(exc)
+            log.add(event)
+            if len(log.batch) >= self.MAX_BATCH:
+                log.end_request()
+
+    def finish(self, status: str = "done") -> None:
+        with self._lock:
+            if self.log is None or self.writer is None:
+                return
+            self.log.end_request()
+            self.log.flush()
+            kept = self.problem or self.log.problem
+            try:
+                self.writer.finish(status=status, summary=_proxy_summary(self.upstream, self.rows, kept))
+            except StoreError as exc:
+                self.problem = str(exc)
+
+
+def _proxy_summary(upstream: str, rows: list[Measurement], kept: str | None = None) -> dict[str, Any]:
+    return {"scenario": f"requests proxied to {upstream}", **figures(rows), "kept": kept}
 
 
 def upload_source(files: list[tuple[str, bytes]]) -> dict[str, Any]:
