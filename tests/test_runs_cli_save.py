@@ -148,3 +148,12 @@ def test_no_save_loads_no_store(tmp_path: Path) -> None:
     modules = set(json.loads(out.rpartition("MODULES")[2]))
     assert "app.cli.simulate" in modules
     assert not {"sqlite3", "app.runs.store", "app.runs.recording"} & modules
+
+
+def test_a_retention_prunes_the_oldest_command_line_runs(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    env = {**os.environ, "KVSCOPE_DB": db, "KVSCOPE_KEEP_RUNS": "2"}
+    for n in (1, 2, 3):
+        assert kvscope("simulate", "--docs", "2", env=env).stderr == f"kept as run {n} (kvscope runs show {n})\n"
+    # Keep the newest 2: run 1, the oldest, went when run 3 came.
+    assert [r["id"] for r in json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)] == [3, 2]

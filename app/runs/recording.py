@@ -82,18 +82,16 @@ def save_simulation(store: RunStore, scenario: Scenario, result: dict[str, Any],
 
 class EventLog:
     """A stream's events, kept as they are sent: one batch per request (ended by an event of kind ``ends_with``),
-    each event encoded once for the client and the database alike. Batches are committed at most ``every_s``
-    apart (0: each request as it ends). A store that fails or fills up never stops the stream: ``problem`` says
-    why the run is kept only so far."""
+    each event encoded once for the client and the database alike, and held only as that text until its batch is
+    committed. Batches are committed at most ``every_s`` apart (0: each request as it ends). A store that fails or
+    fills up never stops the stream: ``problem`` says why the run is kept only so far."""
 
     def __init__(self, writer: RunWriter | None, ends_with: str, every_s: float) -> None:
         self.writer = writer
         self.ends_with = ends_with
         self.every_s = every_s
-        self.batch: list[dict[str, Any]] = []
-        self.texts: list[str] = []
-        self.batches: list[list[dict[str, Any]]] = []
-        self.pending: list[str] = []
+        self.texts: list[str] = []  # the open batch's events
+        self.pending: list[str] = []  # ended batches not yet committed, each a JSON array
         self.flushed_at = time.monotonic()
         self.problem: str | None = None
 
@@ -101,19 +99,17 @@ class EventLog:
         """Keep the event; its JSON form and text, for the stream to send as they are."""
         data = event.to_dict()
         text = json.dumps(data)
-        self.batch.append(data)
         self.texts.append(text)
         if event.kind == self.ends_with:
             self.end_request()
         return data, text
 
     def end_request(self) -> None:
-        if not self.batch:
+        if not self.texts:
             return
-        self.batches.append(self.batch)
         self.pending.append("[" + ",".join(self.texts) + "]")
-        self.batch, self.texts = [], []
-        if time.monotonic() - self.flushed_at >= self.every_s:
+        self.texts = []
+        if not self.every_s or time.monotonic() - self.flushed_at >= self.every_s:
             self.flush()
 
     def flush(self) -> None:
@@ -150,10 +146,6 @@ class StreamRecorder:
     @property
     def problem(self) -> str | None:
         return self.log.problem
-
-    @property
-    def batches(self) -> list[list[dict[str, Any]]]:
-        return self.log.batches
 
     def add(self, event: Event) -> tuple[dict[str, Any], str]:
         """Keep the event; its JSON form and text, for the stream to send as they are."""
@@ -352,7 +344,7 @@ class ProxyRecorder:
                     except StoreError as exc:
                         self.problem = str(exc)
             log.add(event)
-            if len(log.batch) >= self.MAX_BATCH:
+            if len(log.texts) >= self.MAX_BATCH:
                 log.end_request()
 
     def finish(self, status: str = "done") -> None:
