@@ -28,9 +28,9 @@ def save_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-def save_run(db: str | None, no_save: bool, save: Callable[[RunStore], int]) -> int | None:
-    """Keep the run with ``save(store)`` and say so on stderr (``kept as run N``); the run's id, or None when not
-    kept (``--no-save``, or the database refused it: then a warning says why)."""
+def open_store(db: str | None, no_save: bool) -> RunStore | None:
+    """The runs database to keep this run in, or None: ``--no-save``, ``:memory:``, or one that cannot be opened
+    (a warning says why)."""
     if no_save or (db or default_path()) == MEMORY:  # ':memory:' keeps nothing past the process: nothing to say
         return None
     import sqlite3  # here, not at the top: see the module's docstring
@@ -38,16 +38,36 @@ def save_run(db: str | None, no_save: bool, save: Callable[[RunStore], int]) -> 
     from app.runs.store import RunStore, StoreError
 
     try:
-        store = RunStore.from_env(db)
+        return RunStore.from_env(db)
     except (StoreError, sqlite3.Error, OSError, ValueError) as exc:  # ValueError: a malformed KVSCOPE_* number
-        click.echo(f"warning: this run was not kept: {exc}", err=True)
+        not_kept(exc)
         return None
+
+
+def not_kept(why: object) -> None:
+    click.echo(f"warning: this run was not kept: {why}", err=True)
+
+
+def say_kept(run_id: int) -> None:
+    click.echo(f"kept as run {run_id} (kvscope runs show {run_id})", err=True)
+
+
+def save_run(db: str | None, no_save: bool, save: Callable[[RunStore], int]) -> int | None:
+    """Keep the run with ``save(store)`` and say so on stderr (``kept as run N``); the run's id, or None when not
+    kept (``--no-save``, or the database refused it: then a warning says why)."""
+    store = open_store(db, no_save)
+    if store is None:
+        return None
+    import sqlite3
+
+    from app.runs.store import StoreError
+
     try:
         run_id = save(store)
     except (StoreError, sqlite3.Error, OSError) as exc:
-        click.echo(f"warning: this run was not kept: {exc}", err=True)
+        not_kept(exc)
         return None
     finally:
         store.close()
-    click.echo(f"kept as run {run_id} (kvscope runs show {run_id})", err=True)
+    say_kept(run_id)
     return run_id

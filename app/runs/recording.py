@@ -364,6 +364,59 @@ def _proxy_summary(upstream: str, rows: list[Measurement], kept: str | None = No
     return {"scenario": f"requests proxied to {upstream}", **figures(rows), "kept": kept}
 
 
+class WatchLines:
+    """Where ``kvscope watch`` keeps its KV events: the recording's lines (``sim.kvevents.recording.Recorder``
+    writes them here as to a ``--record`` file) as a ``watch`` run's records, committed at most ``every_s`` apart
+    (a crash loses at most that much of the stream) and at ``finish``. A store that fails or fills up never stops
+    the watching: ``problem`` says why the run is kept only so far."""
+
+    def __init__(self, store: RunStore, endpoint: str, every_s: float = 1.0) -> None:
+        self.endpoint = endpoint
+        self.every_s = every_s
+        self.lines: list[str] = []
+        self.kept = 0
+        self.problem: str | None = None
+        self.flushed_at = time.monotonic()
+        self.writer: RunWriter = store.open(NewRun(
+            "watch", name=f"KV events of {endpoint}", summary=self._summary(), source={"kv_events": endpoint},
+        ))
+
+    @property
+    def run_id(self) -> int:
+        return self.writer.id
+
+    def _summary(self) -> dict[str, Any]:
+        return {"scenario": f"KV events of {self.endpoint}", "requests": 0, "configs": [], "best_speedup": None,
+                "events": self.kept, "kept": self.problem}
+
+    def write(self, text: str) -> int:
+        self.lines.extend(line for line in text.split("\n") if line)
+        return len(text)
+
+    def flush(self) -> None:
+        """The Recorder's end of a batch: commit what came since the last commit, if ``every_s`` has passed."""
+        if time.monotonic() - self.flushed_at >= self.every_s:
+            self.commit()
+
+    def commit(self) -> None:
+        lines, self.lines = self.lines, []
+        self.flushed_at = time.monotonic()
+        if not lines or self.problem is not None:
+            return
+        try:
+            self.writer.append_encoded(lines)
+            self.kept += len(lines)
+        except StoreError as exc:
+            self.problem = str(exc)
+
+    def finish(self, status: str = "done") -> None:
+        self.commit()
+        try:
+            self.writer.finish(status=status, summary=self._summary())
+        except StoreError as exc:
+            self.problem = self.problem or str(exc)
+
+
 def upload_source(files: list[tuple[str, bytes]]) -> dict[str, Any]:
     """Which files a run was read from, and whether their content is kept (it is up to ``UPLOAD_KEEP_BYTES``)."""
     big = [name for name, content in files if len(content) > UPLOAD_KEEP_BYTES]
@@ -439,7 +492,10 @@ def result_of(store: RunStore, run: Run) -> Any:
 
 
 def rows_of(store: RunStore, run_id: int) -> list[Measurement]:
-    """Every request of a run as measurement-file rows, whatever its kind."""
+    """Every request of a run as measurement-file rows, whatever its kind (a ``watch`` run has none: its records
+    are KV events)."""
+    if store.get(run_id).info.kind == "watch":
+        return []
     stored = store.records(run_id)
     if stored:
         return [Measurement.parse(r, i) for i, r in enumerate(stored, start=1)]

@@ -463,6 +463,10 @@ class RunWriter:
     def append_many(self, records: list[dict[str, Any]]) -> None:
         self._append("records", records)
 
+    def append_encoded(self, records: list[str]) -> None:
+        """Records already as JSON text, one each (a KV event recording's lines)."""
+        self._append("records", records, encoded=True)
+
     def append_events(self, batch: list[dict[str, Any]]) -> None:
         """One request's events (``Event.to_dict()``), in the order the stream sent them."""
         self._append("events", [batch])
