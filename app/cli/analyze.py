@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from app.cli.table import format_table
 from sim import measurements
 from sim.longdocqa import REPEAT_MODES, Failure, find_pair, read_run
 from sim.readers import Repeat, read_measurements
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
 
 def _split_config(value: str) -> tuple[str | None, Path]:
@@ -84,7 +87,7 @@ def command(
     save_run(db, no_save, lambda store: _save(store, read, rows, report["failures"]))
 
 
-def _save(store: Any, paths: list[Path], rows: list[measurements.Measurement], failures: list[dict[str, Any]]) -> int:
+def _save(store: RunStore, paths: list[Path], rows: list[measurements.Measurement], failures: list[dict[str, Any]]) -> int:
     """The parsed rows and each file read (a long_doc_qa folder's two rounds); a file is kept whole only up to the
     runs' upload size, beyond it its sha256 and size."""
     from app.runs.recording import save_rows  # with the store: only when the run is kept

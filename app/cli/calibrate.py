@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from sim.longdocqa import find_pair
 from sim.measurements import Measurement, MeasurementError
 from sim.readers import read_measurements
 from sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
 
 def _status(calibration: Any, name: str) -> str:
@@ -82,7 +85,7 @@ def _rows(file: Path, scenario: Scenario) -> list[Measurement]:
         return []
 
 
-def _save(store: Any, file: Path, scenario: Scenario, profile: dict[str, Any]) -> int:
+def _save(store: RunStore, file: Path, scenario: Scenario, profile: dict[str, Any]) -> int:
     """The rows, the file (or a long_doc_qa folder's two rounds; whole only up to the runs' upload size), the fit."""
     from app.runs.recording import save_rows  # with the store: only when the run is kept
 

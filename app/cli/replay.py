@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from sim.replay import (
     MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayOutcome, ReplayTiers, run_replay, write_replay_json,
 )
 from sim.trace import TraceFormat
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
 REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks"}
 
@@ -61,7 +64,7 @@ def command(
     save_run(db, no_save, lambda store: _save(store, outcome, Path(trace)))
 
 
-def _save(store: Any, outcome: ReplayOutcome, path: Path) -> int:
+def _save(store: RunStore, outcome: ReplayOutcome, path: Path) -> int:
     """The replay as ``--json`` prints it (its requests left out past the store's rows per run: the trace's sha256
     and the totals still say what ran), and the trace file itself when it is small enough to keep whole."""
     from app.runs.recording import UPLOAD_KEEP_BYTES, save_replay  # with the store: only when the run is kept

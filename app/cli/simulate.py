@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,10 @@ from app.cli.table import render_table
 from sim import measurements
 from sim.simulation import simulate
 from sim.work import simulation_cost
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
+    from sim.scenario import Scenario
 
 
 @click.command("simulate")
@@ -42,7 +46,7 @@ def command(as_json: bool, no_explain: bool, out: Path | None, db: str | None, n
     save_run(db, no_save, lambda store: _save(store, scenario, result))
 
 
-def _save(store: Any, scenario: Any, result: dict[str, Any]) -> int:
+def _save(store: RunStore, scenario: Scenario, result: dict[str, Any]) -> int:
     from app.runs.recording import save_simulation  # with the store: only when the run is kept
 
     return save_simulation(store, scenario, result)
