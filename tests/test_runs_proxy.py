@@ -69,7 +69,8 @@ def test_proxied_requests_are_kept_as_they_are_measured_and_replay_in_the_watch_
     with live_server_factory("--db", str(db)) as base:  # no upstream: the run replays from the database alone
         page.goto(f"{base}/?run={run.id}")
         view = page.locator("#watch-emu")
-        expect(view.locator("[data-role=kept-proxy-run]")).to_contain_text(f"Kept proxy run {run.id}")
+        expect(view.locator("[data-role=kept-watch-run]")).to_have_text(
+            f"Kept run {run.id} (proxy recording), replayed from its stored events.")
         expect(view.locator("[data-role=status]")).to_contain_text(f"of kept run {run.id}", timeout=15_000)
         for seq in (1, 2, 3):
             expect(page.locator(f"#watch-emu-req-{seq}")).to_be_attached()

@@ -1,5 +1,6 @@
 """``kvscope watch`` keeps its KV events as a ``watch`` run, committed each second: exported as JSONL they are the
-``--record`` file line for line, and a watch killed with SIGKILL leaves a prefix of them, whole."""
+``--record`` file line for line, a watch killed with SIGKILL leaves a prefix of them, whole, and the page plays a
+kept watch in the watch panel to the state the watch ended with."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
+from playwright.sync_api import Page, expect
 
 from app.runs.store import RunStore
 from live_servers import KVSCOPE, ROOT, emulator, free_port
@@ -26,7 +29,8 @@ def watch_while_prompting(tmp_path: Path, db: Path, kill_after_s: float | None) 
     record = tmp_path / "events.jsonl"
     with emulator("--kv-events", live, "--speed", "100") as url:
         watch = subprocess.Popen(
-            [*KVSCOPE, "watch", "--kv-events", live, "--seconds", "4", "--record", str(record), "--db", str(db)],
+            [*KVSCOPE, "watch", "--kv-events", live, "--seconds", "4", "--record", str(record), "--db", str(db),
+             "--json"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         started = time.monotonic()
@@ -74,3 +78,21 @@ def test_a_watch_killed_mid_way_leaves_whole_seconds_of_events(tmp_path: Path) -
     # Committed once a second: after 2.5 s at least one commit is in, and what is kept is the recording's start.
     assert 0 < len(kept) <= len(recorded) and kept == recorded[: len(kept)]
     assert run.status == "running"  # nobody finished it; the next start-up of a server marks it interrupted
+
+
+@pytest.mark.browser
+def test_a_kept_watch_replays_in_the_watch_panel(page: Page, tmp_path: Path, live_server_factory) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "runs.db"
+    watch, _ = watch_while_prompting(tmp_path, db, None)
+    out = watch.stdout.read() if watch.stdout else ""
+    assert watch.returncode == 0
+    gpu = json.loads(out)["media"]["GPU"]  # what the watch held at its end, by its own summary
+    with live_server_factory("--db", str(db)) as base:
+        page.goto(f"{base}/?run=1")
+        view = page.locator("#watch-watch")
+        expect(view.locator("[data-role=kept-watch-run]")).to_have_text("Kept run 1 (kvscope watch), replayed from its stored events.")
+        expect(view.locator("[data-role=status]")).to_contain_text("of kept run 1", timeout=15_000)
+        # The last occupancy the recording gives is the state the watch ended with (no capacity is known offline,
+        # so the bar is full at what it holds).
+        label = view.locator('.watch-tier[data-tier="gpu"] .watch-tier-label')
+        expect(label).to_contain_text(f"GPU: {gpu['tokens']:,} of {gpu['tokens']:,} tokens")
