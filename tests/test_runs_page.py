@@ -179,3 +179,29 @@ def test_a_kept_live_run_replays_in_the_live_panel(page: Page, tmp_path: Path, l
         measured = [e["ttft_ms"] for e in sent if e["type"] == "measured"]
         assert page.evaluate("document.getElementById('live-chart').data[0].y") == measured
         assert page.locator("#live-table tbody tr").count() == 2  # one row per pass
+
+
+@pytest.mark.slow
+def test_a_kvscope_live_run_replays_in_the_live_panel(page: Page, tmp_path: Path, live_server_factory: ServerFactory) -> None:
+    """The command line's live run keeps its stream's events too (a request's as it is answered), so the page replays
+    it as it does the page's own: no re-measuring, no simulation."""
+    import subprocess
+
+    from live_servers import KVSCOPE, ROOT, emulator
+
+    db = str(tmp_path / "runs.db")
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu:
+        done = subprocess.run([*KVSCOPE, "live", "--db", db, "--target", f"gpu={gpu}", "--docs", "3", "--passes", "forward,reverse"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "kept as run 1 (kvscope runs show 1)" in done.stderr, done.stderr
+    with live_server_factory("--db", db) as base:
+        run = httpx.get(f"{base}/api/runs/1").json()
+        # 3 documents x 2 passes against one target: 6 requests, each its own batch of events.
+        assert (run["kind"], run["records"]) == ("live", 6) and run["event_batches"] >= 6
+        # The records (kept by the measuring's sink) and the events (kept from its stream) tell the same TTFTs.
+        rows = httpx.get(f"{base}/api/runs/1/export?format=jsonl").text.splitlines()
+        measured = [json.loads(line)["ttft_ms"] for line in rows]
+        page.goto(f"{base}/?run=1")
+        expect(page.locator("[data-role=kept-live-run]")).to_contain_text("Kept live run 1")
+        expect(page.locator("#live-status")).to_have_text("Done: 6 requests measured on gpu.", timeout=30_000)
+        assert page.evaluate("document.getElementById('live-chart').data[0].y") == measured

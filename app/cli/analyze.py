@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.cli.save_run import save_options, save_run
 from app.cli.table import format_table
 from sim import measurements
-from sim.longdocqa import REPEAT_MODES, Failure, read_run
+from sim.longdocqa import REPEAT_MODES, Failure, find_pair, read_run
 from sim.readers import Repeat, read_measurements
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
 
 def _split_config(value: str) -> tuple[str | None, Path]:
@@ -46,9 +51,11 @@ def _split_config(value: str) -> tuple[str | None, Path]:
 @click.option("--doc-tokens", type=click.IntRange(min=1), default=20_000, show_default=True, help="long_doc_qa's --document-length")
 @click.option("--baseline", default="gpu", show_default=True, help="configuration the speed-ups are measured against")
 @click.option("--json", "as_json", is_flag=True, help="print cells and speed-ups as JSON")
+@save_options
 def command(
     file: Path | None, runs: tuple[str, ...], repeat_mode: str | None, docs: int | None, repeat_count: int | None,
     shuffle_seed: int, hit_miss_ratio: str | None, doc_tokens: int, baseline: str, as_json: bool,
+    db: str | None, no_save: bool,
 ) -> None:
     """Summarise a per-request measurement file (CSV or JSONL) and/or long_doc_qa runs into the seed-style table."""
     if file is None and not runs:
@@ -75,6 +82,21 @@ def command(
         failures += result.failures
     report = measurements.analyze(rows, baseline)
     report["failures"] = [f.to_dict() for f in failures]
+    _print(report, long_doc_qa, failures, as_json)
+    read = ([file] if file is not None else []) + [p for run in runs for p in find_pair(_split_config(run)[1])]
+    save_run(db, no_save, lambda store: _save(store, read, rows, report["failures"]))
+
+
+def _save(store: RunStore, paths: list[Path], rows: list[measurements.Measurement], failures: list[dict[str, Any]]) -> int:
+    """The parsed rows and each file read (a long_doc_qa folder's two rounds); a file is kept whole only up to the
+    runs' upload size, beyond it its sha256 and size."""
+    from app.runs.recording import save_rows  # with the store: only when the run is kept
+
+    files = [(p.name, p.read_bytes()) for p in paths if p.is_file()]
+    return save_rows(store, "analysis", files, rows, failures=failures)
+
+
+def _print(report: dict[str, Any], long_doc_qa: bool, failures: list[Failure], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report, indent=1))
         return

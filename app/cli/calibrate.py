@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from app.costs_profile import profile_name, profile_text
-from sim.calibrate import calibrate_file
-from sim.measurements import MeasurementError
+from sim.calibrate import Calibration, calibrate_file, repeat_of
+from sim.longdocqa import find_pair
+from sim.measurements import Measurement, MeasurementError
+from sim.readers import read_measurements
+from sim.scenario import Scenario
 from sim.work import simulation_cost
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
 
 def _status(calibration: Any, name: str) -> str:
@@ -42,7 +49,11 @@ def _pct(x: float) -> str:
 @click.option("--force", is_flag=True, help="overwrite an existing profile")
 @scenario_options
 @click.option("--json", "as_json", is_flag=True, help="print the profile as JSON")
-def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file: Path | None, **flags: Any) -> None:
+@save_options
+def command(
+    file: Path, out: Path | None, force: bool, as_json: bool, costs_file: Path | None, db: str | None, no_save: bool,
+    **flags: Any,
+) -> None:
     """Fit overhead, prefill, CPU-load and store costs to FILE: a per-request measurement file (CSV or JSONL) or a
     table of p50_ms and mean_ms per config and pass. A file without hit-token columns, and a table, are fitted by
     re-simulating the scenario the run used (--preset and the scenario flags); a long_doc_qa run (a round's CSV,
@@ -65,6 +76,29 @@ def command(file: Path, out: Path | None, force: bool, as_json: bool, costs_file
         raise click.UsageError(f"{file}: cannot fit the cost model ({exc})") from None
     profile = calibration.profile()
     out.write_text(profile_text(profile))
+    _print(calibration, profile, out, as_json)
+    save_run(db, no_save, lambda store: _save(store, file, scenario, profile))
+
+
+def _rows(file: Path, scenario: Scenario) -> list[Measurement]:
+    """The per-request rows the fit read (a table of p50 and mean per cell has none: it is kept as the file and the fit)."""
+    try:
+        return read_measurements(file, repeat=repeat_of(scenario)).rows
+    except MeasurementError:
+        return []
+
+
+def _save(store: RunStore, file: Path, scenario: Scenario, profile: dict[str, Any]) -> int:
+    """The rows, the file (or a long_doc_qa folder's two rounds; whole only up to the runs' upload size), the fit."""
+    from app.runs.recording import save_rows  # with the store: only when the run is kept
+
+    paths = list(find_pair(file)) if file.is_dir() else [file]
+    files = [(p.name, p.read_bytes()) for p in paths if p.is_file()]
+    rows = _rows(file, scenario)
+    return save_rows(store, "calibration", files, rows, result=profile, costs=profile["costs"], scenario=scenario)
+
+
+def _print(calibration: Calibration, profile: dict[str, Any], out: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(profile, indent=1))
         return

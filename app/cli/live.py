@@ -67,7 +67,7 @@ def command(
     live = LiveRun(scenario, targets, options, sink=sink)
     predicted: dict[str, list[dict[str, Any]]] = {}
     try:
-        asyncio.run(_consume(live, targets, predicted, sys.stderr))
+        asyncio.run(_consume(live, targets, predicted, sys.stderr, recorder))
     except KeyboardInterrupt:
         recorder.finish("stopped")
         click.echo(f"\ninterrupted: {len(live.measurements)} requests measured" + (f", kept in {out}" if out else ""), err=True)
@@ -95,10 +95,13 @@ def _holds_data(path: Path) -> bool:
         return False
 
 
-async def _consume(live: LiveRun, targets: list[Target], predicted: dict[str, list[dict[str, Any]]], err: IO[str]) -> None:
+async def _consume(
+    live: LiveRun, targets: list[Target], predicted: dict[str, list[dict[str, Any]]], err: IO[str], recorder: LiveRecorder,
+) -> None:
     progress = _Progress(err)
     urls = {t.name: t.url for t in targets}
     async for event in live.events():
+        recorder.add(event)  # the stream's events, a request's committed as it is answered: the page replays them
         _note(event, progress, predicted, urls)
 
 

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import load_costs, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim import stats
 from sim.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, CpuBackend
-from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, run_replay, write_replay_json
+from sim.replay import (
+    MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayOutcome, ReplayTiers, run_replay, write_replay_json,
+)
 from sim.trace import TraceFormat
 from sim.work import trace_cost
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
 REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks"}
 
@@ -36,9 +43,10 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
 @click.option("--no-explain", is_flag=True,
               help="with --json: leave out each miss's cause (gpu_miss, computed)")
+@save_options
 def command(
     trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
-    cpu_backend: CpuBackend, costs_file: Path | None, as_json: bool, no_explain: bool,
+    cpu_backend: CpuBackend, costs_file: Path | None, as_json: bool, no_explain: bool, db: str | None, no_save: bool,
 ) -> None:
     """Replay TRACE (a Mooncake or Qwen-Bailian JSONL file, or a bundled trace's name: mooncake-synthetic)
     through the tiers.
@@ -54,6 +62,26 @@ def command(
         )
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
+    _print(outcome, as_json)
+    save_run(db, no_save, lambda store: _save(store, outcome, Path(trace)))
+
+
+def _save(store: RunStore, outcome: ReplayOutcome, path: Path) -> int:
+    """The replay as ``--json`` prints it (its requests left out past the store's rows per run: the trace's sha256
+    and the totals still say what ran), and the trace file itself when it is small enough to keep whole."""
+    from app.runs.recording import UPLOAD_KEEP_BYTES, save_replay  # with the store: only when the run is kept
+
+    result: dict[str, Any] = outcome.head()
+    if len(outcome) <= store.max_records:
+        result["requests"] = list(outcome.request_rows())
+    else:
+        result["requests_left_out"] = f"{len(outcome):,} requests: over the {store.max_records:,} a run keeps"
+    result.update(totals=outcome.totals(), timeline=outcome.timeline())
+    small = path.is_file() and path.stat().st_size <= UPLOAD_KEEP_BYTES
+    return save_replay(store, result, [(path.name, path.read_bytes())] if small else [])
+
+
+def _print(outcome: ReplayOutcome, as_json: bool) -> None:
     if as_json:
         write_replay_json(outcome, sys.stdout)
         return

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import render_table
 from sim import measurements
 from sim.simulation import simulate
 from sim.work import simulation_cost
+
+if TYPE_CHECKING:
+    from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
+    from sim.scenario import Scenario
 
 
 @click.command("simulate")
@@ -23,8 +28,10 @@ from sim.work import simulation_cost
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help="also write a per-request measurement file (.csv or .jsonl)",
 )
-def command(as_json: bool, no_explain: bool, out: Path | None, **flags: Any) -> None:
-    """Simulate the scenario with the GPU tier alone and with a CPU tier, and compare them."""
+@save_options
+def command(as_json: bool, no_explain: bool, out: Path | None, db: str | None, no_save: bool, **flags: Any) -> None:
+    """Simulate the scenario with the GPU tier alone and with a CPU tier, and compare them; the run is kept in the
+    runs database (kvscope runs) unless --no-save."""
     scenario = build_scenario(**flags)
     within_budget(simulation_cost(scenario, explain=not no_explain))
     result = simulate(scenario, explain=not no_explain)
@@ -32,8 +39,15 @@ def command(as_json: bool, no_explain: bool, out: Path | None, **flags: Any) -> 
         measurements.write(out, measurements.from_result(result, model=scenario.model))
     if as_json:
         click.echo(json.dumps(result, indent=1, allow_nan=False))  # NaN and Infinity are not JSON
-        return
-    click.echo(render_table(result))
-    if out is not None:
-        click.echo(f"\nwrote {sum(len(r['requests']) for r in result['runs'])} requests to {out}")
+    else:
+        click.echo(render_table(result))
+        if out is not None:
+            click.echo(f"\nwrote {sum(len(r['requests']) for r in result['runs'])} requests to {out}")
+    save_run(db, no_save, lambda store: _save(store, scenario, result))
+
+
+def _save(store: RunStore, scenario: Scenario, result: dict[str, Any]) -> int:
+    from app.runs.recording import save_simulation  # with the store: only when the run is kept
+
+    return save_simulation(store, scenario, result)
 

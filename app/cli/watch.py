@@ -13,6 +13,7 @@ from typing import IO, Any
 import click
 import httpx
 
+from app.cli.save_run import not_kept, open_store, save_options, say_kept
 from app.live import prom
 from sim import textfile
 from sim.kvevents import wire
@@ -42,12 +43,14 @@ Totals = dict[str, tuple[int, int]]  # medium -> (blocks stored, blocks removed)
 @click.option("--from", "from_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="play a recorded file instead of connecting")
 @click.option("--json", "as_json", is_flag=True, help="print the final state as JSON at exit")
+@save_options
 def command(
     endpoint: str | None, replay: str | None, topic: str, metrics: str | None, seconds: float | None,
-    record: Path | None, from_file: Path | None, as_json: bool,
+    record: Path | None, from_file: Path | None, as_json: bool, db: str | None, no_save: bool,
 ) -> None:
     """Subscribe to a vLLM server's KV events and print, every second, the blocks and tokens each medium holds,
-    stores and removals per second and any gaps; at exit, the resident prefixes."""
+    stores and removals per second and any gaps; at exit, the resident prefixes. The events are kept as a watch
+    run (kvscope runs export ID --format jsonl gives them back as a --record file) unless --no-save."""
     if (endpoint is None) == (from_file is None):
         raise click.UsageError("give either --kv-events tcp://HOST:PORT or --from FILE")
     for flag, value in (("--kv-events", endpoint), ("--replay", replay)):
@@ -69,7 +72,14 @@ def command(
             extra: dict[str, Any] = {}
         else:
             assert endpoint is not None
-            extra = _watch(feed, endpoint, replay, topic, metrics, seconds, live)
+            kept = _kept_lines(db, no_save, endpoint)
+            if kept is not None:
+                feed.listeners.append(Recorder(kept, feed.state))  # type: ignore[arg-type]  # a file-like writer
+            try:
+                extra = _watch(feed, endpoint, replay, topic, metrics, seconds, live)
+            finally:
+                if kept is not None:
+                    _finish(kept)
     summary = {**feed.summary(), **extra}
     if as_json:
         click.echo(json.dumps(summary, indent=1))
@@ -77,6 +87,30 @@ def command(
         click.echo(final_text(summary))
     if from_file is None and extra.get("received") == 0:
         raise SystemExit(1)
+
+
+def _kept_lines(db: str | None, no_save: bool, endpoint: str) -> Any:
+    """A ``WatchLines`` keeping the events in the runs database (committed each second), or None."""
+    store = open_store(db, no_save)
+    if store is None:
+        return None
+    from app.runs.recording import WatchLines
+    from app.runs.store import StoreError
+
+    try:
+        return WatchLines(store, endpoint)
+    except StoreError as exc:
+        not_kept(exc)
+        return None
+
+
+def _finish(kept: Any) -> None:
+    kept.finish()
+    kept.writer.store.close()
+    if kept.problem:
+        not_kept(f"kept only up to here ({kept.kept:,} events in run {kept.run_id}): {kept.problem}")
+    else:
+        say_kept(kept.run_id)
 
 
 def _play(feed: Feed, path: Path, topic: str) -> None:

@@ -33,7 +33,10 @@ class KvThread:
         self, run: str, endpoint: str, replay: str | None, emit: Callable[[Event], None],
         capacity: Callable[[str], int | None], topic: str = "kv-events",
         rank: Callable[[str], Mapping[str, int]] = lambda medium: {},
+        start: bool = True, clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``start=False`` subscribes to nothing: batches given to ``feed.receive`` are turned into events all the
+        same, on ``clock``'s time (a kept recording plays again so, on its own timestamps: app.runs.watch_replay)."""
         self.run = run
         self.lock = threading.Lock()
         self.feed = Feed(topic=topic)
@@ -47,8 +50,10 @@ class KvThread:
         self._dirty = False
         self._problems_seen = 0
         self.last_message_at: float | None = None  # time.monotonic() of the last message applied
+        self._clock = clock
         self._thread = threading.Thread(target=self._run, name=f"kv-events-{run}", daemon=True)
-        self._thread.start()
+        if start:
+            self._thread.start()
 
     def _run(self) -> None:
         sub = Subscriber(self._endpoint, self._replay, feed=self.feed)
@@ -62,7 +67,7 @@ class KvThread:
                     with self.lock:
                         self._problems_seen = self.feed.problem_count
                         self._emit(RunWarning(self.run, f"KV events: {self.feed.problems[-1]}"))
-                if self._dirty and time.monotonic() - self._last_occupancy >= OCCUPANCY_EVERY_S:
+                if self._dirty and self._clock() - self._last_occupancy >= OCCUPANCY_EVERY_S:
                     with self.lock:
                         self._occupancy()
         finally:
@@ -79,7 +84,8 @@ class KvThread:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
 
     def _on_batch(self, seq: int, batch: wire.Decoded) -> None:
         stored: dict[str, int] = {}
@@ -100,12 +106,17 @@ class KvThread:
         for m, tokens in stored.items():
             self._emit(Store(self.run, seq, m.lower(), -1, tokens))
         self._dirty = True
-        if time.monotonic() - self._last_occupancy >= OCCUPANCY_EVERY_S:
+        if self._clock() - self._last_occupancy >= OCCUPANCY_EVERY_S:
+            self._occupancy()
+
+    def flush_occupancy(self) -> None:
+        """The occupancy now, if anything changed since the last one was sent."""
+        if self._dirty:
             self._occupancy()
 
     def _occupancy(self) -> None:
         self._dirty = False
-        self._last_occupancy = time.monotonic()
+        self._last_occupancy = self._clock()
         seq = self.feed.last_seq or 0
         for state in self.feed.state.ordered():
             prefixes = state.prefixes()

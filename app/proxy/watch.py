@@ -21,6 +21,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -69,6 +70,8 @@ class UpstreamWatch:
         self.records: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDS)
         self.warnings: deque[str] = deque(maxlen=KEPT_WARNINGS)
         self._events_lock = threading.Lock()
+        # Called with each event after it is logged (the runs database keeps them: app.runs.recording.ProxyRecorder).
+        self.listeners: list[Callable[[Event], None]] = []
         self._next_id = 0
         self.info: TargetInfo | None = None
         self.problem: str | None = None
@@ -102,6 +105,8 @@ class UpstreamWatch:
             self._next_id += 1
             if isinstance(event, RunWarning):
                 self.warnings.append(event.message)
+        for listener in self.listeners:
+            listener(event)
 
     def _warnings(self) -> list[str]:
         with self._events_lock:  # the KV thread adds warnings too

@@ -33,6 +33,9 @@ def whole(store: RunStore, run_id: int) -> dict[str, Any]:
 def export(store: RunStore, run_id: int, fmt: Format) -> str:
     if fmt == "json":
         return json.dumps(whole(store, run_id), indent=1) + "\n"
+    if fmt == "jsonl" and store.get(run_id).info.kind == "watch":
+        # A kept `kvscope watch`: its KV event recording, which `kvscope watch --from` plays and `kvscope replay` reads.
+        return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in store.records(run_id))
     buffer = io.StringIO()
     writer = MeasurementWriter(buffer, jsonl=fmt == "jsonl")
     for row in rows_of(store, run_id):

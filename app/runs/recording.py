@@ -11,13 +11,14 @@ parsed rows, the file's sha256 and size, and its content only up to
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sim import measurements
-from sim.events import Event
+from sim.events import Event, Measured
 from sim.measurements import Measurement
 from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
@@ -81,18 +82,16 @@ def save_simulation(store: RunStore, scenario: Scenario, result: dict[str, Any],
 
 class EventLog:
     """A stream's events, kept as they are sent: one batch per request (ended by an event of kind ``ends_with``),
-    each event encoded once for the client and the database alike. Batches are committed at most ``every_s``
-    apart (0: each request as it ends). A store that fails or fills up never stops the stream: ``problem`` says
-    why the run is kept only so far."""
+    each event encoded once for the client and the database alike, and held only as that text until its batch is
+    committed. Batches are committed at most ``every_s`` apart (0: each request as it ends). A store that fails or
+    fills up never stops the stream: ``problem`` says why the run is kept only so far."""
 
     def __init__(self, writer: RunWriter | None, ends_with: str, every_s: float) -> None:
         self.writer = writer
         self.ends_with = ends_with
         self.every_s = every_s
-        self.batch: list[dict[str, Any]] = []
-        self.texts: list[str] = []
-        self.batches: list[list[dict[str, Any]]] = []
-        self.pending: list[str] = []
+        self.texts: list[str] = []  # the open batch's events
+        self.pending: list[str] = []  # ended batches not yet committed, each a JSON array
         self.flushed_at = time.monotonic()
         self.problem: str | None = None
 
@@ -100,19 +99,17 @@ class EventLog:
         """Keep the event; its JSON form and text, for the stream to send as they are."""
         data = event.to_dict()
         text = json.dumps(data)
-        self.batch.append(data)
         self.texts.append(text)
         if event.kind == self.ends_with:
             self.end_request()
         return data, text
 
     def end_request(self) -> None:
-        if not self.batch:
+        if not self.texts:
             return
-        self.batches.append(self.batch)
         self.pending.append("[" + ",".join(self.texts) + "]")
-        self.batch, self.texts = [], []
-        if time.monotonic() - self.flushed_at >= self.every_s:
+        self.texts = []
+        if not self.every_s or time.monotonic() - self.flushed_at >= self.every_s:
             self.flush()
 
     def flush(self) -> None:
@@ -149,10 +146,6 @@ class StreamRecorder:
     @property
     def problem(self) -> str | None:
         return self.log.problem
-
-    @property
-    def batches(self) -> list[list[dict[str, Any]]]:
-        return self.log.batches
 
     def add(self, event: Event) -> tuple[dict[str, Any], str]:
         """Keep the event; its JSON form and text, for the stream to send as they are."""
@@ -298,6 +291,132 @@ class LiveRecorder:
             self.problem = str(exc)
 
 
+class ProxyRecorder:
+    """Keeps what a watched upstream's proxy sees, as a ``proxy`` run opened on its first event: each proxied
+    request's measurement as a record, and the watch's events (KV stores and evictions, occupancy, the twin's
+    predictions, measured TTFTs, divergences) in batches, one ended by each measured request (or every
+    ``MAX_BATCH`` events while none is), each committed as it ends, so a crash loses at most the request in flight.
+    Called from the event loop and the KV events' thread alike. A store that fails or fills up never stops the
+    proxy: ``problem`` says why the run is kept only so far."""
+
+    MAX_BATCH = 500
+
+    def __init__(self, store: RunStore, upstream: str, source: dict[str, Any]) -> None:
+        self.store = store
+        self.upstream = upstream
+        self.source = source
+        self.writer: RunWriter | None = None
+        self.log: EventLog | None = None
+        self.rows: list[Measurement] = []
+        self.problem: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def run_id(self) -> int | None:
+        return None if self.writer is None else self.writer.id
+
+    def _open(self) -> EventLog | None:
+        if self.log is None and self.problem is None:
+            try:
+                self.writer = self.store.open(NewRun(
+                    "proxy", name=f"{self.upstream} · proxied requests", summary=_proxy_summary(self.upstream, []),
+                    source={"upstream": self.upstream, **self.source},
+                ))
+            except StoreError as exc:
+                self.problem = str(exc)
+                return None
+            self.log = EventLog(self.writer, Measured.kind, 0.0)
+        return self.log
+
+    def add(self, event: Event) -> None:
+        with self._lock:
+            log = self._open()
+            if log is None or self.writer is None:
+                return
+            if isinstance(event, Measured):
+                row = Measurement(event.run, event.pass_, event.order, event.seq, event.doc, event.prompt_tokens,
+                                  event.ttft_ms, event.gpu_hit_tokens, event.cpu_hit_tokens, event.computed_tokens,
+                                  "live", event.run, event.model, event.started_at)
+                self.rows.append(row)
+                if self.problem is None and log.problem is None:
+                    try:
+                        self.writer.append(row.row())
+                    except StoreError as exc:
+                        self.problem = str(exc)
+            log.add(event)
+            if len(log.texts) >= self.MAX_BATCH:
+                log.end_request()
+
+    def finish(self, status: str = "done") -> None:
+        with self._lock:
+            if self.log is None or self.writer is None:
+                return
+            self.log.end_request()
+            self.log.flush()
+            kept = self.problem or self.log.problem
+            try:
+                self.writer.finish(status=status, summary=_proxy_summary(self.upstream, self.rows, kept))
+            except StoreError as exc:
+                self.problem = str(exc)
+
+
+def _proxy_summary(upstream: str, rows: list[Measurement], kept: str | None = None) -> dict[str, Any]:
+    return {"scenario": f"requests proxied to {upstream}", **figures(rows), "kept": kept}
+
+
+class WatchLines:
+    """Where ``kvscope watch`` keeps its KV events: the recording's lines (``sim.kvevents.recording.Recorder``
+    writes them here as to a ``--record`` file) as a ``watch`` run's records, committed at most ``every_s`` apart
+    (a crash loses at most that much of the stream) and at ``finish``. A store that fails or fills up never stops
+    the watching: ``problem`` says why the run is kept only so far."""
+
+    def __init__(self, store: RunStore, endpoint: str, every_s: float = 1.0) -> None:
+        self.endpoint = endpoint
+        self.every_s = every_s
+        self.lines: list[str] = []
+        self.kept = 0
+        self.problem: str | None = None
+        self.flushed_at = time.monotonic()
+        self.writer: RunWriter = store.open(NewRun(
+            "watch", name=f"KV events of {endpoint}", summary=self._summary(), source={"kv_events": endpoint},
+        ))
+
+    @property
+    def run_id(self) -> int:
+        return self.writer.id
+
+    def _summary(self) -> dict[str, Any]:
+        return {"scenario": f"KV events of {self.endpoint}", "requests": 0, "configs": [], "best_speedup": None,
+                "events": self.kept, "kept": self.problem}
+
+    def write(self, text: str) -> int:
+        self.lines.extend(line for line in text.split("\n") if line)
+        return len(text)
+
+    def flush(self) -> None:
+        """The Recorder's end of a batch: commit what came since the last commit, if ``every_s`` has passed."""
+        if time.monotonic() - self.flushed_at >= self.every_s:
+            self.commit()
+
+    def commit(self) -> None:
+        lines, self.lines = self.lines, []
+        self.flushed_at = time.monotonic()
+        if not lines or self.problem is not None:
+            return
+        try:
+            self.writer.append_encoded(lines)
+            self.kept += len(lines)
+        except StoreError as exc:
+            self.problem = str(exc)
+
+    def finish(self, status: str = "done") -> None:
+        self.commit()
+        try:
+            self.writer.finish(status=status, summary=self._summary())
+        except StoreError as exc:
+            self.problem = self.problem or str(exc)
+
+
 def upload_source(files: list[tuple[str, bytes]]) -> dict[str, Any]:
     """Which files a run was read from, and whether their content is kept (it is up to ``UPLOAD_KEEP_BYTES``)."""
     big = [name for name, content in files if len(content) > UPLOAD_KEEP_BYTES]
@@ -373,7 +492,10 @@ def result_of(store: RunStore, run: Run) -> Any:
 
 
 def rows_of(store: RunStore, run_id: int) -> list[Measurement]:
-    """Every request of a run as measurement-file rows, whatever its kind."""
+    """Every request of a run as measurement-file rows, whatever its kind (a ``watch`` run has none: its records
+    are KV events)."""
+    if store.get(run_id).info.kind == "watch":
+        return []
     stored = store.records(run_id)
     if stored:
         return [Measurement.parse(r, i) for i, r in enumerate(stored, start=1)]

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from app.runs.recording import result_of
 from app.runs.store import NoSuchRun, Run, RunStore, StoreError, check_id
+from app.runs.watch_replay import UPSTREAM
 from app.scenario_input import ScenarioInput, resolve
 from app.web import run_view, scenario_form
 from app.web.routes.calibrate import CostsChoice, costs_choice
@@ -36,6 +37,7 @@ class Opened:
     form: FormView | None = None
     costs: CostsChoice | None = None
     live: dict[str, Any] | None = None  # a kept live run's partial context: the live panel replays it
+    watch: dict[str, Any] | None = None  # a kept proxy run, as the watch panel's upstream: the panel replays it
 
 
 def open_run(store: RunStore, raw_id: str) -> Opened:
@@ -46,6 +48,12 @@ def open_run(store: RunStore, raw_id: str) -> Opened:
         raise NotOpened(404, f"{exc}: it was deleted, or was kept by another kvscope database") from None
     except StoreError as exc:
         raise NotOpened(422, f"run: {exc}") from None
+    if run.info.kind == "proxy" and run.info.event_count:
+        return _proxy(run)
+    if run.info.kind == "watch" and run.info.record_count:
+        # A kept `kvscope watch`: its KV events, as the watch panel shows an upstream's (app.runs.watch_replay).
+        return Opened(run_id, None, watch={"name": UPSTREAM, "kv_events": True, "stream": f"/api/runs/{run_id}/events",
+                                           "kept_run": run_id, "kind": "kvscope watch"})
     if run.info.kind not in ("simulate", "live") or run.scenario is None:
         return Opened(run_id, None)
     try:
@@ -78,6 +86,14 @@ def _live(run_id: int, run: Run, scenario: Scenario) -> Opened:
         events=f"/api/runs/{run_id}/events", records=f"/api/runs/{run_id}/export",
     )
     return Opened(run_id, None, live={**live, "kept_run": run_id})
+
+
+def _proxy(run: Run) -> Opened:
+    """A kept proxy run plays again in the watch panel, from its stored events, as the upstream it watched."""
+    source = run.source or {}
+    upstream = {"name": str(source.get("upstream") or "upstream"), "kv_events": bool(source.get("kv_events")),
+                "stream": f"/api/runs/{run.id}/events", "kept_run": run.id, "kind": "proxy recording"}
+    return Opened(run.id, None, watch=upstream)
 
 
 def costs_of(scenario: Scenario, label: str) -> CostsChoice | None:

@@ -176,7 +176,14 @@
     on("divergence", (e) => divergence(view, e));
     on("warning", (e) => status(view, e.message, "warning"));
     on("error", (e) => status(view, e.message, "warning"));
-    source.onerror = () => status(view, "The stream was interrupted; reconnecting…", "warning");
+    source.onerror = () => {
+      if (view.dataset.keptRun) { // a kept run's stored stream ends once it is all sent: replayed, not broken
+        source.close();
+        status(view, `Replayed: ${fmt(events)} events of kept run ${view.dataset.keptRun}.`, "done");
+        return;
+      }
+      status(view, "The stream was interrupted; reconnecting…", "warning");
+    };
   }
 
   function start(root) {

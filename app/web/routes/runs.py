@@ -22,6 +22,7 @@ from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.runs import compare, export, importer, recording
 from app.runs.store import KINDS, MAX_ID, MAX_LIST, NoSuchRun, StoreError, StoreFull
+from app.runs.watch_replay import watch_events
 from app.web.context import Web
 from app.web.panel_input import MAX_UPLOAD_BYTES
 from app.web.sse import event_stream
@@ -57,8 +58,12 @@ def stored_events(web: Web, run_id: int) -> Iterator[StoredEvent]:
     """The run's step events as they were sent, or, for a run kept without them, those its result determines."""
     batches = web.runs.events(run_id)
     if not batches:
-        result = web.runs.get(run_id).result
-        batches = recording.events_from_result(result) if isinstance(result, dict) and "runs" in result else []
+        run = web.runs.get(run_id)
+        result = run.result
+        if run.info.kind == "watch":  # kept as its KV event recording: converted as the live watch converts them
+            batches = watch_events(web.runs.records(run_id))
+        else:
+            batches = recording.events_from_result(result) if isinstance(result, dict) and "runs" in result else []
     for batch in batches:
         for event in batch:
             yield StoredEvent(event)

@@ -25,6 +25,7 @@ from fastapi.sse import EventSourceResponse
 
 from app.proxy.upstreams import configured_timeout, configured_upstreams
 from app.proxy.watch import UpstreamWatch
+from app.runs.recording import ProxyRecorder
 from app.web.proxied import Proxied
 from app.web.context import Web
 from app.web.sse import event_stream
@@ -41,6 +42,10 @@ PROXIED = (("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET"
 def router(*, web: Web) -> APIRouter:
     upstreams = configured_upstreams()
     watches = {u.name: UpstreamWatch(u) for u in upstreams}
+    # Each upstream's proxied requests and events are kept as a run (opened on its first event).
+    recorders = [ProxyRecorder(web.runs, u.name, {"kv_events": u.kv_events is not None}) for u in upstreams]
+    for watch, recorder in zip(watches.values(), recorders, strict=True):
+        watch.listeners.append(recorder.add)
     # One client for every proxied request: its pool keeps HTTP/1.1 connections to the upstreams alive between them.
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=configured_timeout(), write=WRITE_TIMEOUT_S, pool=WRITE_TIMEOUT_S)
     client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
@@ -54,6 +59,8 @@ def router(*, web: Web) -> APIRouter:
         for watch in watches.values():
             watch.stop_preparing()
             await anyio.to_thread.run_sync(watch.close)
+        for recorder in recorders:
+            await anyio.to_thread.run_sync(recorder.finish)
         await client.aclose()
 
     api = APIRouter(tags=["watch"], lifespan=lifespan)
