@@ -32,6 +32,7 @@ from sim.events import CPU, GPU
 from sim.explain.columns import ExplainedColumns, explain_trace
 from sim.explain.observer import attach, key_slots
 from sim.explain.summary import totals as explain_totals
+from sim.replay_rows import request_texts
 from sim.result import totals_of
 from sim.trace import Trace
 from sim.workload import SHARED_DOC, Request, Units
@@ -292,33 +293,8 @@ class ReplayOutcome:
             yield row
 
     def request_texts(self) -> Iterator[str]:
-        """``json.dumps`` of each of ``request_rows``, character for character, made without the dicts.
-
-        A day of traffic has hundreds of thousands of requests: building a
-        record, its dict and encoding it took most of ``replay --json``'s time.
-        The explained rows (their cause maps) still go through ``json.dumps``.
-        """
-        if self.explained is not None:
-            yield from map(json.dumps, self.request_rows())
-            return
-        stamps, inputs, ttfts = self.trace.timestamps_ms, self.trace.input_tokens, self.ttft_ms
-        cpu_key = json.dumps(CPU)
-        for i in range(len(self)):
-            gpu, cpu, computed = self.gpu_hit[i], self.cpu_hit[i], self.computed[i]
-            # Tier, source and part names are plain ASCII words: quoting them is all their encoding does.
-            evicted = ", ".join(
-                f'{{"tier": "{e["tier"]}", "doc": {e["doc"]}, "tokens": {e["tokens"]}, "start": {e["start"]}, '
-                f'"end": {e["end"]}, "part": "{e["part"]}"}}'
-                for e in self._evicted(i)
-            )
-            yield (
-                f'{{"seq": {i}, "pass": 1, "order": "trace", "doc": {SHARED_DOC}, "prompt_tokens": {inputs[i]}, '
-                f'"gpu_hit_tokens": {gpu}, "cpu_hit_tokens": {cpu}, "disk_hit_tokens": 0, '
-                f'"tier_hits": {f"{{{cpu_key}: {cpu}}}" if cpu else "{}"}, "computed_tokens": {computed}, '
-                f'"stored_tokens": {self.stored[i]}, "ttft_ms": {ttfts[i]!r}, '
-                f'"source": "{_source(gpu, {CPU: cpu} if cpu else {}, computed)}", '
-                f'"evicted": [{evicted}], "timestamp_ms": {stamps[i]!r}}}'
-            )
+        """``json.dumps`` of each of ``request_rows``, character for character, made from the columns (sim.replay_rows)."""
+        return request_texts(self)
 
 
 def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, explain: bool = False) -> ReplayOutcome:

@@ -1,0 +1,124 @@
+"""A replay's per-request JSON rows as text, made straight from its columns: ``json.dumps`` of each row, character for character.
+
+A day of traffic has hundreds of thousands of requests: building a record, its
+dict and encoding it took most of ``replay --json``'s time. Here the columns
+are read a slice at a time (one ``tolist`` per column, constant memory) and
+each row is formatted once. The names written (tiers, sources, parts, causes)
+are plain ASCII words, so quoting them is all their JSON encoding does; the
+numbers are Python ints and floats, whose ``repr`` is their JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
+
+from sim.events import CPU, GPU
+from sim.explain.columns import _CAUSES, ExplainedColumns
+from sim.workload import SHARED_DOC
+
+if TYPE_CHECKING:
+    from sim.replay import ReplayOutcome
+
+SLICE = 2048  # rows read per slice of the columns
+
+
+def _part(lo: int, hi: int, full_end: int) -> str:
+    """``sim.engine._part`` for a trace request (one owner, no shared prefix: the prompt starts at 0)."""
+    head, tail = lo <= 0, hi + 1 >= full_end
+    return "whole" if head and tail else "head" if head else "tail" if tail else "middle"
+
+
+def request_texts(outcome: ReplayOutcome) -> Iterator[str]:
+    """Each request's row (``ReplayOutcome.request_rows``) as ``json.dumps`` writes it.
+
+    The Python engine's explained records (their causes as maps) are encoded by ``json.dumps``; plain rows and the
+    compiled attribution (``ExplainedColumns``) are formatted from the columns.
+    """
+    explained = outcome.explained
+    if explained is not None and not isinstance(explained, ExplainedColumns):
+        yield from map(json.dumps, outcome.request_rows())
+        return
+    explain = _Explained(explained) if explained is not None else None
+    trace, block, chunk = outcome.trace, outcome.units.block, outcome.units.chunk
+    cpu_key, gpu_q, cpu_q = json.dumps(CPU), json.dumps(GPU), json.dumps(CPU)
+    columns = (
+        trace.timestamps_ms, trace.input_tokens, outcome.gpu_hit, outcome.cpu_hit, outcome.computed, outcome.stored,
+        outcome.ttft_ms, *outcome.gpu_ev, *outcome.cpu_ev,
+    )
+    for a in range(0, len(outcome), SLICE):
+        b = min(a + SLICE, len(outcome))
+        tails = explain.texts(a, b) if explain is not None else repeat("")
+        for i, ts, n, gpu, cpu, computed, stored, ttft, gev, glo, ghi, cev, clo, chi, tail in zip(
+            range(a, b), *(c[a:b].tolist() for c in columns), tails
+        ):
+            # sim.engine.evicted_entries for one owner (SHARED_DOC): the GPU's entry, then the CPU's.
+            evicted = []
+            if gev:
+                evicted.append(
+                    f'{{"tier": {gpu_q}, "doc": {SHARED_DOC}, "tokens": {gev * block}, "start": {glo * block}, '
+                    f'"end": {(ghi + 1) * block}, "part": "{_part(glo, ghi, n // block)}"}}'
+                )
+            if cev:
+                evicted.append(
+                    f'{{"tier": {cpu_q}, "doc": {SHARED_DOC}, "tokens": {cev}, "start": {clo * chunk}, '
+                    f'"end": {(chi + 1) * chunk}, "part": "{_part(clo, chi, n // chunk)}"}}'
+                )
+            # sim.engine._source: the tier that served most, ties to the earlier; computed when it beat them.
+            source = CPU if cpu > gpu else GPU
+            if computed > max(gpu, cpu):
+                source = "computed"
+            yield (
+                f'{{"seq": {i}, "pass": 1, "order": "trace", "doc": {SHARED_DOC}, "prompt_tokens": {n}, '
+                f'"gpu_hit_tokens": {gpu}, "cpu_hit_tokens": {cpu}, "disk_hit_tokens": 0, '
+                f'"tier_hits": {f"{{{cpu_key}: {cpu}}}" if cpu else "{}"}, "computed_tokens": {computed}, '
+                f'"stored_tokens": {stored}, "ttft_ms": {ttft!r}, "source": "{source}", '
+                f'"evicted": [{", ".join(evicted)}]{tail}, "timestamp_ms": {ts!r}}}'
+            )
+
+
+class _Explained:
+    """The compiled attribution's fields of each row (``ExplainedColumns[i]`` as ``RequestRecord.to_dict`` puts
+    them: ``gpu_miss``, ``computed``, ``evicted_misses``, ``infinite_hit_tokens``), as text."""
+
+    def __init__(self, columns: ExplainedColumns) -> None:
+        k = columns.k
+        self.columns, self.k = columns, k
+        # (column, quoted cause) per tier, in the order ExplainedColumns._map walks them.
+        self.causes = {
+            tier: [(at + i, json.dumps(c)) for i, c in enumerate(_CAUSES[tier])]
+            for tier, at in ((GPU, k.GPU_AT), (CPU, k.CPU_AT))
+        }
+        self.tiers = [(json.dumps(GPU), k.GPU_AT)] + ([(json.dumps(CPU), k.CPU_AT)] if columns.offload else [])
+
+    def _map(self, row: list[int], tier: str) -> str:
+        return "{" + ", ".join(f"{name}: {row[at]}" for at, name in self.causes[tier] if row[at]) + "}"
+
+    def texts(self, a: int, b: int) -> Iterator[str]:
+        k, cols = self.k, self.columns
+        by = cols.by
+        for row in cols.table[a:b].tolist():
+            gpu_miss = self._map(row, GPU)
+            computed = self._map(row, CPU) if cols.offload else gpu_miss
+            entries = []
+            for tier, at in self.tiers:
+                tokens = row[at + k.EVICTED]
+                if not tokens:
+                    continue
+                evictors = ", ".join(f'{{"seq": {s}, "tokens": {t}}}' for s, t in by[row[at + k.BY_LO] : row[at + k.BY_HI]].tolist())
+                entries.append(
+                    f'{{"tier": {tier}, "tokens": {tokens}, "start": {row[at + k.START]}, "end": {row[at + k.END]}, '
+                    f'"first_end": {row[at + k.FIRST_END]}, "by": [{evictors}], "first_hit_tokens": null, '
+                    f'"needed_tokens": null, "reachable": {{"first": {_bool(row[at + k.REACH_FIRST])}, '
+                    f'"all": {_bool(row[at + k.REACH_ALL])}}}}}'
+                )
+            yield (
+                f', "gpu_miss": {gpu_miss}, "computed": {computed}, "evicted_misses": [{", ".join(entries)}], '
+                f'"infinite_hit_tokens": {row[k.INFINITE]}'
+            )
+
+
+def _bool(value: Any) -> str:
+    return "true" if value else "false"
