@@ -86,28 +86,33 @@ class _Explained:
     def __init__(self, columns: ExplainedColumns) -> None:
         k = columns.k
         self.columns, self.k = columns, k
-        # (column, quoted cause) per tier, in the order ExplainedColumns._map walks them.
+        # Per tier: its cause columns' first and end, and their quoted names, in the order ExplainedColumns._map
+        # walks them.
         self.causes = {
-            tier: [(at + i, json.dumps(c)) for i, c in enumerate(_CAUSES[tier])]
+            tier: (at, at + len(_CAUSES[tier]), [json.dumps(c) + ": " for c in _CAUSES[tier]])
             for tier, at in ((GPU, k.GPU_AT), (CPU, k.CPU_AT))
         }
         self.tiers = [(json.dumps(GPU), k.GPU_AT)] + ([(json.dumps(CPU), k.CPU_AT)] if columns.offload else [])
 
-    def _map(self, row: list[int], tier: str) -> str:
-        return "{" + ", ".join(f"{name}: {row[at]}" for at, name in self.causes[tier] if row[at]) + "}"
-
     def texts(self, a: int, b: int) -> Iterator[str]:
-        k, cols = self.k, self.columns
-        by = cols.by
-        for row in cols.table[a:b].tolist():
-            gpu_miss = self._map(row, GPU)
-            computed = self._map(row, CPU) if cols.offload else gpu_miss
+        k, cols, offload = self.k, self.columns, self.columns.offload
+        (g_lo, g_hi, g_names), (c_lo, c_hi, c_names) = self.causes[GPU], self.causes[CPU]
+        table = cols.table[a:b]
+        # The slice's rows of ``by`` (appended request by request, so one range), as lists once; a row that
+        # evicted nothing has no range (its bounds are 0, 0).
+        ranges = [table[table[:, at + k.EVICTED] != 0][:, [at + k.BY_LO, at + k.BY_HI]] for _, at in self.tiers]
+        ranges = [r for r in ranges if len(r)]
+        base = min(int(r[:, 0].min()) for r in ranges) if ranges else 0
+        by = cols.by[base : max(int(r[:, 1].max()) for r in ranges)].tolist() if ranges else []
+        for row in table.tolist():
+            gpu_miss = "{" + ", ".join([f"{name}{v}" for name, v in zip(g_names, row[g_lo:g_hi]) if v]) + "}"
+            computed = "{" + ", ".join([f"{name}{v}" for name, v in zip(c_names, row[c_lo:c_hi]) if v]) + "}" if offload else gpu_miss
             entries = []
             for tier, at in self.tiers:
                 tokens = row[at + k.EVICTED]
                 if not tokens:
                     continue
-                evictors = ", ".join(f'{{"seq": {s}, "tokens": {t}}}' for s, t in by[row[at + k.BY_LO] : row[at + k.BY_HI]].tolist())
+                evictors = ", ".join([f'{{"seq": {s}, "tokens": {t}}}' for s, t in by[row[at + k.BY_LO] - base : row[at + k.BY_HI] - base]])
                 entries.append(
                     f'{{"tier": {tier}, "tokens": {tokens}, "start": {row[at + k.START]}, "end": {row[at + k.END]}, '
                     f'"first_end": {row[at + k.FIRST_END]}, "by": [{evictors}], "first_hit_tokens": null, '
