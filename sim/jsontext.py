@@ -27,7 +27,7 @@ def _no_constant(name: str) -> Any:
 
 
 # One decoder for every call: ``json.loads`` with hooks builds a new one each time, a third of a trace line's parse.
-_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
 
 
 def loads(text: str | bytes) -> Any:
@@ -35,7 +35,7 @@ def loads(text: str | bytes) -> Any:
     try:
         if isinstance(text, bytes):  # as json.loads reads bytes: UTF-8, -16 or -32, told apart by the first bytes
             text = text.decode(json.detect_encoding(text), "surrogatepass")
-        value = _DECODER.decode(text)
+        value = DECODER.decode(text)
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:

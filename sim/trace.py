@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal, overload
 
-from sim import jsontext, textfile
+from sim import jsontext, textfile, trace_line
 
 MOONCAKE_BLOCK_TOKENS = 512
 BAILIAN_BLOCK_TOKENS = 16
@@ -350,8 +350,9 @@ class _Columns:
 def _requests(lines: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, dict[str, object]]]:
     """Each line's object; a ``kvscope watch --record`` line that carries an event but caches no prompt (no
     ``hash_ids``, sim.kvevents.recording) is not a request and is skipped."""
+    fast = trace_line.parse
     for number, raw in lines:
-        obj = _object(raw, number)
+        obj = fast(raw) or _object(raw, number)
         if "event" in obj and "hash_ids" not in obj:
             continue
         yield number, obj
@@ -451,6 +452,8 @@ class _BailianParser(_MooncakeParser):
 
 def _ids(value: object, number: int) -> array:
     """``hash_ids`` as 64-bit integers from 0 up; the array's own conversion does the per-id work in C."""
+    if type(value) is array:  # read by sim.trace_line: ids from 0 to MAX_HASH_ID already
+        return value
     bad = TraceError(f"hash_ids must be a list of integers from 0 to {MAX_HASH_ID}", number)
     if not isinstance(value, list):
         raise bad

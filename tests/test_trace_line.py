@@ -1,0 +1,100 @@
+"""The reader's quick path for a Mooncake line in its usual form (sim.trace_line) reads what the JSON decoder reads, and errs as it does."""
+
+from __future__ import annotations
+
+import json
+from array import array
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim import jsontext, trace_line
+from sim.trace import Trace, TraceError, bundled_trace_path, parse_trace
+
+
+def without_quick_path(monkeypatch: pytest.MonkeyPatch, data: bytes, block: int | None = None) -> Trace | str:
+    with monkeypatch.context() as m:
+        m.setattr(trace_line, "parse", lambda raw: None)
+        return read(data, block)
+
+
+def read(data: bytes, block: int | None = None) -> Trace | str:
+    """The trace's columns, or the error's text (its line number and field)."""
+    try:
+        t = parse_trace(data, block)
+    except TraceError as exc:
+        return f"TraceError: {exc} (line {exc.line})"
+    return (t.block_tokens, t.lines, t.timestamps_ms, t.input_tokens, t.output_tokens, t.offsets, t.hash_ids, t.sha256)  # type: ignore[return-value]
+
+
+def test_the_samples_lines_all_take_the_quick_path_and_read_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = bundled_trace_path("mooncake-synthetic").read_bytes()
+    lines = [line for line in data.splitlines() if line.strip()]
+    for line in lines:
+        quick = trace_line.parse(line)
+        assert quick is not None
+        assert {**quick, "hash_ids": list(quick["hash_ids"])} == jsontext.loads(line)  # type: ignore[arg-type]
+    assert read(data) == without_quick_path(monkeypatch, data)
+
+
+# Pieces of a line: the usual ones and the odd ones JSON refuses, reads otherwise, or the checks refuse.
+NUMBERS = ["0", "7", "40160", "12.5", "-3", "1e3", "007", "true", "null", '"5"', "9223372036854775807", "99999999999999999999"]
+IDS = ["0", "1", "2", "15", "-1", "01", "1.0", "true", "false", '"3"', "9223372036854775807", "9223372036854775808", "1e2", ""]
+SEPARATORS = [", ", ",", " , ", ",  ", "\t,"]
+
+
+@st.composite
+def lines(draw: st.DrawFn) -> bytes:
+    """Lines in the usual form and right for 4-token blocks, half of them with one odd piece."""
+    ids = draw(st.lists(st.sampled_from(IDS[:4]), min_size=1, max_size=6))
+    fields = [
+        ("timestamp", draw(st.sampled_from(NUMBERS[:3]))),
+        ("input_length", str(draw(st.integers(4 * len(ids) - 3, 4 * len(ids))))),
+        ("output_length", draw(st.sampled_from(NUMBERS[:3]))),
+    ]
+    sep, odd = ", ", draw(st.integers(0, 9))
+    if odd == 1:
+        at = draw(st.integers(0, 2))
+        fields[at] = (fields[at][0], draw(st.sampled_from(NUMBERS)))
+    elif odd == 2:
+        ids[draw(st.integers(0, len(ids) - 1))] = draw(st.sampled_from(IDS))
+    elif odd == 3:
+        sep = draw(st.sampled_from(SEPARATORS))
+    elif odd == 4:
+        ids = []
+    fields.append(("hash_ids", "[" + sep.join(ids) + "]"))
+    if odd == 5:
+        fields = draw(st.permutations(fields))
+    elif odd == 6:
+        fields.insert(draw(st.integers(0, 4)), ("extra", "1"))
+    text = "{" + ", ".join(f'"{k}": {v}' for k, v in fields) + "}" + draw(st.sampled_from(["", " ", "\r", "\t "]))
+    return text.encode()
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=st.lists(lines(), min_size=1, max_size=3), block=st.sampled_from([4, 4, 8]))
+def test_odd_lines_read_and_err_as_the_json_decoder_has_them(body: list[bytes], block: int) -> None:
+    # Every line read with the quick path gives the trace, or the error (its line and field), that reading each
+    # line as JSON gives; a line the quick path takes is exactly the decoder's object.
+    data = b"\n".join(body)
+    for line in body:
+        quick = trace_line.parse(line)
+        if quick is not None:
+            assert isinstance(quick["hash_ids"], array)
+            assert {**quick, "hash_ids": list(quick["hash_ids"])} == json.loads(line)  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as m:
+        assert read(data, block) == without_quick_path(m, data, block)
+
+
+def test_the_quick_path_takes_the_usual_form_only() -> None:
+    usual = json.dumps({"timestamp": 3, "input_length": 9, "output_length": 0, "hash_ids": [0, 7, 12]}).encode()
+    assert trace_line.parse(usual) == {"timestamp": 3, "input_length": 9, "output_length": 0, "hash_ids": array("q", [0, 7, 12])}
+    for odd in (
+        usual.replace(b"[0,", b"[00,"),  # a leading zero: not JSON
+        usual.replace(b"12]", b"9223372036854775808]"),  # past a 64-bit id: the checks name hash_ids
+        usual.replace(b"12]", b"12,]"),  # a trailing comma
+        usual.replace(b": 3,", b": 3.0,"),  # a float timestamp: the decoder's own reading
+        usual.replace(b"{", b' {'),  # other spacing
+    ):
+        assert trace_line.parse(odd) is None, odd
