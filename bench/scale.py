@@ -21,6 +21,7 @@ from bench._big_trace import write_big_trace
 from bench._timing import command_runs, command_with_rss, spread
 from bench._trace_task import CPU_BLOCKS, CURVE_POINTS, GPU_BLOCKS
 from bench.startup import KVSCOPE
+from bench.trace import byte_compiled
 
 REPEATS = 3
 
@@ -74,10 +75,12 @@ def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "mooncake_x110.jsonl"
         trace = write_big_trace(path)
+        setup = byte_compiled()
         anchor = command_runs([sys.executable, "-c", "pass"], 5)
         replay = [KVSCOPE, "replay", str(path), "--gpu-blocks", str(GPU_BLOCKS)]
         figures: dict[str, Any] = {
             "trace": trace,
+            **setup,
             "anchor_python_pass": spread(anchor),
             "replay_gpu": _cli(replay),
             "replay_gpu_cpu": _cli([*replay, "--cpu-blocks", str(CPU_BLOCKS)]),

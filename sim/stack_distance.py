@@ -23,6 +23,8 @@ from itertools import accumulate
 
 from sim.work import checkpoint
 
+SLICE = 1 << 16  # references between deadline checks
+
 
 @dataclass(frozen=True, slots=True)
 class StackProfile:
@@ -96,22 +98,22 @@ def run_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
     get = last.get
     distinct = run_p = run_len = 0
     expect = -2  # the previous position that continues the current run
-    for t, key in enumerate(stream):
-        if not t & 0xFFFF:
-            checkpoint()
-        p = get(key, -1)
-        last[key] = t
-        if p == expect:
-            run_len += 1
-            expect += 1
-            continue
-        if run_len:
-            flush(run_p, run_len, distinct)
-        if p < 0:
-            distinct += 1
-            run_len, expect = 0, -2
-        else:
-            run_p, run_len, expect = p, 1, p + 1
+    for base in range(0, n, SLICE):  # the deadline checked a slice at a time, not tested per reference
+        checkpoint()
+        for t, key in enumerate(stream[base : base + SLICE], base):
+            p = get(key, -1)
+            last[key] = t
+            if p == expect:
+                run_len += 1
+                expect += 1
+                continue
+            if run_len:
+                flush(run_p, run_len, distinct)
+            if p < 0:
+                distinct += 1
+                run_len, expect = 0, -2
+            else:
+                run_p, run_len, expect = p, 1, p + 1
     if run_len:
         flush(run_p, run_len, distinct)
     return StackProfile(n, distinct, array("q", accumulate(depth_count[: distinct + 1])))
