@@ -85,7 +85,7 @@ def run() -> dict[str, Any]:
             "replay_gpu": _cli(replay),
             "replay_gpu_cpu": _cli([*replay, "--cpu-blocks", str(CPU_BLOCKS)]),
             "replay_gpu_cpu_json_to_devnull": _cli([*replay, "--cpu-blocks", str(CPU_BLOCKS), "--json"], 1),
-            # Without the miss causes, which only the Python engine tells: compiled, the records streamed.
+            # Without the miss causes (compiled either way, the records streamed): what the causes add.
             "replay_gpu_cpu_json_no_explain_to_devnull": _cli(
                 [*replay, "--cpu-blocks", str(CPU_BLOCKS), "--json", "--no-explain"], 1
             ),
