@@ -40,9 +40,11 @@ class WebBudget:
     seconds: float = 4.0  # past it, the work stops at its next request and the client gets 503
     concurrency: int = 2  # simulations at once: the cores of a small machine
     queue: int = 8  # waiting for one of them: about what the workers get through within the deadline
-    # The advisor's searches (hundreds of simulations, the page polling their progress) in the same workers: about
-    # two minutes of simulation at most; 438 candidates of the seed lab (GPU and CPU bought) are ~5 M, ~5 s.
-    search_work: int = 200_000_000
+    # The advisor's searches (hundreds of simulations, the page polling their progress) in the same workers: at the
+    # 2 us a block step the per-request budget allows (2e6 in 4 s), what ends within search_seconds. The page's
+    # default searches estimate ~11 M (the seed lab, GPU and CPU bought: 222 candidates, 2.5-12 s measured) and
+    # ~20 M (the bundled trace, 42 compiled replays and their shrinking: under 7 s).
+    search_work: int = 60_000_000
     search_seconds: float = 120.0
 
     @property

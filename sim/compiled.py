@@ -28,6 +28,9 @@ SLICE_REFS = 1 << 19
 # The replay kernel's slowest rate: it starts only if it can end in time. A whole compiled replay of 4.9 M
 # references ran at 11-12 M a second on a busy 2-core machine (GPU alone and with a CPU tier, measured): half that.
 SLOWEST_REFS_PER_S = 5_000_000
+# A compiled trace replay costs at most this fraction of the Python engine's block steps (sim.work's unit): the
+# bundled trace's replays (GPU alone, with a CPU tier) ran 20-65x faster compiled, the Python-side summary included.
+COMPILED_REPLAY_FRACTION = 0.1
 ENGINE_ENV = "KVSCOPE_ENGINE"
 EngineChoice = Literal["python", "compiled", "auto"]
 ENGINE_CHOICES: tuple[EngineChoice, ...] = ("python", "compiled", "auto")
@@ -89,6 +92,12 @@ def kernel_reproduces(spec: TierSpec) -> bool:
     if spec.cpu_tokens is None:
         return True
     return spec.cpu_backend in ("lmcache", "brief") and spec.cpu_policy == "lru" and spec.units.chunk % spec.units.block == 0
+
+
+def replays_compiled(spec: TierSpec, refs: int) -> bool:
+    """Whether a trace replay on ``spec`` runs compiled: the kernel reproduces those tiers, and ``refs`` (the block
+    references of every replay the caller runs in this process, which pay numba's start-up once) are worth it."""
+    return kernel_reproduces(spec) and worth_it(refs)
 
 
 def not_before_deadline(refs: int) -> None:

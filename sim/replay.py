@@ -299,15 +299,19 @@ class ReplayOutcome:
         return request_texts(self)
 
 
-def run_replay(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, explain: bool = False) -> ReplayOutcome:
+def run_replay(
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None, explain: bool = False, replays: int = 1,
+) -> ReplayOutcome:
     """Replay the trace: compiled when the tiers are ones the kernel reproduces and the trace is large enough.
 
     ``explain`` gives each request its misses by cause (sim.explain; compiled by ``sim.explain.columns``).
+    ``replays``: how many replays of the trace the caller runs in this process (the advisor's candidates), all
+    paying numba's start-up once, so that many small replays run compiled as one large one would.
     """
     check_tiers(trace, tiers)
     costs = costs or default_costs()
     spec = tiers.spec(trace.block_tokens)
-    if compiled.kernel_reproduces(spec) and compiled.worth_it(trace.total_blocks):
+    if compiled.replays_compiled(spec, trace.total_blocks * replays):
         table, distinct = compiled.replay_columns(
             trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens, trace.block_tokens,
             tiers.gpu_blocks + 1, tiers.chunk_blocks, spec.cpu_tokens or 0, spec.cpu_backend == "lmcache",

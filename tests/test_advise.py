@@ -260,3 +260,57 @@ def test_search_space_is_the_engines_own() -> None:
 
     cands = candidates(ScenarioWorkload(seed()), Space(buy=("cpu",), points=2))
     assert {c.cpu_policy for c in cands if c.cpu_tokens} == set(get_args(Scenario.model_fields["cpu_policy"].annotation))
+
+
+def _page_trace_search() -> tuple[object, object]:
+    """The page's trace search as its panel sends it: mooncake-synthetic, GPU and CPU bought, the rest defaults."""
+    from app.web.routes.advise import AdviseInput, _workload
+
+    body = AdviseInput.model_validate({"trace": "mooncake-synthetic", "buy": ["gpu", "cpu"], "p90_ms": 3000})
+    return body, _workload(body, Scenario())
+
+
+def test_the_pages_default_trace_search_is_estimated_within_the_search_budget_and_runs() -> None:
+    from app.budgets import WebBudget
+    from app.web.routes.advise import _search
+    from sim.advise.search import advise_cost
+
+    body, workload = _page_trace_search()
+    budget = WebBudget()
+    space = Space(tuple(body.buy), body.points, None, (), ())
+    estimate = advise_cost(workload, space, body.deployment, body.top)
+    assert estimate.work_steps <= budget.search_work
+    assert estimate.memory_bytes <= budget.memory
+    result = _search(body, workload, budget.per_search)
+    # 6 GPU sizes x (no CPU tier + 6 CPU sizes), one policy (LRU) and no backend choice for a trace: 42.
+    assert result["candidates"] == 6 * (1 + 6)
+    assert result["meets"] and all(m["p90_ms"] <= 3000 for m in result["meets"])
+
+
+def test_trace_candidates_replayed_compiled_give_the_python_engines_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sim.advise.search import candidates
+
+    _, workload = _page_trace_search()
+    cands = candidates(workload, Space(("gpu", "cpu"), 3))
+    searching = workload.searching(len(cands))
+    # One replay of the sample is 121,877 block references, under MIN_COMPILED_REFS: alone it runs in Python; as
+    # one of a search's candidates the search's replays together are worth compiling, and cost a tenth.
+    assert searching.cost(cands[0]).work_steps < workload.cost(cands[0]).work_steps
+    fast = [searching.evaluate(c, None) for c in cands]
+    monkeypatch.setenv("KVSCOPE_ENGINE", "python")
+    assert searching.cost(cands[0]).work_steps == workload.cost(cands[0]).work_steps  # no discount without numba
+    slow = [searching.evaluate(c, None) for c in cands]
+    assert fast == slow
+
+
+def test_a_default_search_keeps_the_scenarios_own_backend() -> None:
+    from sim.advise.search import candidates
+
+    workload = ScenarioWorkload(seed(cpu_gb=None))
+    default = candidates(workload, Space(("gpu", "cpu"), 3))
+    assert {c.cpu_backend for c in default} == {workload.scenario.cpu_backend}
+    native = ScenarioWorkload(seed(cpu_gb=None, cpu_backend="vllm-native"))
+    assert {c.cpu_backend for c in candidates(native, Space(("gpu", "cpu"), 3))} == {"vllm-native"}
+    # Asked for, every backend is crossed (vllm-native only with its own policies, sim.tiers.native.backend_runs).
+    asked = candidates(workload, Space(("gpu", "cpu"), 3, backends=("lmcache", "vllm-native")))
+    assert {c.cpu_backend for c in asked} == {"lmcache", "vllm-native"}

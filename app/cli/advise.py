@@ -70,7 +70,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--buy", default="gpu", show_default=True, help=f"tiers whose size may change: {','.join(TIERS)}")
 @click.option("--points", type=click.IntRange(2, 200), default=8, show_default=True, help="sizes tried per bought tier")
 @click.option("--policies", default=None, help="offload policies to try (default: every one the engine has)")
-@click.option("--backends", default=None, help="offload backends to try (default: every one the engine has)")
+@click.option("--backends", default=None, help="offload backends to try (default: the scenario's own, --cpu-backend)")
 @click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JSON: gpu_hour, dram_gib_hour, nvme_gib_hour")
 @click.option("--gpu-hour", type=float, default=None, help="$ per GPU-hour")
 @click.option("--dram-gib-hour", type=float, default=None, help="$ per GiB-hour of DRAM")

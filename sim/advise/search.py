@@ -1,9 +1,10 @@
 """The search: every candidate configuration run through the engine, ranked by cost, with the Pareto front and the traps.
 
 A candidate fixes the GPU tier's tokens, the CPU and disk tiers' tokens (or
-none), and the offload policy and backend. The policies and backends searched
-are the scenario model's own choices (``Scenario.model_fields``), so a policy or
-backend added to the engine is searched without being named here. Each
+none), and the offload policy and backend. The policies searched are the
+scenario model's own choices (``Scenario.model_fields``), so a policy added to
+the engine is searched without being named here; the backend is the
+workload's own unless others are asked for (``Space.backends``). Each
 candidate is simulated (the one-pass LRU curves of ``sim.curve`` are not the
 vLLM pool's figures, as that module says, so they are not used to predict).
 The cheapest meets are then refined: each bought tier is shrunk by binary
@@ -76,7 +77,9 @@ def candidates(workload: Workload, space: Space) -> list[Candidate]:
     disks: list[int | None] = [None, *_grid(units["disk"], top, space.points, units["disk"])] if "disk" in space.buy else [base.disk_tokens]
     space.check(workload)
     policies = space.policies or workload.choices("cpu_policy") or (base.cpu_policy,)
-    backends: tuple[str | None, ...] = space.backends or workload.choices("cpu_backend") or (None,)
+    # Backends only when asked: a backend is how the deployment offloads (LMCache or vLLM's own), a choice made
+    # before sizing; unasked, the search keeps the workload's own and does not multiply the candidates by them.
+    backends: tuple[str | None, ...] = space.backends or (base.cpu_backend,)
     out = set()
     for g in gpus:
         for c in cpus:
@@ -237,6 +240,7 @@ def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: i
     ``3 * top + 2`` meeting ones shrunk tier by tier (``refine``: a binary search per bought tier, and once more),
     each such evaluation costed as the grid's dearest."""
     cands = candidates(workload, _within_deployment(workload, space, deployment))
+    workload = workload.searching(len(cands))
     costs = [workload.cost(c) for c in cands]
     units = workload.units()
     per_refine = 1 + sum(probes(1, max((c.sizes()[t] or 0) for c in cands) // units[t]) for t in space.buy)
@@ -256,6 +260,7 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     pricing = Pricing(workload.bytes_per_token, deployment, prices)
     space = _within_deployment(workload, space, deployment)
     cands = candidates(workload, space)
+    workload = workload.searching(len(cands))
     outcomes = evaluate_all(workload, cands, target.pass_, executor, progress)
     rows = [(c, o) for c, o in zip(cands, outcomes)]
     grid = {t: sorted({c.sizes()[t] for c in cands if c.sizes()[t] is not None}) for t in TIERS}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sim import stats
+from sim import compiled, stats
 from sim.advise.candidate import TIERS, Candidate, Outcome, field_choices
 from sim.replay import ReplayTiers, kv_block_counts, run_replay
 from sim.scenario import Scenario
@@ -64,6 +65,10 @@ class ScenarioWorkload:
         """The policies (``cpu_policy``) or backends (``cpu_backend``) the engine offers a scenario."""
         return field_choices(name)
 
+    def searching(self, candidates: int) -> ScenarioWorkload:
+        """The workload as a search of ``candidates`` evaluates it: the same (each evaluation stands alone)."""
+        return self
+
     @property
     def passes(self) -> int:
         return len(self.scenario.passes)
@@ -102,7 +107,9 @@ class TraceWorkload:
 
     The replay has no disk tier and one CPU policy (LRU); a trace is one pass.
     The trace is read once per process (workers read it themselves, so only
-    its name crosses to them).
+    its name crosses to them). ``replays`` is how many candidates the search
+    replays it for: together they pay numba's start-up once, so the replays
+    run compiled (``sim.compiled``) where one alone would not be worth it.
     """
 
     source: str
@@ -113,6 +120,7 @@ class TraceWorkload:
     gpu_tokens: int | None = None
     cpu_tokens: int | None = None
     passes: int = 1
+    replays: int = 1
 
     @property
     def trace(self) -> Trace:
@@ -125,16 +133,26 @@ class TraceWorkload:
     def block(self) -> int:
         return self.trace.block_tokens
 
+    def searching(self, candidates: int) -> TraceWorkload:
+        """The workload as a search of ``candidates`` replays evaluates it."""
+        return replace(self, replays=max(1, candidates))
+
+    def _tiers(self, candidate: Candidate) -> ReplayTiers:
+        cpu_blocks = candidate.cpu_tokens // self.block if candidate.cpu_tokens else None
+        return ReplayTiers(candidate.gpu_tokens // self.block - 1, cpu_blocks, self.chunk_blocks)
+
     def cost(self, candidate: Candidate) -> Cost:
-        """What ``evaluate`` costs (``sim.work``): one replay of the trace, of which only a summary is kept."""
+        """What ``evaluate`` costs (``sim.work``): one replay of the trace, of which only a summary is kept; a
+        fraction of the Python engine's work when it runs compiled."""
         trace = self.trace
         replay = trace_cost(len(trace), trace.total_blocks)
-        return Cost(replay.work_steps, replay.memory_bytes, SUMMARY_JSON_BYTES)
+        work = replay.work_steps
+        if compiled.replays_compiled(self._tiers(candidate).spec(self.block), trace.total_blocks * self.replays):
+            work = math.ceil(work * compiled.COMPILED_REPLAY_FRACTION)
+        return Cost(work, replay.memory_bytes, SUMMARY_JSON_BYTES)
 
     def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
-        block = self.block
-        cpu_blocks = candidate.cpu_tokens // block if candidate.cpu_tokens else None
-        outcome = run_replay(self.trace, ReplayTiers(candidate.gpu_tokens // block - 1, cpu_blocks, self.chunk_blocks))
+        outcome = run_replay(self.trace, self._tiers(candidate), replays=self.replays)
         prompt = sum(self.trace.input_tokens)
         hits = {"gpu": sum(outcome.gpu_hit), "cpu": sum(outcome.cpu_hit), "disk": 0}
         ttfts = list(outcome.ttft_ms)

@@ -43,7 +43,7 @@ class AdviseInput(BaseModel):
     buy: list[Literal[TIERS]] = Field(default=["gpu"], min_length=1, description="tiers whose size may change")  # type: ignore[valid-type]
     points: int = Field(default=6, ge=2, le=MAX_WEB_POINTS, description="sizes tried per bought tier")
     policies: list[str] = Field(default_factory=list, max_length=16, description="offload policies (default: every one)")
-    backends: list[str] = Field(default_factory=list, max_length=8, description="offload backends (default: every one)")
+    backends: list[str] = Field(default_factory=list, max_length=8, description="offload backends (default: the scenario's own)")
     prices: Prices | None = Field(default=None, description="$ per GPU-hour and per GiB-hour; none: rank by memory")
     deployment: Deployment = Field(default_factory=Deployment)
     kv_cache_dtype: Literal[tuple(KV_CACHE_DTYPES)] = "auto"  # type: ignore[valid-type]
