@@ -16,18 +16,16 @@ from dataclasses import fields
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from sim.work import Stopped, checkpoint, seconds_left
+from sim.work import checkpoint
 
 if TYPE_CHECKING:
     from sim.engine import TierSpec
 
 MIN_COMPILED_REFS = 400_000
-# The stack-distance kernel runs in slices of this many references, the deadline checked between them: ~30 ms
-# each on a busy 2-core machine (2^21 took 127 ms, measured), so a stopped curve stops within that of its deadline.
+# The stack-distance and replay kernels run in slices of this many references, the deadline checked between them:
+# ~30 ms each on a busy 2-core machine (2^21 took 127 ms, measured), so stopped work stops within that of its
+# deadline. A slice costs the replay ~2 us more (the sample's 122,000 references in 30 slices, measured).
 SLICE_REFS = 1 << 19
-# The replay kernel's slowest rate: it starts only if it can end in time. A whole compiled replay of 4.9 M
-# references ran at 11-12 M a second on a busy 2-core machine (GPU alone and with a CPU tier, measured): half that.
-SLOWEST_REFS_PER_S = 5_000_000
 # A compiled trace replay costs at most this fraction of the Python engine's block steps (sim.work's unit): the
 # bundled trace's replays (GPU alone, with a CPU tier) ran 20-65x faster compiled, the Python-side summary included.
 COMPILED_REPLAY_FRACTION = 0.1
@@ -100,14 +98,6 @@ def replays_compiled(spec: TierSpec, refs: int) -> bool:
     return kernel_reproduces(spec) and worth_it(refs)
 
 
-def not_before_deadline(refs: int) -> None:
-    """Raise ``sim.work.Stopped`` before a kernel that cannot be stopped part-way (the replay keeps its state inside
-    one call) when, at the slowest rate measured, its ``refs`` block references would run past the deadline."""
-    left = seconds_left()
-    if left is not None and refs / SLOWEST_REFS_PER_S > left:
-        raise Stopped(f"a compiled replay of {refs:,} block references would not end within the {left:.1f} s left")
-
-
 def _np() -> Any:
     import numpy as np
 
@@ -134,14 +124,19 @@ def replay_columns(
     cpu_capacity_tokens: int, lmcache: bool,
 ) -> tuple[Any, int]:
     """``sim.kernels.replay_blocks`` on a trace's columns (``array('q')``): an int64 array, one row per request,
-    and the number of distinct ids (which making them dense counts for free)."""
+    and the number of distinct ids (which making them dense counts for free). Run as ``replay_from`` over slices
+    of whole requests, the deadline checked between them."""
     np = _np()
     from sim import kernels
 
-    not_before_deadline(len(hash_ids))
     dense, distinct = kernels.dense_ids(np.frombuffer(hash_ids, dtype=np.int64))
-    table = kernels.replay_blocks(
-        dense, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(input_tokens, dtype=np.int64),
-        block, num_blocks, distinct, chunk_blocks, cpu_capacity_tokens, lmcache, np.frombuffer(output_tokens, dtype=np.int64),
-    )
-    return table, distinct
+    starts = np.frombuffer(offsets, dtype=np.int64)
+    inputs, outputs = np.frombuffer(input_tokens, dtype=np.int64), np.frombuffer(output_tokens, dtype=np.int64)
+    state = kernels.replay_state(starts, inputs, outputs, block, num_blocks, distinct, cpu_capacity_tokens)
+    first, requests = 0, starts.size - 1
+    while first < requests:  # a deadline (sim.work) is checked between slices of about SLICE_REFS references
+        checkpoint()
+        stop = max(first + 1, min(requests, int(np.searchsorted(starts, starts[first] + SLICE_REFS, side="right")) - 1))
+        kernels.replay_from(dense, starts, inputs, outputs, block, chunk_blocks, cpu_capacity_tokens, lmcache, first, stop, *state)
+        first = stop
+    return state[-1], distinct

@@ -191,6 +191,47 @@ def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarr
 
 
 @njit(cache=True)
+def replay_state(
+    offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int, num_blocks: int,
+    distinct_keys: int, cpu_capacity_tokens: int,
+) -> tuple[np.ndarray, ...]:
+    """``replay_blocks``'s state before the first request: the pool (every block free), an empty CPU tier, the
+    result's rows; ``replay_from`` carries it from one slice of requests to the next (``used[0]``: chunks held)."""
+    n_req = offsets.size - 1
+    sentinel = num_blocks
+    nxt = np.empty(num_blocks + 1, np.int64)
+    prv = np.empty(num_blocks + 1, np.int64)
+    nxt[sentinel] = sentinel
+    prv[sentinel] = sentinel
+    for b in range(1, num_blocks):  # block 0 is the null block: never free, never cached
+        _push_back(nxt, prv, sentinel, b)
+    block_hash = np.full(num_blocks, -1, np.int64)
+    block_pos = np.zeros(num_blocks, np.int64)
+    cached = np.full(distinct_keys, -1, np.int32)
+    copy_top = np.full(distinct_keys, -1, np.int32)
+    copy_prev = np.full(num_blocks, -1, np.int64)
+    copy_next = np.full(num_blocks, -1, np.int64)
+
+    cpu_size = distinct_keys + 1 if cpu_capacity_tokens > 0 else 1
+    c_sentinel = cpu_size - 1
+    c_in = np.zeros(cpu_size, np.bool_)
+    c_nxt = np.empty(cpu_size, np.int32)
+    c_prv = np.empty(cpu_size, np.int32)
+    c_index = np.zeros(cpu_size, np.int32)
+    c_nxt[c_sentinel] = c_sentinel
+    c_prv[c_sentinel] = c_sentinel
+    used = np.zeros(1, np.int64)
+
+    longest = 0
+    for r in range(n_req):
+        longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
+    blocks = np.empty(max(longest, 1), np.int64)
+    out = np.zeros((n_req, COLUMNS), np.int64)
+    return (nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used,
+            blocks, out)
+
+
+@njit(cache=True)
 def replay_blocks(
     keys: np.ndarray,
     offsets: np.ndarray,
@@ -227,41 +268,34 @@ def replay_blocks(
     ``keys`` are dense (0 .. distinct_keys - 1); request ``r`` has
     ``keys[offsets[r]:offsets[r + 1]]``, its last block maybe partial.
     """
-    n_req = offsets.size - 1
-    sentinel = num_blocks
-    nxt = np.empty(num_blocks + 1, np.int64)
-    prv = np.empty(num_blocks + 1, np.int64)
-    nxt[sentinel] = sentinel
-    prv[sentinel] = sentinel
-    for b in range(1, num_blocks):  # block 0 is the null block: never free, never cached
-        _push_back(nxt, prv, sentinel, b)
-    block_hash = np.full(num_blocks, -1, np.int64)
-    block_pos = np.zeros(num_blocks, np.int64)
-    cached = np.full(distinct_keys, -1, np.int32)
-    copy_top = np.full(distinct_keys, -1, np.int32)
-    copy_prev = np.full(num_blocks, -1, np.int64)
-    copy_next = np.full(num_blocks, -1, np.int64)
+    nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used, blocks, out = (
+        replay_state(offsets, input_tokens, output_tokens, block, num_blocks, distinct_keys, cpu_capacity_tokens)
+    )
+    replay_from(
+        keys, offsets, input_tokens, output_tokens, block, chunk_blocks, cpu_capacity_tokens, lmcache, 0, offsets.size - 1,
+        nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used, blocks, out,
+    )
+    return out
 
+
+@njit(cache=True)
+def replay_from(
+    keys: np.ndarray, offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int,
+    chunk_blocks: int, cpu_capacity_tokens: int, lmcache: bool, first: int, stop: int,
+    nxt: np.ndarray, prv: np.ndarray, block_hash: np.ndarray, block_pos: np.ndarray, cached: np.ndarray,
+    copy_top: np.ndarray, copy_prev: np.ndarray, copy_next: np.ndarray, c_in: np.ndarray, c_nxt: np.ndarray,
+    c_prv: np.ndarray, c_index: np.ndarray, used: np.ndarray, blocks: np.ndarray, out: np.ndarray,
+) -> None:
+    """Requests ``first`` .. ``stop - 1`` of ``replay_blocks``, on the state ``replay_state`` made and earlier
+    slices left (changed in place): slices one after another give exactly what one call over them all gives."""
+    sentinel = nxt.size - 1
     has_cpu = cpu_capacity_tokens > 0
     chunk = block * chunk_blocks
-    cpu_size = distinct_keys + 1 if has_cpu else 1
-    c_sentinel = cpu_size - 1
-    c_in = np.zeros(cpu_size, np.bool_)
-    c_nxt = np.empty(cpu_size, np.int32)
-    c_prv = np.empty(cpu_size, np.int32)
-    c_index = np.zeros(cpu_size, np.int32)
-    c_nxt[c_sentinel] = c_sentinel
-    c_prv[c_sentinel] = c_sentinel
-    c_used = 0
+    c_sentinel = c_nxt.size - 1
+    c_used = used[0]
     cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
 
-    longest = 0
-    for r in range(n_req):
-        longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
-    blocks = np.empty(max(longest, 1), np.int64)
-    out = np.zeros((n_req, COLUMNS), np.int64)
-
-    for r in range(n_req):
+    for r in range(first, stop):
         lo = offsets[r]
         n = input_tokens[r]
         nfull = n // block
@@ -431,4 +465,4 @@ def replay_blocks(
         row[GPU_EV_BLOCKS] = ev_blocks
         row[GPU_EV_FIRST] = ev_first
         row[GPU_EV_LAST] = ev_last
-    return out
+    used[0] = c_used
