@@ -43,7 +43,7 @@ class WebBudget:
     # The advisor's searches (hundreds of simulations, the page polling their progress) in the same workers: at the
     # 2 us a block step the per-request budget allows (2e6 in 4 s), what ends within search_seconds. The page's
     # default searches estimate ~11 M (the seed lab, GPU and CPU bought: 222 candidates, 2.5-12 s measured) and
-    # ~20 M (the bundled trace, 42 compiled replays and their shrinking: under 7 s).
+    # ~20 M (the bundled trace: 42 compiled replays and the 618 of their shrinking, 4-5 s measured).
     search_work: int = 60_000_000
     search_seconds: float = 120.0
 

@@ -24,7 +24,8 @@ WORKERS = 2
 
 
 def _workload() -> TraceWorkload:
-    return TraceWorkload("mooncake-synthetic", "qwen2.5-1.5b", MODELS["qwen2.5-1.5b"].bytes_per_token)
+    # As the search evaluates it: its replays together are worth the compiled replay (sim.compiled).
+    return TraceWorkload("mooncake-synthetic", "qwen2.5-1.5b", MODELS["qwen2.5-1.5b"].bytes_per_token).searching(CANDIDATES)
 
 
 def _candidates(workload: TraceWorkload) -> list[Candidate]:
