@@ -205,14 +205,6 @@ def checkpoint() -> None:
         signal.check()
 
 
-def seconds_left() -> float | None:
-    """The time left before the deadline of the work running in this context (None: no deadline)."""
-    signal = _signal.get()
-    if signal is None or signal.deadline is None:
-        return None
-    return signal.deadline - time.monotonic()
-
-
 @contextmanager
 def stoppable(signal: StopSignal) -> Iterator[StopSignal]:
     """Run the body with ``signal`` as what ``checkpoint()`` reads."""
