@@ -129,8 +129,9 @@ def simulation_cost(scenario: Scenario, runs: tuple[str, ...] | None = None, rec
     names = runs if runs is not None else tuple(scenario.run_names)
     requests, blocks = scenario.total_requests, scenario.total_blocks
     distinct = _distinct_blocks(scenario)
-    # A run with an offload tier also looks up and stores each prompt's chunks (as many as blocks at chunk = block).
-    chunks = requests * -(-scenario.prompt_tokens // scenario.chunk_size)
+    # A run with an offload tier also looks up and stores each prompt's offload units (LMCache's chunks, or
+    # vllm-native's offload blocks of blocks_per_chunk GPU blocks: as many as blocks at one block a unit).
+    chunks = requests * -(-scenario.prompt_tokens // scenario.offload_unit_tokens)
     work = len(names) * (blocks + requests * REQUEST_STEPS) + sum(chunks for run in names if "cpu" in run)
     workload = blocks * KEY_BYTES + distinct * DISTINCT_KEY_BYTES + requests * REQUEST_BYTES
     held = sum(_tier_bytes(scenario, run, distinct) for run in names)
