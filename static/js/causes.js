@@ -6,8 +6,6 @@
 (() => {
   "use strict";
 
-  if (window.kvscope?.causes) return; // loaded by the chart panel and the watch area: one copy runs
-
   const { palette, plot } = window.kvscope;
 
   /** [name, colour, label] of each cause, in precedence order, as `div`'s data-causes lists them. */
