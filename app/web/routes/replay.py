@@ -1,4 +1,5 @@
-"""Trace replay over HTTP: ``POST /api/replay`` and ``POST /api/curve`` on a bundled trace or an upload, ``GET /api/traces``.
+"""Trace replay over HTTP: ``POST /api/replay`` and ``POST /api/curve`` on a bundled trace or an upload, ``GET /api/traces``,
+and the page's replay panel (``/ui/replay``: the same form, answered with partials under ``templates/replay/``).
 
 Both take a form (``multipart/form-data``, so that a trace file can come
 along): the CLI's flags as fields, and either ``trace`` (a bundled trace's
@@ -222,11 +223,15 @@ def router(*, web: Web) -> APIRouter:
                 request, "replay/fields.html", status_code=422, traces=traces(), form_model=ReplayForm, values=values,
                 errors=field_errors(list(exc.errors())), headers={"HX-Retarget": "#replay-fields", "HX-Reswap": "outerMorph"},
             )
-        run_id, _ = await run_in_threadpool(kept, result, choice)
-        return render(
-            request, "replay/result.html", view=replay_view(result), run_id=run_id,
-            traces=traces(), form_model=ReplayForm, values=values, errors={},
-        )
+
+        def answer() -> HTMLResponse:  # kept and rendered (thousands of requests' chart data) off the event loop
+            run_id, _ = kept(result, choice)
+            return render(
+                request, "replay/result.html", view=replay_view(result), run_id=run_id,
+                traces=traces(), form_model=ReplayForm, values=values, errors={},
+            )
+
+        return await run_in_threadpool(answer)
 
     def kept(result: dict[str, Any], choice: TraceChoice) -> tuple[int | None, str | None]:
         """The replay kept as a run (an upload with it); never fails the answer."""
