@@ -122,3 +122,17 @@ def test_an_uploaded_bailian_trace_is_told_apart_and_replayed_in_16_token_blocks
     assert (data["trace"]["format"], data["trace"]["block_tokens"]) == ("bailian", 16)
     # As the CLI replays the same file (tests/test_trace_bailian.py derives these hits).
     assert [r["gpu_hit_tokens"] for r in data["requests"]] == [0, 0, 16, 32]
+
+
+def test_the_pages_replay_takes_an_upload_over_the_plain_body_limit(base_url: str) -> None:
+    # 30,000 two-block requests, about 2.6 MB: over the 2 MiB a form without a file may carry (app/web/guard.py),
+    # well under the web's 32 MiB for a trace. The page's form is answered as the API is: same tiers.
+    text = "\n".join(line(1024, [i % 100, i % 100 + 1000], ts=i) for i in range(30_000))
+    assert len(text) > 2 * 2**20
+    fields = {"gpu_blocks": "400"}
+    page = httpx.post(f"{base_url}/ui/replay", data=fields, files=upload(text), timeout=60)
+    assert page.status_code == 200, page.text[:500]
+    assert page.headers["content-type"].startswith("text/html")
+    api = httpx.post(f"{base_url}/api/replay", data=fields, files=upload(text), timeout=60).json()
+    gpu = api["tiers"][0]
+    assert f'<tr data-tier="gpu"><td>GPU</td><td class="num">400</td><td class="num">{gpu["lookup_blocks"]:,}</td>' in page.text

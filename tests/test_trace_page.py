@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from playwright.sync_api import Page, expect
 
 from app.cli import main
+from sim.replay import MAX_CHUNK_BLOCKS
 
 pytestmark = pytest.mark.browser
 
@@ -117,3 +118,29 @@ def test_the_form_works_from_the_keyboard(panel: Page) -> None:
     panel.keyboard.press("Enter")  # submits the form, as a native form does
     panel.wait_for_selector("#replay[data-state=done]", timeout=60_000)
     assert panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => r.dataset.tier)") == ["gpu", "cpu"]
+
+
+def test_a_refused_field_is_named_by_the_server_and_the_earlier_result_marked_stale(
+    panel: Page, expected_console_errors: list[str]
+) -> None:
+    expected_console_errors.append("status of 422")
+    replay_on_page(panel, "1000", "8000")
+    # One more block per chunk than ReplayForm allows (its limit is sim.replay's MAX_CHUNK_BLOCKS; the input's max
+    # attribute says so too, but the form is novalidate so the server is the one to refuse it).
+    too_many = MAX_CHUNK_BLOCKS + 1
+    assert panel.get_attribute("#replay-chunk-blocks", "max") == str(MAX_CHUNK_BLOCKS)
+    panel.fill("#replay-chunk-blocks", str(too_many))
+    with panel.expect_response(lambda r: r.url.endswith("/ui/replay") and r.request.method == "POST") as answer:
+        panel.click("#replay-form button[type=submit]")
+    # The server's answer is the fields redrawn (HTML), not JSON for a script to draw.
+    assert answer.value.status == 422
+    assert answer.value.headers["content-type"].startswith("text/html")
+    error = panel.wait_for_selector("#replay-chunk-blocks-error")
+    assert "chunk_blocks" in error.inner_text() and str(MAX_CHUNK_BLOCKS) in error.inner_text()
+    assert panel.get_attribute("#replay-chunk-blocks", "aria-invalid") == "true"
+    assert panel.input_value("#replay-chunk-blocks") == str(too_many)  # what was typed stays, to be corrected
+    expect(panel.locator("#replay-status")).to_have_text("The trace cannot be replayed with these settings.")
+    # The earlier answer is still there, marked as out of date, and the button works again.
+    expect(panel.locator("#replay-result > .stale-note")).to_contain_text("the input was refused")
+    expect(panel.locator("#replay-tiers tbody tr")).to_have_count(2)
+    expect(panel.locator("#replay-form button[type=submit]")).to_be_enabled()

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import emulator, free_port
+from sim.explain.causes import FIRST_SEEN, LABELS, PRECEDENCE
 
 Serve = Callable[..., AbstractContextManager[str]]
 
@@ -69,6 +70,24 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     points = view.locator('[data-role="chart"]').evaluate("d => d.data.map(t => t.x.length)")
     assert points == [3, 3]
     expect(page.locator("#watch-emu-req-2 td").nth(4)).to_have_text("0")  # GPU hit tokens of a new prompt
+    # Why the twin computed: three new prompts share nothing, so the twin computes all 3 x 160 = 480 tokens; each row
+    # names its causes as the watch's own record of that request has them (the twin's gpu_miss/computed maps).
+    records = {r["seq"]: r for r in httpx.get(url + "/api/watch/emu").json()["requests"]}
+    for seq in (1, 2, 3):
+        computed = records[seq]["computed"]
+        assert sum(computed.values()) == 160, computed
+        assert computed.get(FIRST_SEEN, 0) > 0, computed  # never held by the twin before
+        text = ", ".join(f"{computed[c]:,} {LABELS[c]}" for c in PRECEDENCE if computed.get(c))
+        expect(page.locator(f"#watch-emu-req-{seq} td").nth(6)).to_have_text(text)
+    totals = view.locator('[data-role="causes-total"]')
+    expect(totals).to_contain_text("The twin computed 480 tokens over 3 requests: ")
+    # The per-cause totals as the main page's cause bar: one stacked bar whose segments sum to the 480 tokens.
+    causes_chart = view.locator('[data-role="causes"]')
+    expect(causes_chart).to_be_visible()
+    page.wait_for_function("() => document.querySelector('#watch-emu [data-role=causes]').data?.length > 0")
+    stacked = causes_chart.evaluate("d => d.data.map(t => [t.name, t.y[0]])")
+    assert sum(y for _, y in stacked) == 480
+    assert [name for name, _ in stacked] == [LABELS[c] for c in PRECEDENCE if any(records[s]["computed"].get(c) for s in (1, 2, 3))]
 
     # A request that bypasses the proxy: the server caches 4 blocks the twin never sees.
     httpx.post(emu + "/v1/completions", json={"prompt": words("bypass", 64), "max_tokens": 1}).raise_for_status()

@@ -49,7 +49,7 @@ UPLOAD_LIMIT_BYTES = 2 * MAX_UPLOAD_BYTES + 8 * 2**20
 # A scenario is a few hundred bytes; explicit pass lists of thousands of documents fit easily.
 BODY_LIMIT_BYTES = 2 * 2**20
 UPLOAD_PATHS = frozenset({
-    "/api/analyze", "/api/calibrate", "/api/replay", "/api/curve",
+    "/api/analyze", "/api/calibrate", "/api/replay", "/api/curve", "/ui/replay",
     "/ui/analysis/measurements", "/ui/analysis/calibrate", "/ui/analysis/profile", "/ui/analysis/size",
 })
 PROXIED_PREFIXES = ("/v1/", "/upstream/")  # app/web/proxied.py: forwarded with the proxy's own body bound

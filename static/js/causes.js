@@ -1,41 +1,48 @@
-// Computed tokens by cause, one stacked bar per pass and configuration, from each `pass` event's summary
-// (sim.explain: its `computed` map and `infinite_hit_tokens`). The causes, in precedence order, and their
-// labels come from the server (sim/explain/causes.py, on the chart's data-causes); their colours from the palette.
+// Computed tokens by cause as stacked bars (kvscope.causes.stack), and the main page's chart of them: one bar per pass
+// and configuration, from each `pass` event's summary (sim.explain: its `computed` map and `infinite_hit_tokens`).
+// The causes, in precedence order, and their labels come from the server (sim/explain/causes.py, on each chart's
+// data-causes); their colours from the palette. The watch panel draws its twin's totals with the same function.
 // A pass redraws the chart on the next animation frame (plot.redraw), however many passes arrive in it.
 (() => {
   "use strict";
 
   const { palette, plot } = window.kvscope;
-  let CAUSES = []; // [name, colour, label]
-  let div = null;
-  let bars = []; // {label, computed, floor}
 
-  function draw() {
+  /** [name, colour, label] of each cause, in precedence order, as `div`'s data-causes lists them. */
+  function causesOf(div) {
+    return JSON.parse(div?.dataset.causes ?? "[]").map((c) => [c.name, palette.cause(c.name), c.label]);
+  }
+
+  /** One stacked bar per {label, computed, floor?}: its computed tokens by cause; a dotted box up to its floor (the
+   *  tokens tiers of unbounded size would still compute), where it has one. */
+  function stack(div, bars, height = 300) {
     if (!div || !window.Plotly) return;
     const x = bars.map((b) => b.label);
-    const traces = CAUSES.filter(([cause]) => bars.some((b) => b.computed[cause])).map(([cause, colour, label]) => ({
+    const traces = causesOf(div).filter(([cause]) => bars.some((b) => b.computed[cause])).map(([cause, colour, label]) => ({
       type: "bar", name: label, x, y: bars.map((b) => b.computed[cause] ?? 0), marker: { color: colour },
       hovertemplate: `${label}: %{y:,} tokens<extra>%{x}</extra>`,
     }));
     const layout = plot.layout(div, {
-      barmode: "stack", height: 300, margin: { t: 60, b: 60 },
+      barmode: "stack", height, margin: { t: 60, b: 60 },
       yaxis: { title: { text: "computed tokens" }, rangemode: "tozero" },
       xaxis: { type: "category" },
-      shapes: bars.map((b, i) => ({
-        type: "rect", xref: "x", yref: "y", x0: i - 0.45, x1: i + 0.45, y0: 0, y1: b.floor,
+      shapes: bars.filter((b) => b.floor !== undefined).map((b) => ({
+        type: "rect", xref: "x", yref: "y", x0: bars.indexOf(b) - 0.45, x1: bars.indexOf(b) + 0.45, y0: 0, y1: b.floor,
         line: { color: palette.ink(), width: 1, dash: "dot" },
       })),
     });
     window.Plotly.react(div, traces, layout, plot.config);
   }
 
+  let div = null;
+  let bars = []; // {label, computed, floor}
+
   function reset() {
     div = document.getElementById("causes-chart");
     bars = [];
-    CAUSES = JSON.parse(div?.dataset.causes ?? "[]").map((c) => [c.name, palette.cause(c.name), c.label]);
     plot.drain();
     if (div && window.Plotly) window.Plotly.purge(div);
-    draw();
+    stack(div, bars);
   }
 
   function pass(ev) {
@@ -46,9 +53,11 @@
       computed: s.computed,
       floor: s.computed_tokens - (s.infinite_hit_tokens - s.served_tokens),
     });
-    if (div) plot.redraw(div, draw);
+    if (div) plot.redraw(div, () => stack(div, bars));
   }
 
   document.addEventListener("kvscope:reset", reset);
   document.addEventListener("kvscope:event", (e) => { if (e.detail.event.type === "pass") pass(e.detail.event); });
+
+  window.kvscope = { ...window.kvscope, causes: { stack, causesOf } };
 })();

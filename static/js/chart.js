@@ -58,6 +58,5 @@
   }
 
   document.addEventListener("kvscope:reset", reset);
-  document.addEventListener("kvscope:finished", () => plot.drain());
   document.addEventListener("kvscope:event", (e) => { if (e.detail.event.type === "ttft") ttft(e.detail.event); });
 })();

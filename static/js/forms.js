@@ -2,8 +2,8 @@
 // submit buttons are disabled (and show a spinner), and the area its answer goes to is marked busy. When the request
 // fails without an answer in that area (a network error, a 5xx, or a 422 whose errors went beside the fields), the
 // result still shown there is marked stale: greyed, with a line saying why, until the next answer replaces it.
-// htmx forms are followed through htmx 4's request events; a script that posts with fetch (replay) calls
-// kvscope.forms.start(form, area) and kvscope.forms.finish(form, area, error) itself.
+// htmx forms (every form of the page) are followed through htmx 4's request events; a script that posted with fetch
+// would call kvscope.forms.start(form, area) and kvscope.forms.finish(form, area, error) itself.
 (() => {
   "use strict";
 

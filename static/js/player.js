@@ -156,6 +156,7 @@
     if (finished() && state.mode !== "error" && state.mode !== "done" && state.steps.length) {
       state.mode = "done";
       emit("kvscope:finished", {});
+      window.kvscope.plot?.settled().then(render); // "done" once the charts have drawn their last points
     }
     render();
   }
@@ -211,7 +212,8 @@
       error: `The stream failed: ${state.failed}.`,
     }[state.mode];
     if (status.textContent !== text) status.textContent = text;
-    status.dataset.state = state.mode;
+    // Until the charts have drawn the last points (a frame or two later, one chart per frame), the run is "drawing".
+    status.dataset.state = state.mode === "done" && window.kvscope.plot?.busy() ? "drawing" : state.mode;
     status.dataset.applied = String(state.applied);
     const buttons = (action) => document.querySelector(`[data-action=${action}]`);
     if (buttons("play")) buttons("play").disabled = state.mode === "playing";

@@ -40,44 +40,79 @@
     }
   }
 
-  // One extendTraces per chart per animation frame: points that arrive in the same frame are drawn together.
-  const queued = new Map(); // div -> Map(traceIndex -> {key: [values]})
-  const redraws = new Map(); // div -> the latest draw asked for it this frame (it replaces the chart's data)
+  // One extendTraces per chart per animation frame: points that arrive in the same frame are drawn together. A chart's
+  // redraw costs tens of ms whatever it adds (Plotly lays the whole chart out again), so a frame draws the charts
+  // waiting longest until FRAME_BUDGET_MS has gone, and leaves the rest to the next frames: two charts' redraws never
+  // make one long task together (bench/web.py's longest task).
+  const FRAME_BUDGET_MS = 8;
+  const pending = new Map(); // div -> {draw: the latest full draw asked for it (replaces its data) or null, points: Map(traceIndex -> {key: [values]})}
+  let waiters = []; // settled()'s promises, resolved once nothing is pending
   let frame = 0;
 
-  function flush() {
-    frame = 0;
-    for (const [div, draw] of redraws) if (div.isConnected && window.Plotly) draw();
-    redraws.clear();
-    for (const [div, byTrace] of queued) {
-      const indices = [...byTrace.keys()];
-      const keys = [...new Set(indices.flatMap((i) => Object.keys(byTrace.get(i))))];
-      const update = Object.fromEntries(keys.map((k) => [k, indices.map((i) => byTrace.get(i)[k] ?? [])]));
-      if (div.isConnected && window.Plotly) window.Plotly.extendTraces(div, update, indices);
-    }
-    queued.clear();
+  function job(div) {
+    if (!pending.has(div)) pending.set(div, { draw: null, points: new Map() });
+    return pending.get(div);
   }
+
+  function drawJob(div, { draw, points }) {
+    if (!div.isConnected || !window.Plotly) return;
+    if (draw) draw();
+    if (!points.size) return;
+    const indices = [...points.keys()];
+    const keys = [...new Set(indices.flatMap((i) => Object.keys(points.get(i))))];
+    const update = Object.fromEntries(keys.map((k) => [k, indices.map((i) => points.get(i)[k] ?? [])]));
+    window.Plotly.extendTraces(div, update, indices);
+  }
+
+  function flush(all = false) {
+    frame = 0;
+    const started = performance.now();
+    for (const [div, work] of pending) { // the longest waiting first (a chart drawn goes to the back when it asks again)
+      if (!all && performance.now() - started > FRAME_BUDGET_MS) break;
+      pending.delete(div);
+      drawJob(div, work);
+    }
+    if (pending.size) {
+      frame = requestAnimationFrame(() => flush());
+    } else {
+      const done = waiters;
+      waiters = [];
+      for (const resolve of done) resolve();
+    }
+  }
+
+  function schedule() { if (!frame) frame = requestAnimationFrame(() => flush()); }
 
   /** Add one point's values ({x: v, y: v, ...}) to trace `index` of `div`, drawn on the next animation frame. */
   function extend(div, index, point) {
-    if (!queued.has(div)) queued.set(div, new Map());
-    const byTrace = queued.get(div);
-    if (!byTrace.has(index)) byTrace.set(index, {});
-    const values = byTrace.get(index);
+    const { points } = job(div);
+    if (!points.has(index)) points.set(index, {});
+    const values = points.get(index);
     for (const [k, v] of Object.entries(point)) (values[k] ??= []).push(v);
-    if (!frame) frame = requestAnimationFrame(flush);
+    schedule();
   }
 
   /** Redraw `div` with `draw()` on the next animation frame; a later call in the same frame replaces an earlier
    *  one, so a burst of events costs one redraw. Points queued for `div` before it are dropped with its old data. */
   function redraw(div, draw) {
-    queued.delete(div);
-    redraws.set(div, draw);
-    if (!frame) frame = requestAnimationFrame(flush);
+    const work = job(div);
+    work.draw = draw;
+    work.points.clear();
+    schedule();
   }
 
-  /** Draw what is queued now (before a reset replaces the chart, or when a test reads the chart's data). */
-  function drain() { if (frame) { cancelAnimationFrame(frame); flush(); } }
+  /** Draw everything queued now (before a reset replaces the charts). */
+  function drain() {
+    if (frame) cancelAnimationFrame(frame);
+    if (pending.size) flush(true);
+    frame = 0;
+  }
 
-  window.kvscope = { ...window.kvscope, plot: { layout, config, draw, extend, redraw, drain } };
+  /** Whether a chart still has updates waiting for a frame. */
+  function busy() { return pending.size > 0; }
+
+  /** Resolves once every queued update is drawn. */
+  function settled() { return pending.size ? new Promise((resolve) => waiters.push(resolve)) : Promise.resolve(); }
+
+  window.kvscope = { ...window.kvscope, plot: { layout, config, draw, extend, redraw, drain, busy, settled } };
 })();

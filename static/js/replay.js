@@ -1,7 +1,8 @@
-// Trace replay panel: posts #replay-form to /api/replay (multipart, so an uploaded trace comes along) and draws
-// the answer of `kvscope replay --json`: the per-tier table, the hit ratio of each tier per time window, and every
-// request's TTFT. A 422 is shown beside the field it names. Events are delegated from the document because the
-// panel is swapped in after the page loads.
+// Trace replay panel: the form posts (HTMX, multipart so an uploaded trace comes along) to /ui/replay, whose answer
+// (replay/result.html) holds the tier table and, in data-replay-chart, what the two charts draw: the hit ratio of each
+// tier per time window, and every request's TTFT. A refused replay is answered by the server with the fields and
+// their errors; forms.js shows the busy and stale states. Events are delegated from the document because the panel
+// is swapped in after the page loads.
 (() => {
   "use strict";
 
@@ -16,76 +17,8 @@
     const s = palette.source(name);
     return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
   });
-  const OPTIONAL = ["cpu_blocks", "block_size"]; // an empty optional field means "none" (or the trace's), so it is not sent
 
   function el(id) { return document.getElementById(id); }
-
-  function fmt(n) { return Number(n).toLocaleString("en-US"); }
-
-  function percent(ratio) { return `${(100 * ratio).toFixed(1)}%`; }
-
-  function clearErrors(form) {
-    for (const field of form.querySelectorAll(".field")) {
-      field.classList.remove("invalid");
-      const input = field.querySelector("input, select");
-      if (input) {
-        input.removeAttribute("aria-invalid");
-        input.setAttribute("aria-describedby", `${input.id}-hint`);
-      }
-      field.querySelector(".field-error")?.remove();
-    }
-    const box = el("replay-errors");
-    box.hidden = true;
-    box.replaceChildren();
-  }
-
-  function showErrors(form, detail) {
-    const general = [];
-    for (const err of detail) {
-      const name = Array.isArray(err.loc) ? err.loc[err.loc.length - 1] : "";
-      const field = form.querySelector(`.field[data-field="${name}"]`);
-      if (!field) { general.push(err.msg); continue; }
-      const input = field.querySelector("input, select");
-      const p = document.createElement("p");
-      p.className = "field-error";
-      p.id = `${input.id}-error`;
-      p.textContent = err.msg;
-      field.classList.add("invalid");
-      field.append(p);
-      input.setAttribute("aria-invalid", "true");
-      input.setAttribute("aria-describedby", `${input.id}-hint ${p.id}`);
-    }
-    if (general.length) {
-      const box = el("replay-errors");
-      box.replaceChildren(...general.map((m) => Object.assign(document.createElement("p"), { textContent: m })));
-      box.hidden = false;
-    }
-    form.querySelector('[aria-invalid="true"]')?.focus();
-  }
-
-  function body(form) {
-    const data = new FormData(form);
-    for (const name of OPTIONAL) if (data.get(name) === "") data.delete(name);
-    const file = data.get("file");
-    if (!file || !file.name) data.delete("file");
-    return data;
-  }
-
-  function tierTable(tiers) {
-    const rows = tiers.map((t) => {
-      const tr = document.createElement("tr");
-      for (const [value, numeric] of [[TIER_STYLE[t.name]?.label ?? t.name, false], [fmt(t.capacity_blocks), true],
-        [fmt(t.lookup_blocks), true], [fmt(t.hit_blocks), true], [percent(t.hit_ratio), true]]) {
-        const td = document.createElement("td");
-        td.textContent = value;
-        if (numeric) td.className = "num";
-        tr.append(td);
-      }
-      tr.dataset.tier = t.name;
-      return tr;
-    });
-    el("replay-tiers").querySelector("tbody").replaceChildren(...rows);
-  }
 
   function hitChart(result) {
     const names = result.tiers.map((t) => t.name);
@@ -132,42 +65,35 @@
     plot.draw(div, traces, layout);
   }
 
-  async function submit(form) {
-    const status = el("replay-status");
-    const result = el("replay-result");
-    const forms = window.kvscope.forms; // the page's one busy and stale mechanism (static/js/forms.js)
-    let failure = null;
-    clearErrors(form);
-    forms.start(form, result.hidden ? null : result);
-    status.textContent = "Replaying…";
-    try {
-      const response = await fetch(form.action, { method: "POST", body: body(form) });
-      const answer = await response.json();
-      if (response.status === 422) {
-        showErrors(form, answer.detail);
-        status.textContent = "The trace cannot be replayed with these settings.";
-        failure = "these settings were refused (see the fields)";
-        return;
-      }
-      if (!response.ok) throw new Error(`the server answered ${response.status}`);
-      el("replay-result").hidden = false;
-      tierTable(answer.tiers);
-      hitChart(answer);
-      ttftChart(answer);
-      const t = answer.trace;
-      status.textContent = `Replayed ${fmt(t.requests)} requests (${fmt(t.block_references)} block references) of ${t.name} through ${answer.run}.`;
-      el("replay").dataset.state = "done";
-    } catch (err) {
-      status.textContent = `Replay failed: ${err.message}`;
-      failure = `the replay failed (${err.message})`;
-    } finally {
-      forms.finish(form, result.hidden ? null : result, failure);
-    }
+  // The server's answer swapped in: the charts drawn from its data, once each.
+  function drawAnswer() {
+    const area = el("replay-result");
+    const holder = area?.querySelector("[data-replay-chart]:not([data-drawn])");
+    if (!holder || !window.Plotly) return;
+    holder.dataset.drawn = "true";
+    const answer = JSON.parse(holder.dataset.replayChart);
+    area.hidden = false;
+    hitChart(answer);
+    ttftChart(answer);
+    el("replay").dataset.state = "done";
   }
 
-  document.addEventListener("submit", (e) => {
-    if (e.target.id !== "replay-form") return;
-    e.preventDefault();
-    submit(e.target);
+  function isReplay(evt) { return evt.detail?.ctx?.sourceElement?.id === "replay-form"; }
+
+  document.addEventListener("htmx:before:request", (evt) => {
+    if (!isReplay(evt)) return;
+    el("replay").dataset.state = "working";
+    el("replay-status").textContent = "Replaying…";
   });
+
+  // No answer from the server's partials (the network, a 5xx): say so where the status stands.
+  document.addEventListener("htmx:finally:request", (evt) => {
+    if (!isReplay(evt)) return;
+    const status = evt.detail.ctx.response?.status;
+    if (status && status < 500) return;
+    el("replay").dataset.state = "failed";
+    el("replay-status").textContent = `Replay failed: ${status ? `the server answered ${status}` : "no answer from the server"}`;
+  });
+
+  document.addEventListener("htmx:after:swap", drawAnswer);
 })();

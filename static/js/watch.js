@@ -2,13 +2,15 @@
 // arrives: `occupancy` redraws a tier's to-scale bar (one segment per resident prefix, largest first, or in the
 // order the event lists them: the twin's LRU order, next to be evicted first, as the order toggle picks), `store` and
 // `evict` flash it, `measured` and the twin's `ttft` add points to the TTFT chart and rows to the requests table,
-// `divergence` rewrites the line saying whether the twin and the server hold the same blocks. Points reach the chart
+// `divergence` rewrites the line saying whether the twin and the server hold the same blocks, and the twin's `explain`
+// (sent just before its `ttft`) says in the request's row why the twin computed what it computed, and adds to the
+// per-cause totals, drawn as the main page's cause bar (kvscope.causes.stack). Points reach the chart
 // at most once per animation frame (plot.extend); measured and predicted share the upstream's colour, told apart by
 // line and marker as on the live chart.
 (() => {
   "use strict";
 
-  const { palette, plot } = window.kvscope;
+  const { palette, plot, causes } = window.kvscope;
 
   const MAX_ROWS = 50;
   const TIER_NAMES = { gpu: "GPU", cpu: "CPU", storage: "STORAGE" };
@@ -110,9 +112,9 @@
     if (tr) return tr;
     tr = document.createElement("tr");
     tr.id = id;
-    for (let i = 0; i < 6; i++) {
+    for (let i = 0; i < 7; i++) {
       const td = document.createElement("td");
-      td.className = "num";
+      if (i < 6) td.className = "num";
       td.textContent = i === 0 ? String(seq) : "–";
       tr.append(td);
     }
@@ -133,6 +135,30 @@
   function predicted(view, e) {
     row(view, e.seq).children[3].textContent = fmtMs(e.ttft_ms);
     point(view, 1, e.seq, e.ttft_ms);
+  }
+
+  // The twin's computed tokens by cause, over every request of the view: {tokens by cause, requests}.
+  const causeTotals = new WeakMap();
+
+  /** "160 first seen, 16 the last token": a cause map in the server's precedence order, with its labels. */
+  function causeText(div, map) {
+    const parts = causes.causesOf(div).filter(([name]) => map[name]).map(([name, , label]) => `${fmt(map[name])} ${label}`);
+    return parts.length ? parts.join(", ") : "none";
+  }
+
+  function explained(view, e) {
+    const div = part(view, "causes");
+    row(view, e.seq).children[6].textContent = causeText(div, e.computed);
+    if (!causeTotals.has(view)) causeTotals.set(view, { computed: {}, requests: 0 });
+    const totals = causeTotals.get(view);
+    totals.requests += 1;
+    for (const [cause, tokens] of Object.entries(e.computed)) totals.computed[cause] = (totals.computed[cause] ?? 0) + tokens;
+    const sum = Object.values(totals.computed).reduce((a, b) => a + b, 0);
+    part(view, "causes-total").textContent =
+      `The twin computed ${fmt(sum)} tokens over ${fmt(totals.requests)} requests: ${causeText(div, totals.computed)}.`;
+    if (!window.Plotly) return;
+    div.hidden = false;
+    plot.redraw(div, () => causes.stack(div, [{ label: `${view.dataset.name} twin, all requests`, computed: totals.computed }], 240));
   }
 
   function divergence(view, e) {
@@ -172,6 +198,7 @@
     on("store", (e) => flash(view, e.tier, "store"));
     on("evict", (e) => flash(view, e.tier, "evict"));
     on("measured", (e) => measured(view, e));
+    on("explain", (e) => { if (e.run === `${name} twin`) explained(view, e); });
     on("ttft", (e) => { if (e.run === `${name} twin`) predicted(view, e); });
     on("divergence", (e) => divergence(view, e));
     on("warning", (e) => status(view, e.message, "warning"));

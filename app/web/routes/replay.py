@@ -1,4 +1,5 @@
-"""Trace replay over HTTP: ``POST /api/replay`` and ``POST /api/curve`` on a bundled trace or an upload, ``GET /api/traces``.
+"""Trace replay over HTTP: ``POST /api/replay`` and ``POST /api/curve`` on a bundled trace or an upload, ``GET /api/traces``,
+and the page's replay panel (``/ui/replay``: the same form, answered with partials under ``templates/replay/``).
 
 Both take a form (``multipart/form-data``, so that a trace file can come
 along): the CLI's flags as fields, and either ``trace`` (a bundled trace's
@@ -16,13 +17,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.concurrency import run_in_threadpool
 
 from app.runs.recording import keep, run_headers, save_replay
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, check, within
+from app.web.inputs import InputErrors, check, errors_of, within
+from app.web.panel_input import form_values
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
 from sim.scenario import Scenario
 from sim.work import Budget, Cost, OverBudget, block_stream_cost, trace_cost
@@ -110,9 +113,10 @@ class TraceChoice:
     upload: tuple[str, bytes] | None
 
     @classmethod
-    async def of(cls, form: TraceForm) -> TraceChoice:
-        file = form.file
-        upload = (file.filename, await file.read(WEB_LIMITS.max_bytes + 1)) if file is not None and file.filename else None
+    async def of(cls, form: TraceForm, file: Any = None) -> TraceChoice:
+        """The form's choice; ``file``: the upload when it came apart from the form (the page's panel)."""
+        file = form.file if file is None else file
+        upload = (file.filename, await file.read(WEB_LIMITS.max_bytes + 1)) if isinstance(file, StarletteUpload) and file.filename else None
         return cls(form.trace, form.block_size, upload)
 
 
@@ -161,20 +165,83 @@ def scenario_curve_answer(scenario: Scenario, points: int) -> dict[str, Any]:
     return lru_curve(scenario_stream(scenario), points)
 
 
+def field_errors(errors: list[dict[str, Any]]) -> dict[str, str]:
+    """Each field's first error, by the form field's name ("" for one that names no field of the form)."""
+    out: dict[str, str] = {}
+    for err in errors:
+        loc = [str(part) for part in err.get("loc", ()) if part != "body"]
+        name = loc[-1] if loc and loc[-1] in ReplayForm.model_fields else ""
+        out.setdefault(name, err["msg"].removeprefix("Value error, "))
+    return out
+
+
+def replay_view(result: dict[str, Any]) -> dict[str, Any]:
+    """What the page's panel shows of ``kvscope replay --json``: the tier rows, a status line, and what the charts draw."""
+    trace = result["trace"]
+    keys = ("seq", "timestamp_ms", "ttft_ms", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "source")
+    return {
+        "tiers": result["tiers"],
+        "status": f"Replayed {trace['requests']:,} requests ({trace['block_references']:,} block references) of {trace['name']} "
+        f"through {result['run']}.",
+        "chart": {
+            "tiers": result["tiers"],
+            "timeline": result["timeline"],
+            "requests": [{k: r[k] for k in keys} for r in result["requests"]],
+        },
+    }
+
+
 def router(*, web: Web) -> APIRouter:
     api = APIRouter(tags=["traces"])
+    budget = web.workers.budget.per_request
+
+    def render(request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:
+        return web.templates.TemplateResponse(request, name, context, status_code=status_code, headers=headers)
 
     @api.get("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
     def panel(request: Request) -> HTMLResponse:
         """The page's trace-replay panel (the dashboard loads it after the page)."""
-        return web.templates.TemplateResponse(request, "replay/panel.html", {"traces": traces(), "form_model": ReplayForm})
+        return render(request, "replay/panel.html", traces=traces(), form_model=ReplayForm, values=None, errors={})
+
+    @api.post("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
+    async def panel_replay(request: Request) -> HTMLResponse:
+        """The panel's answer: the tier table and the charts' data; on bad input, 422 and the fields redrawn with
+        their errors (morphed, so the focus and a chosen file stay)."""
+        form = await request.form()
+        values = form_values(form)
+        given = {k: values[k].strip() for k in ReplayForm.model_fields if k != "file" and values.get(k, "").strip()}
+        try:
+            try:
+                fields = ReplayForm(**given)
+            except ValidationError as exc:  # the field named in its words, as the CLI names its flag
+                raise RequestValidationError([{**e, "msg": f"{e['loc'][0]}: {e['msg']}"} for e in errors_of(exc)]) from None
+            choice = await TraceChoice.of(fields, form.get("file"))
+            tiers = ReplayTiers(fields.gpu_blocks, fields.cpu_blocks, fields.chunk_blocks)
+            result = await web.workers.run(replay_answer, choice, tiers, fields.timeline_buckets, budget)
+        except RequestValidationError as exc:
+            return render(
+                request, "replay/fields.html", status_code=422, traces=traces(), form_model=ReplayForm, values=values,
+                errors=field_errors(list(exc.errors())), headers={"HX-Retarget": "#replay-fields", "HX-Reswap": "outerMorph"},
+            )
+
+        def answer() -> HTMLResponse:  # kept and rendered (thousands of requests' chart data) off the event loop
+            run_id, _ = kept(result, choice)
+            return render(
+                request, "replay/result.html", view=replay_view(result), run_id=run_id,
+                traces=traces(), form_model=ReplayForm, values=values, errors={},
+            )
+
+        return await run_in_threadpool(answer)
+
+    def kept(result: dict[str, Any], choice: TraceChoice) -> tuple[int | None, str | None]:
+        """The replay kept as a run (an upload with it); never fails the answer."""
+        files = [choice.upload] if choice.upload is not None else []
+        return keep(lambda: save_replay(web.runs, result, files))
 
     @api.get("/api/traces", summary="The bundled traces")
     def traces() -> list[dict[str, Any]]:
         """Each bundled trace's name and summary (requests, block references, distinct blocks, sha256)."""
         return [_bundled(name, MOONCAKE_BLOCK_TOKENS).summary() for name in BUNDLED_TRACES]
-
-    budget = web.workers.budget.per_request
 
     @api.post("/api/replay", summary="Replay a trace through the tiers", response_class=JSONResponse)
     async def replay_route(form: Annotated[ReplayForm, Form()]) -> JSONResponse:
@@ -184,10 +251,9 @@ def router(*, web: Web) -> APIRouter:
         tiers = ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks)
         choice = await TraceChoice.of(form)
         result = await web.workers.run(replay_answer, choice, tiers, form.timeline_buckets, budget)
-        files = [choice.upload] if choice.upload is not None else []
 
         def answer() -> JSONResponse:  # kept and rendered off the event loop
-            return JSONResponse(result, headers=run_headers(*keep(lambda: save_replay(web.runs, result, files))))
+            return JSONResponse(result, headers=run_headers(*kept(result, choice)))
 
         return await run_in_threadpool(answer)
 
