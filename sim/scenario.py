@@ -326,6 +326,8 @@ class Scenario(BaseModel):
         if clash:
             problem("storage_tiers", f"tier names must be unique and none of {', '.join(RESERVED_TIER_NAMES)}: {', '.join(clash)}")
         for t in self.storage_tiers:
+            # LMCache has one chunk_size for every backend (lmcache/v1/config.py:90, 0.5.6): its storage tiers hold
+            # the very chunks its CPU tier holds, keyed alike, so a tier of another unit is not LMCache's.
             if t.unit_tokens not in (None, self.chunk_size):
                 problem(
                     "storage_tiers",
