@@ -63,8 +63,12 @@ def main() -> int:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    # An advisor search may run for search_seconds (120 s by default, a documented budget of its own); here it gets
+    # the per-request deadline, so the slowest-answer rule also checks that a search stops at its deadline.
+    search_s = max(1.0, args.max_answer_s - 1.0)
     server = subprocess.Popen(
-        [str(BIN / "kvscope"), "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [str(BIN / "kvscope"), "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+         "--budget", f"search_seconds={search_s:g}"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     workdir = Path(tempfile.mkdtemp(prefix="kvscope-fuzz-"))
