@@ -10,7 +10,7 @@ from sim.costs import default_costs
 from sim.engine import Engine, RequestRecord, TierSpec
 from sim.events import Event
 from sim.explain.capacity import fill_needs
-from sim.explain.observer import attach
+from sim.explain.observer import attach, key_slots
 from sim.explain.stream import explained
 from sim.explain.summary import add_totals, needs, totals
 from sim.offload import OffloadTier
@@ -51,13 +51,15 @@ def tier_spec(scenario: Scenario, run: str) -> TierSpec:
     )
 
 
-def engines(scenario: Scenario, explain: bool = False) -> list[Engine]:
-    """One engine per run; ``explain`` attaches an attributor (sim.explain) to each."""
+def engines(scenario: Scenario, explain: bool = False, requests: list[Request] | None = None) -> list[Engine]:
+    """One engine per run; ``explain`` attaches an attributor (sim.explain) to each, its history kept in a list
+    indexed by key when ``requests`` (the workload every engine will serve) have dense keys (``key_slots``)."""
     costs = scenario.costs or default_costs()
     out = [Engine(name, tier_spec(scenario, name), costs) for name in scenario.run_names]
     if explain:
+        slots = key_slots(requests) if requests is not None else None
         for engine in out:
-            attach(engine)
+            attach(engine, slots=slots)
     return out
 
 
@@ -69,7 +71,7 @@ def simulate(scenario: Scenario, explain: bool = True, capacities: bool = False)
     """
     requests = build_requests(scenario)
     runs = []
-    for engine in engines(scenario, explain):
+    for engine in engines(scenario, explain, requests):
         records = engine.run_all(requests)
         run: dict[str, Any] = {"name": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()]}
         if explain and capacities:
@@ -88,7 +90,7 @@ def stream(scenario: Scenario, explain: bool = True) -> Iterator[Event]:
     """Every run's events, interleaved request by request so that runs advance side by side."""
     requests = build_requests(scenario)
     streams = [
-        explained(e, e.events(requests, scenario.docs, scenario.doc_tokens)) for e in engines(scenario, explain)
+        explained(e, e.events(requests, scenario.docs, scenario.doc_tokens)) for e in engines(scenario, explain, requests)
     ]
     pending = list(streams)
     buffers: list[list[Event]] = [[] for _ in streams]

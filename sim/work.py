@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 REQUEST_STEPS = 16  # a request's fixed cost in block steps (measured: ~8 us against ~0.5 us a block)
 WHAT_IF_STEPS = 3  # a block under the what-if policies (heaps, Belady's look-ahead): ~3x LRU's, measured
 KEY_BYTES = 10  # a block key in a request's key list (8 B a slot, its chunk key on top)
-DISTINCT_KEY_BYTES = 48  # a distinct block's key (an int object) and its slot in its document's key list
+DISTINCT_KEY_BYTES = 150  # a distinct block's id (an int object), its slot in its document's key list, and while the
+# workload is built its hash (an int object) and their entry in the builder's dict of ids (sim.workload)
 REQUEST_BYTES = 600  # a Request object with its lists' headers
 RECORD_BYTES = 1_000  # a RequestRecord and its evicted list, per run
 BLOCK_BYTES = 450  # a block the GPU pool holds: free queue entry (~180 B), hash map entry, table slots, id objects

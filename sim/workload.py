@@ -103,6 +103,8 @@ class WorkloadBuilder:
     scenario: Scenario
     unit: Units = field(init=False)
     _doc_chain: dict[int, tuple[list[int], ChainState]] = field(default_factory=dict, init=False)
+    # Every distinct key hashed so far -> its id: 0, 1, 2, ... in order of first appearance.
+    _ids: dict[int, int] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.unit = units(self.scenario)
@@ -129,19 +131,19 @@ class WorkloadBuilder:
         # A fresh question differs per pass (a re-read asks something new); the same one is asked every pass.
         asked = doc if s.questions == "same" else pass_ * s.docs + doc
         more, end = chain_keys([(_QUESTION_CONTENT + asked, s.question_length(doc))], block, state)
-        keys = doc_keys + more
+        keys = doc_keys + self._dense(more)
         ratio = chunk // block
         chunk_keys = keys[ratio - 1 :: ratio]  # LMCache saves no decode KV (save_decode_cache is off by default)
         last_chunk_tokens = chunk
         if s.save_unfull_chunk and n % chunk:
             tail = partial_key(end) if end.filled else hash((keys[-1], chunk)) & 0x7FFF_FFFF_FFFF_FFFF
-            chunk_keys.append(tail)
+            chunk_keys.append(self._dense([tail])[0])
             last_chunk_tokens = n % chunk
         if s.output_tokens > 1:
             # vLLM's decode: each generated token but the last gets KV in the request's blocks, and full
             # blocks are hashed over all the request's tokens and cached like the prompt's.
             generated, _ = chain_keys([(_OUTPUT_CONTENT + seq, s.output_tokens - 1)], block, end)
-            keys = keys + generated
+            keys = keys + self._dense(generated)
         return Request(
             seq,
             pass_,
@@ -170,7 +172,19 @@ class WorkloadBuilder:
         segments = [(content, s.doc_tokens)]
         if s.shared_prefix_tokens:
             segments.insert(0, (_SHARED_CONTENT, s.shared_prefix_tokens))
-        return chain_keys(segments, self.unit.block)
+        keys, state = chain_keys(segments, self.unit.block)
+        return self._dense(keys), state
+
+    def _dense(self, keys: list[int]) -> list[int]:
+        """Hashed keys as dense ids: the same key gets the same id, distinct keys distinct ids.
+
+        Equal ids mean equal prefixes exactly as equal hashes did, and the engine
+        only compares keys, so its results do not change; small dense ids let an
+        explain run keep its eviction history in a list indexed by key
+        (sim.explain.observer.key_slots) instead of a dict of every key ever evicted.
+        """
+        ids = self._ids
+        return [ids.setdefault(k, len(ids)) for k in keys]
 
 
 def build_requests(scenario: Scenario) -> list[Request]:

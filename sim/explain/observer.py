@@ -25,8 +25,8 @@ the GPU's history answers for full chunks; partial chunks are remembered apart.
 Speed: the per-key work is done by C loops (``map`` over dict lookups,
 ``list.count``, ``Counter``). What remains is memory: the history holds every
 key ever evicted, so at a few hundred thousand keys each write and read is a
-cache miss. Keys that are small integers (a trace's hash ids: ``key_slots``)
-keep it in a list indexed by key instead.
+cache miss. Keys that are small integers (a trace's hash ids, a scenario's
+dense ids: ``key_slots``) keep it in a list indexed by key instead.
 """
 
 from __future__ import annotations
@@ -87,13 +87,14 @@ def key_slots(requests: Sequence[Request]) -> int | None:
     """A list length that gives every key of ``requests`` its own slot, if their keys are small integers.
 
     A trace's keys are its hash ids (small, mostly dense) and the generated
-    blocks' own negative keys; a list indexed by key then keeps the eviction
+    blocks' own negative keys; a scenario's are dense ids (sim.workload), its
+    partial chunks' too. A list indexed by key then keeps the eviction
     history in a few bytes per key, where a dict of every key ever evicted
     spends most of attribution's time on cache misses. A key ``-j`` indexes
     slot ``len - j`` (Python's negative index), past every non-negative key.
-    None when the keys are hashes (scenarios'): the history stays a dict.
+    None when the keys are hashes (a prompt's, sim.prompt_keys): the history stays a dict.
     """
-    lists = [r.block_keys for r in requests if r.block_keys]
+    lists = [keys for r in requests for keys in (r.block_keys, r.chunk_keys) if keys]
     if not lists:
         return None
     top, low, refs = max(map(max, lists)), min(0, min(map(min, lists))), sum(map(len, lists))
