@@ -9,13 +9,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench._timing import command_runs, figure
+from bench._timing import byte_compiled, command_runs, figure
 
 REPEATS = 9
 KVSCOPE = str(Path(sys.executable).with_name("kvscope"))
 
 
 def run() -> dict[str, Any]:
+    setup = byte_compiled()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "KVSCOPE_DB": str(Path(tmp) / "runs.db")}  # never the user's runs database
         anchor = command_runs([sys.executable, "-c", "pass"], REPEATS, env)
@@ -24,6 +25,7 @@ def run() -> dict[str, Any]:
         simulate_s = command_runs([KVSCOPE, "simulate", "--no-save"], REPEATS, env)
         saved_s = command_runs([KVSCOPE, "simulate"], REPEATS, env)
     return {
+        **setup,
         "kvscope_help": figure(help_s, anchor, "python -c pass", target_s=0.150),
         "kvscope_simulate_seed_lab": figure(simulate_s, anchor, "python -c pass", target_s=0.300),
         "kvscope_simulate_seed_lab_saved": figure(saved_s, anchor, "python -c pass", target_s=0.300),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _libcachesim
-from bench._timing import command_runs, spread
+from bench._timing import byte_compiled, command_runs, spread
 from bench._trace_task import CPU_BLOCKS, CURVE_POINTS, GPU_BLOCKS
 from bench.startup import KVSCOPE
 from sim.trace import DEFAULT_TRACE, bundled_trace_path, open_trace
@@ -31,21 +31,6 @@ from bench._libcachesim import lru_hit_ratios
 capacities = [int(c) for c in sys.argv[3].split(",")]
 print(lru_hit_ratios(Path(sys.argv[1]), capacities, int(sys.argv[2])))
 """
-
-
-def byte_compiled() -> dict[str, str]:
-    """Write kvscope's (and the bench's) bytecode before timing a command, as installing the wheel does (pip
-    compiles every module). Run with ``PYTHONDONTWRITEBYTECODE`` set and no bytecode written, each start compiled
-    every imported module from source again: about 45 ms a ``kvscope curve`` that no installed kvscope pays."""
-    import compileall
-
-    import app
-    import bench
-    import sim
-
-    for package in (app, sim, bench):
-        compileall.compile_dir(Path(package.__file__).parent, quiet=1)
-    return {"bytecode": "written beforehand, as a wheel install does"}
 
 
 def _task(name: str) -> dict[str, Any]:
