@@ -32,13 +32,12 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sim import textfile
 from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, UNKNOWN_DOC, Measurement, MeasurementError
+from sim.questions import REPEAT_MODES, RepeatMode
 
-RepeatMode = Literal["tile", "interleave", "random"]
-REPEAT_MODES: tuple[RepeatMode, ...] = ("tile", "interleave", "random")
 WARMUP_FILE, QUERY_FILE = "warmup_round.csv", "query_round.csv"
 # The columns that make a CSV one of long_doc_qa's rounds (kvscope's own files have ttft_ms instead).
 ROUND_COLUMNS = ("prompt_id", "ttft")

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sim.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
-from sim.longdocqa import REPEAT_MODES, parse_hit_miss, query_label
 from sim.presets import PRESETS, UnknownPreset
-from sim.questions import QUESTION_MODES
+from sim.questions import QUESTION_MODES, REPEAT_MODES
 
 # The scenario models (pydantic) are imported when a command builds a scenario, not when it is defined:
 # ``kvscope curve TRACE`` and ``kvscope replay`` take these flags' definitions but never a scenario.
@@ -97,6 +96,8 @@ def repeat_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _long_doc_qa(flags: dict[str, Any]) -> None:
     """Turn the long_doc_qa flags into ``passes`` (and no question, as its prompts have none)."""
+    from sim.longdocqa import parse_hit_miss, query_label  # its readers (csv, the measurements) only when asked for
+
     mode, count, seed, ratio = (flags.pop(k) for k in ("repeat_mode", "repeat_count", "shuffle_seed", "hit_miss_ratio"))
     if mode is None:
         given = [f for f, v in (("--repeat-count", count), ("--shuffle-seed", seed), ("--hit-miss-ratio", ratio)) if v is not None]
