@@ -20,7 +20,7 @@ from bench._trace_task import CPU_BLOCKS, CURVE_POINTS, GPU_BLOCKS
 from bench.startup import KVSCOPE
 from sim.trace import DEFAULT_TRACE, bundled_trace_path, open_trace
 
-CLI_REPEATS = 5
+CLI_REPEATS = 7
 
 # libCacheSim's side of the whole-CLI comparison: a script that reads the flattened trace (converted beforehand,
 # not timed) and runs its LRU at each of the curve's capacities.
@@ -133,16 +133,19 @@ def _curve_cli_versus_script(distinct: int) -> dict[str, Any]:
 
     capacities = ",".join(map(str, curve_capacities(distinct, CURVE_POINTS)))
     setup = byte_compiled()
-    ours = command_runs([KVSCOPE, "curve", DEFAULT_TRACE, "--json"], CLI_REPEATS)
+    ours: list[float] = []
+    theirs: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "flat.oracleGeneral"
         _libcachesim.write_oracle_general(open_trace(DEFAULT_TRACE).block_stream(), path)
-        theirs = command_runs([sys.executable, "-c", LIBCACHESIM_SCRIPT, str(path), str(distinct), capacities], 3)
+        for _ in range(CLI_REPEATS):  # alternated, so that both sides meet the same load on a shared machine
+            ours += command_runs([KVSCOPE, "curve", DEFAULT_TRACE, "--json"], 1)
+            theirs += command_runs([sys.executable, "-c", LIBCACHESIM_SCRIPT, str(path), str(distinct), capacities], 1)
     return {
         "trace": str(bundled_trace_path(DEFAULT_TRACE).name),
         **setup,
-        "kvscope_curve_cli": spread(ours),
-        "anchor_libcachesim_script_100_runs": spread(theirs),
+        "kvscope_curve_cli": {**spread(ours), "runs": len(ours)},
+        "anchor_libcachesim_script_100_runs": {**spread(theirs), "runs": len(theirs)},
         "speedup_median": round(statistics.median(theirs) / statistics.median(ours), 2),
         "speedup_min": round(min(theirs) / min(ours), 2),
         "target_speedup": 10,
