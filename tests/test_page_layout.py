@@ -4,12 +4,16 @@
   lanes scrolled into view and with the page scrolled to its end.
 - On a phone (390x844) the document is no wider than the window: wide tables scroll inside their own box and the
   charts fit their panel.
+- On a phone only the playback bar's status keeps to one cut line: every other panel's status line is read whole, and
+  the page stays within the window after each panel (Run, replay, measurement upload, advisor) has been used.
 """
 
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
+
+from live_servers import run_kvscope
 
 pytestmark = pytest.mark.browser
 
@@ -74,6 +78,47 @@ def test_phone_document_is_no_wider_than_the_window(page: Page, live_server: str
     xtitle = page.locator("#ttft-chart .g-xtitle").bounding_box()
     assert legend is not None and xtitle is not None
     assert legend["y"] + legend["height"] <= xtitle["y"] or xtitle["y"] + xtitle["height"] <= legend["y"], (legend, xtitle)
+
+
+# Every status line on the page but the playback bar's (which is one line by design: it sits in a fixed bar).
+STATUS_LINES = ".status:not(.playback .status), [role=status]:not(.playback [role=status]), .watch-status"
+# Visible status lines whose text does not fit their box (scrollWidth beyond clientWidth: cut, e.g. with an ellipsis).
+CUT_LINES = f"""() => [...document.querySelectorAll('{STATUS_LINES}')].filter(e => e.offsetParent !== null)
+    .map(e => [e.id || e.className, e.scrollWidth, e.clientWidth, e.textContent.trim()])"""
+
+
+def test_phone_status_lines_are_whole_after_each_panel_is_used(page: Page, live_server: str, tmp_path) -> None:
+    measurements = tmp_path / "seed.csv"
+    assert run_kvscope(["simulate", "--out", str(measurements)]).returncode == 0
+    seen: set[str] = set()
+
+    def check(after: str) -> None:
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, after
+        lines = page.evaluate(CUT_LINES)
+        cut = [line for line in lines if line[1] > line[2]]
+        assert cut == [], (after, cut)
+        seen.update(line[3][:40] for line in lines)
+
+    run_seed_lab(page, live_server, 390, 844)
+    check("Run")
+    page.click("#replay-form button[type=submit]")  # the bundled trace at the panel's default tiers
+    page.wait_for_selector("#replay[data-state=done]", timeout=60_000)
+    expect(page.locator("#replay-status")).to_contain_text("Replayed")
+    check("replay")
+    page.set_input_files("#measure-file", str(measurements))
+    page.click("#measure-form button[type=submit]")
+    # 30 requests x 2 configurations in the file: a status line longer than a phone's width, so it must wrap.
+    expect(page.locator("#measure-result .status")).to_contain_text("60 requests in 2 configurations")
+    check("measurement upload")
+    page.fill("#advise-points", "3")
+    page.click("#advise-form button[type=submit]")
+    expect(page.locator("#advise-table tbody tr").first).to_be_attached(timeout=60_000)
+    check("advisor")
+    # The checks saw the long lines that a one-line style would cut on a phone, and they were whole.
+    assert any(text.startswith("Replayed") for text in seen), seen
+    assert any(text.startswith("60 requests") for text in seen), seen
+    # The playback bar stays compact: its own status is still one line.
+    assert page.evaluate("getComputedStyle(document.getElementById('player-status')).whiteSpace") == "nowrap"
 
 
 def test_why_card_says_what_the_bars_show(page: Page, live_server: str) -> None:
