@@ -53,6 +53,18 @@ def test_playback_bar_stays_in_view_beside_the_lanes(page: Page, live_server: st
     page.wait_for_selector(DONE, timeout=60_000)
 
 
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_playback_bar_is_in_view_on_first_load(page: Page, live_server: str, width: int, height: int) -> None:
+    # Before any scrolling the masthead sits above the sidebar (55 to 78 px tall on a desktop): the sidebar's height
+    # must leave room for it, or Speed and the status line start below the window's foot.
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    assert page.evaluate("scrollY") == 0
+    for selector in PLAYBACK:
+        expect(page.locator(selector)).to_be_in_viewport(ratio=1)
+
+
 def test_phone_document_is_no_wider_than_the_window(page: Page, live_server: str) -> None:
     run_seed_lab(page, live_server, 390, 844)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
