@@ -196,15 +196,22 @@ class StreamRecorder:
             data = json.loads(text)
             self.passes.setdefault(data["run"], []).append(data["summary"])
 
-    def finish(self, status: str) -> None:
-        """The run's status and headline (from its `pass` events); its result is rebuilt from the events when read
-        (``result_of``), not here, so that keeping a stream costs it as little as possible. Returns once all is
-        committed, so that a client that saw the stream end reads the run as finished."""
+    def settle(self) -> None:
+        """Commit what is held and wait for the commit thread: ``problem`` is then final."""
         self.log.end_request()
         self.log.flush()
         self.log.wait()
-        if self.writer is None:
-            return
+
+    def finish(self, status: str) -> None:
+        """The run's status and headline (from its `pass` events); its result is rebuilt from the events when read
+        (``result_of``), not here, so that keeping a stream costs it as little as possible. Returns once all is
+        committed (on the commit thread too), so that a client that saw the stream end reads the run as finished."""
+        self.settle()
+        if self.writer is not None:
+            _COMMITS.submit(self._finish, status).result()
+
+    def _finish(self, status: str) -> None:
+        assert self.writer is not None
         runs = [{"name": name, "passes": passes} for name, passes in self.passes.items()]
         kept = summary(self.scenario, [], kept=self.problem) | headline(runs, self.requests)
         try:

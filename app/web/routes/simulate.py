@@ -123,6 +123,8 @@ def recorded(events: Iterator[Encoded], recorder: StreamRecorder | None, problem
         if recorder is not None:
             recorder.add_text(event.kind, event.text)
         yield event
+    if recorder is not None:
+        recorder.settle()  # its last batches' commits, which may fail after they were sent
     if recorder is not None and recorder.problem:
         yield RunWarning("", f"the run is kept only up to here: {recorder.problem}")
 
