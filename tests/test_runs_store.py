@@ -110,6 +110,54 @@ def test_a_stream_cut_short_keeps_the_requests_it_sent() -> None:
     assert len(rows_from_events(store.events(recorder.run_id))) == 7
 
 
+def test_the_route_keeps_each_request_as_the_text_it_sent(tmp_path: Path) -> None:
+    # The SSE route's path (app.web.routes.simulate): the worker's encoded events, sent as they are and kept by the
+    # recorder, whose commits run on the commit thread. Every event sent is kept, in order, each request's events
+    # one row holding exactly the texts sent (a JSON array of them), and the run is finished when the stream is.
+    from app.web.routes.simulate import recorded, stream_events, unpickled
+    from app.web.sse import Encoded
+
+    scenario = resolve("seed-lab", {"docs": 4})
+    store = RunStore(tmp_path / "runs.db")
+    recorder = StreamRecorder(store, scenario)
+    sent = list(recorded(unpickled(stream_events(scenario, True)), recorder, None))
+    recorder.finish("done")
+    assert all(isinstance(e, Encoded) for e in sent)  # no warning: everything was kept
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        rows = [r[0] for r in conn.execute("SELECT data FROM events WHERE run_id = ? ORDER BY n", (recorder.run_id,))]
+    assert rows == ["[" + ",".join(batch) + "]" for batch in batches_of([e.text for e in sent], sent)]
+    assert store.get(recorder.run_id).info.status == "done"
+    assert result_of(store, store.get(recorder.run_id)) == simulate(scenario, explain=True)
+
+
+def batches_of(texts: list[str], events: list) -> list[list[str]]:
+    """The texts cut after each ``ttft`` (a request's end), the last batch whatever follows the last one."""
+    out: list[list[str]] = [[]]
+    for text, event in zip(texts, events, strict=True):
+        out[-1].append(text)
+        if event.kind == "ttft":
+            out.append([])
+    return [b for b in out if b]
+
+
+def test_a_stream_whose_store_fills_up_is_sent_whole_and_says_where_keeping_stopped() -> None:
+    # At most 5 event rows per run, and the seed lab streams 2 configurations x 30 requests (61 batches): a commit
+    # on the commit thread is refused, after its events were sent; the stream still sends every event and ends
+    # with a warning naming the limit, and what was kept is a whole prefix of the requests (at most 5 rows).
+    from app.web.routes.simulate import recorded, stream_events, unpickled
+
+    scenario = resolve("seed-lab", {})
+    store = RunStore(max_records=5)
+    recorder = StreamRecorder(store, scenario)
+    sent = list(recorded(unpickled(stream_events(scenario, True)), recorder, None))
+    recorder.finish("done")
+    assert [e.kind for e in sent[:-1]] == [e.kind for e in stream(scenario, explain=True)]
+    assert sent[-1].kind == "warning" and "at most 5 events" in sent[-1].to_dict()["message"]
+    kept = store.events(recorder.run_id)
+    assert 0 <= len(kept) <= 5
+    assert [e for batch in kept for e in batch] == [e.to_dict() for e in sent[: sum(map(len, kept))]]
+
+
 def test_events_made_from_a_result_give_back_its_requests() -> None:
     result = simulate(resolve("seed-lab", {}))
     assert rows_from_events(events_from_result(result)) == measurements.from_result(result)

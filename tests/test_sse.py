@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fastapi.encoders import jsonable_encoder
+
 from app.web.sse import StreamStats, event_stream
 from live_servers import KVSCOPE, ROOT, free_port, stop, wait_until_up
 from sim.events import EVENT_KINDS, Event, RunStarted
@@ -244,8 +246,8 @@ def test_an_async_source_is_streamed_counted_and_closed_when_the_client_goes() -
 
 
 def test_the_events_made_in_a_worker_are_the_simulators_in_order() -> None:
-    # What the worker hands back (pickled a request's events at a time) and the stream unpickles is what the
-    # simulator yields, event for event, batches ending at each request's ttft.
+    # What the worker hands back (pickled a request's events at a time, each as its kind and JSON text) and the
+    # stream unpickles is what the simulator yields, event for event, batches ending at each request's ttft.
     import pickle
 
     from app.web.inputs import StreamInput, check
@@ -255,7 +257,11 @@ def test_the_events_made_in_a_worker_are_the_simulators_in_order() -> None:
     scenario = check(StreamInput(preset="seed-lab", docs=4), streamed=True)
     batches = stream_events(scenario, True)
     expected = list(stream(scenario, explain=True))
-    assert list(unpickled(batches)) == expected
-    last_kinds = [pickle.loads(b)[-1].kind for b in batches]
+    got = list(unpickled(batches))
+    assert [e.kind for e in got] == [e.kind for e in expected]
+    # The same bytes FastAPI sends for a message's `data` (fastapi/routing.py: json.dumps(jsonable_encoder(data))).
+    assert [e.text for e in got] == [json.dumps(jsonable_encoder(e.to_dict())) for e in expected]
+    assert [e.to_dict() for e in got] == [jsonable_encoder(e.to_dict()) for e in expected]
+    last_kinds = [pickle.loads(b)[-1][0] for b in batches]
     # One batch per request of each run (4 documents x 3 passes x 2 runs), then the runs' closing pass and done.
     assert last_kinds == ["ttft"] * 24 + ["done"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -80,34 +81,51 @@ def save_simulation(store: RunStore, scenario: Scenario, result: dict[str, Any],
     return store.save(run, result=result)
 
 
+def encoded(event: Event) -> tuple[dict[str, Any], str]:
+    """An event's JSON form and its text: the one encoding its SSE message sends and its kept batch holds."""
+    data = event.to_dict()
+    return data, json.dumps(data)
+
+
+# Streams' commits, off the event loop: one thread (the store has one writer), so each stream's batches are
+# committed in the order they were sent.
+_COMMITS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvscope-runs-commit")
+
+
 class EventLog:
     """A stream's events, kept as they are sent: one batch per request (ended by an event of kind ``ends_with``),
     each event encoded once for the client and the database alike, and held only as that text until its batch is
-    committed. Batches are committed at most ``every_s`` apart (0: each request as it ends). A store that fails or
-    fills up never stops the stream: ``problem`` says why the run is kept only so far."""
+    committed. Batches are committed at most ``every_s`` apart (0: each request as it ends), on the calling thread,
+    or, ``in_background``, on the commit thread, which ``wait`` waits for. A store that fails or fills up never
+    stops the stream: ``problem`` says why the run is kept only so far."""
 
-    def __init__(self, writer: RunWriter | None, ends_with: str, every_s: float) -> None:
+    def __init__(self, writer: RunWriter | None, ends_with: str, every_s: float, *, in_background: bool = False) -> None:
         self.writer = writer
         self.ends_with = ends_with
         self.every_s = every_s
+        self.in_background = in_background
         self.texts: list[str] = []  # the open batch's events
-        self.pending: list[str] = []  # ended batches not yet committed, each a JSON array
+        self.pending: list[list[str]] = []  # ended batches not yet committed
         self.flushed_at = time.monotonic()
+        self.committing: Future[None] | None = None  # the last batches handed to the commit thread
         self.problem: str | None = None
 
     def add(self, event: Event) -> tuple[dict[str, Any], str]:
         """Keep the event; its JSON form and text, for the stream to send as they are."""
-        data = event.to_dict()
-        text = json.dumps(data)
-        self.texts.append(text)
-        if event.kind == self.ends_with:
-            self.end_request()
+        data, text = encoded(event)
+        self.add_text(event.kind, text)
         return data, text
+
+    def add_text(self, kind: str, text: str) -> None:
+        """Keep an event already encoded (``encoded``) by whoever sends it."""
+        self.texts.append(text)
+        if kind == self.ends_with:
+            self.end_request()
 
     def end_request(self) -> None:
         if not self.texts:
             return
-        self.pending.append("[" + ",".join(self.texts) + "]")
+        self.pending.append(self.texts)
         self.texts = []
         if not self.every_s or time.monotonic() - self.flushed_at >= self.every_s:
             self.flush()
@@ -115,17 +133,33 @@ class EventLog:
     def flush(self) -> None:
         pending, self.pending = self.pending, []
         self.flushed_at = time.monotonic()
-        if self.writer is not None and self.problem is None and pending:
-            try:
-                self.writer.append_encoded_events(pending)
-            except StoreError as exc:
-                self.problem = str(exc)  # the stream goes on; the run is kept up to here
+        if self.writer is None or self.problem is not None or not pending:
+            return
+        if self.in_background:
+            self.committing = _COMMITS.submit(self._commit, pending)
+        else:
+            self._commit(pending)
+
+    def _commit(self, batches: list[list[str]]) -> None:
+        if self.writer is None or self.problem is not None:
+            return
+        try:
+            self.writer.append_encoded_events(["[" + ",".join(texts) + "]" for texts in batches])
+        except StoreError as exc:
+            self.problem = str(exc)  # the stream goes on; the run is kept up to here
+
+    def wait(self) -> None:
+        """Until every batch handed to the commit thread is committed (or has failed, and ``problem`` says why)."""
+        if self.committing is not None:
+            self.committing.result()  # the thread runs them in order: the last one done, all are
+            self.committing = None
 
 
 class StreamRecorder:
     """Keeps a simulation's step stream as it is sent, one batch of events per request (ended by its ``ttft``),
     committed at most ``FLUSH_EVERY_S`` apart (a paced stream commits every request; one at full speed a few
-    times), so a crash loses at most that much of a simulation, which can be run again."""
+    times), on the commit thread, so that keeping costs the event loop only a list append per event; a crash
+    loses at most those last moments of a simulation, which can be run again."""
 
     FLUSH_EVERY_S = 0.05
 
@@ -135,7 +169,7 @@ class StreamRecorder:
             kind, name=scenario_text(scenario), scenario=scenario_fields(scenario),
             costs=scenario_summary(scenario)["costs"], summary=summary(scenario, []),
         ))
-        self.log = EventLog(self.writer, "ttft", self.FLUSH_EVERY_S)
+        self.log = EventLog(self.writer, "ttft", self.FLUSH_EVERY_S, in_background=True)
         self.requests = 0
         self.passes: dict[str, list[dict[str, Any]]] = {}  # run -> its `pass` events' summaries
 
@@ -149,20 +183,35 @@ class StreamRecorder:
 
     def add(self, event: Event) -> tuple[dict[str, Any], str]:
         """Keep the event; its JSON form and text, for the stream to send as they are."""
-        data, text = self.log.add(event)
-        if event.kind == "ttft":
-            self.requests += 1
-        elif event.kind == "pass":
-            self.passes.setdefault(data["run"], []).append(data["summary"])
+        data, text = encoded(event)
+        self.add_text(event.kind, text)
         return data, text
+
+    def add_text(self, kind: str, text: str) -> None:
+        """Keep an event already encoded (``encoded``, in the worker that simulated it), as the stream sends it."""
+        self.log.add_text(kind, text)
+        if kind == "ttft":
+            self.requests += 1
+        elif kind == "pass":  # a few per run: read back for the headline
+            data = json.loads(text)
+            self.passes.setdefault(data["run"], []).append(data["summary"])
+
+    def settle(self) -> None:
+        """Commit what is held and wait for the commit thread: ``problem`` is then final."""
+        self.log.end_request()
+        self.log.flush()
+        self.log.wait()
 
     def finish(self, status: str) -> None:
         """The run's status and headline (from its `pass` events); its result is rebuilt from the events when read
-        (``result_of``), not here, so that keeping a stream costs it as little as possible."""
-        self.log.end_request()
-        self.log.flush()
-        if self.writer is None:
-            return
+        (``result_of``), not here, so that keeping a stream costs it as little as possible. Returns once all is
+        committed (on the commit thread too), so that a client that saw the stream end reads the run as finished."""
+        self.settle()
+        if self.writer is not None:
+            _COMMITS.submit(self._finish, status).result()
+
+    def _finish(self, status: str) -> None:
+        assert self.writer is not None
         runs = [{"name": name, "passes": passes} for name, passes in self.passes.items()]
         kept = summary(self.scenario, [], kept=self.problem) | headline(runs, self.requests)
         try:

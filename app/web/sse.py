@@ -9,6 +9,7 @@ the source, so no further request is simulated or sent.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -54,14 +55,15 @@ class Streamable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """An event whose JSON is already made (by whoever also keeps it): sent as it is, not encoded again."""
+    """An event whose JSON is already made (by whoever also keeps it): sent as it is, not encoded again. ``data``
+    is its JSON form when the maker had it; otherwise ``to_dict`` reads it back from the text (sending never needs it)."""
 
     kind: str
     text: str
-    data: dict[str, Any]
+    data: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.data
+        return json.loads(self.text) if self.data is None else self.data
 
 
 def message(event: Streamable) -> ServerSentEvent:

@@ -19,13 +19,13 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
-from app.runs.recording import RUN_HEADER, StreamRecorder, keep, run_headers, save_simulation
+from app.runs.recording import RUN_HEADER, StreamRecorder, encoded, keep, run_headers, save_simulation
 from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, within
 from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
-from sim.events import Event, RunWarning
+from sim.events import RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
 from sim.simulation import simulate, stream
@@ -38,7 +38,7 @@ STATUS_OF: dict[Outcome, str] = {"completed": "done", "abandoned": "stopped", "f
 class StreamJob:
     scenario: Scenario
     pace_s: float
-    events: list[bytes]  # every event of the run, made in a worker process (stream_events)
+    events: list[bytes]  # every event of the run, made and encoded in a worker process (stream_events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +58,14 @@ def scenario_of(body: ScenarioInput) -> Scenario:
 
 
 def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
-    """Every event of the step stream (in a worker process), pickled a request's events at a time: a paced stream
-    holds them for as long as it is open, ~1 MB at the stream's limits where the events themselves take ~10 MB."""
-    batches, batch = [], []
+    """Every event of the step stream (in a worker process) as its kind and JSON text (``encoded``: what the SSE
+    message sends and the kept run stores, so the event loop encodes nothing), pickled a request's events at a
+    time: a paced stream holds them for as long as it is open, a few MB at the stream's limits, not the ~10 MB of
+    the events themselves."""
+    batches: list[bytes] = []
+    batch: list[tuple[str, str]] = []
     for event in stream(scenario, explain=explain):
-        batch.append(event)
+        batch.append((event.kind, encoded(event)[1]))
         if event.kind == REQUEST_END:
             batches.append(pickle.dumps(batch))
             batch = []
@@ -71,10 +74,11 @@ def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
     return batches
 
 
-def unpickled(batches: list[bytes]) -> Iterator[Event]:
+def unpickled(batches: list[bytes]) -> Iterator[Encoded]:
     """The events again, a request's at a time, as the stream sends them (pickled by this server's own worker)."""
     for batch in batches:
-        yield from pickle.loads(batch)  # noqa: S301 - made by stream_events in this server's worker
+        for kind, text in pickle.loads(batch):  # noqa: S301 - made by stream_events in this server's worker
+            yield Encoded(kind, text)
 
 
 async def stream_job_of(
@@ -111,16 +115,16 @@ def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Requ
     return KeptStream(job, recorder, None)
 
 
-def recorded(events: Iterator[Event], recorder: StreamRecorder | None, problem: str | None) -> Iterator[Streamable]:
-    """The events, each also kept by the recorder (encoded once for both); first a warning if the run cannot be kept."""
+def recorded(events: Iterator[Encoded], recorder: StreamRecorder | None, problem: str | None) -> Iterator[Streamable]:
+    """The events, each also kept by the recorder (the same text); first a warning if the run cannot be kept."""
     if problem:
         yield RunWarning("", f"this run is not kept: {problem}")
     for event in events:
-        if recorder is None:
-            yield event
-        else:
-            data, text = recorder.add(event)
-            yield Encoded(event.kind, text, data)
+        if recorder is not None:
+            recorder.add_text(event.kind, event.text)
+        yield event
+    if recorder is not None:
+        recorder.settle()  # its last batches' commits, which may fail after they were sent
     if recorder is not None and recorder.problem:
         yield RunWarning("", f"the run is kept only up to here: {recorder.problem}")
 
