@@ -213,4 +213,12 @@
   });
 
   document.addEventListener("htmx:after:swap", () => { current(); });
+
+  // A kept run's stream (templates/live/run.html): opened here, when this script's listeners are in place, as soon
+  // as htmx has taken the element; an event htmx would wait for (DOMContentLoaded) may have passed before it started.
+  const kept = document.querySelector("#live-stream[data-kept]");
+  if (kept) {
+    const open = () => (kept.hasAttribute("data-htmx-powered") ? window.htmx.trigger(kept, "kvscope-open") : requestAnimationFrame(open));
+    open();
+  }
 })();
