@@ -20,8 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim import kernels
-from sim.kernels import _pop_front, _push_back, cache_block, cpu_lookup, drop_copy, free_blocks, gpu_prefix
+from sim.kernels import _pop_front, _push_back, _push_front, _unlink
 
 # Per tier (GPU, then CPU), these columns: tokens per cause, the evicted span (start, end, end of its first
 # unit), whether any capacity could serve its first unit / all of it, and the rows of its ``by`` list.
@@ -189,17 +188,36 @@ def explain_replay(
     """
     n_req = offsets.size - 1
     sentinel = num_blocks
-    nxt, prv, block_hash, _, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, _, blocks = kernels.pool_state(
-        offsets, input_tokens, output_tokens, block, num_blocks, distinct_keys, cpu_capacity_tokens
-    )
+    nxt = np.empty(num_blocks + 1, np.int64)
+    prv = np.empty(num_blocks + 1, np.int64)
+    nxt[sentinel] = sentinel
+    prv[sentinel] = sentinel
+    for b in range(1, num_blocks):
+        _push_back(nxt, prv, sentinel, b)
+    block_hash = np.full(num_blocks, -1, np.int64)
+    cached = np.full(distinct_keys, -1, np.int32)
+    copy_top = np.full(distinct_keys, -1, np.int32)
+    copy_prev = np.full(num_blocks, -1, np.int64)
+    copy_next = np.full(num_blocks, -1, np.int64)
     g_gone = np.full(distinct_keys, -1, np.int32)  # the request that evicted the id from the GPU last
 
     has_cpu = cpu_capacity_tokens > 0
     chunk = block * chunk_blocks
-    c_sentinel = c_in.size - 1
-    c_gone = np.full(c_in.size, -1, np.int32)
+    cpu_size = distinct_keys + 1 if has_cpu else 1
+    c_sentinel = cpu_size - 1
+    c_in = np.zeros(cpu_size, np.bool_)
+    c_gone = np.full(cpu_size, -1, np.int32)
+    c_nxt = np.empty(cpu_size, np.int32)
+    c_prv = np.empty(cpu_size, np.int32)
+    c_nxt[c_sentinel] = c_sentinel
+    c_prv[c_sentinel] = c_sentinel
     c_used = 0
     cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
+
+    longest = 1
+    for r in range(n_req):
+        longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
+    blocks = np.empty(longest, np.int64)
     out = np.zeros((n_req, COLUMNS), np.int64)
     by = np.empty((1024, 2), np.int64)
     used = 0
@@ -215,13 +233,37 @@ def explain_replay(
             alloc = max(alloc, -(-kv_tokens // block))
             nhash = kv_tokens // block
         most = min((n - 1) // block, nfull)
-        h = gpu_prefix(keys, lo, most, cached, blocks, nxt, prv)
+        h = 0
+        while h < most:
+            b = cached[keys[lo + h]]
+            if b < 0:
+                break
+            blocks[h] = b
+            h += 1
+        for j in range(h):
+            _unlink(nxt, prv, blocks[j])
         gpu_hit = h * block
-        found = 0
         aligned = 0
+        found = 0
         nck = nfull // chunk_blocks
-        if has_cpu:
-            found, aligned = cpu_lookup(keys, lo, n, nck, chunk, chunk_blocks, gpu_hit, lmcache, c_in, c_nxt, c_prv, c_sentinel)
+        if has_cpu and lmcache:
+            # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            for i in range(found - 1, -1, -1):
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                _unlink(c_nxt, c_prv, k)
+                _push_back(c_nxt, c_prv, c_sentinel, k)
+            aligned = min(found * chunk, n - 1)
+        elif has_cpu and nck * chunk > gpu_hit:
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            aligned = min(nck * chunk if found == nck else found * chunk, n - 1)
+            if aligned > gpu_hit:
+                for i in range(gpu_hit // chunk, -(-aligned // chunk)):
+                    k = keys[lo + (i + 1) * chunk_blocks - 1]
+                    _unlink(c_nxt, c_prv, k)
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
         hit_end = max(gpu_hit, aligned)
         out[r, GPU_HIT] = gpu_hit
         out[r, COMPUTED] = n - hit_end
@@ -239,7 +281,23 @@ def explain_replay(
                 continue
             block_hash[b] = -1
             if copy_top[key] >= 0:
-                drop_copy(b, key, cached, copy_top, copy_prev, copy_next)
+                if cached[key] == b:
+                    t = copy_top[key]
+                    cached[key] = t
+                    copy_top[key] = copy_prev[t]
+                    if copy_prev[t] >= 0:
+                        copy_next[copy_prev[t]] = -1
+                    copy_prev[t] = -1
+                else:
+                    p, q = copy_prev[b], copy_next[b]
+                    if q >= 0:
+                        copy_prev[q] = p
+                    else:
+                        copy_top[key] = p
+                    if p >= 0:
+                        copy_next[p] = q
+                    copy_prev[b] = -1
+                    copy_next[b] = -1
                 continue
             cached[key] = -1
             g_gone[key] = r
@@ -247,10 +305,21 @@ def explain_replay(
             b = blocks[i]
             key = keys[lo + i]
             block_hash[b] = key
-            cache_block(b, key, cached, copy_top, copy_prev, copy_next)
+            if cached[key] >= 0:
+                t = copy_top[key]
+                copy_prev[b] = t
+                copy_next[b] = -1
+                if t >= 0:
+                    copy_next[t] = b
+                copy_top[key] = b
+            else:
+                cached[key] = b
         for i in range(nfull, nhash):
             block_hash[blocks[i]] = -2
-        free_blocks(blocks, alloc, nhash, nxt, prv, sentinel)
+        for j in range(alloc - 1, nhash - 1, -1):
+            _push_front(nxt, prv, sentinel, blocks[j])
+        for j in range(nhash - 1, -1, -1):
+            _push_back(nxt, prv, sentinel, blocks[j])
         if has_cpu and lmcache:
             # Engine._store_lmcache, ChunkStore.store_reserving: room for every chunk from LMCache's own hit on
             # first (evicting, even for a chunk already held), then the ones not held are put.

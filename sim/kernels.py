@@ -176,96 +176,6 @@ COLUMNS = 10
 
 
 @njit(cache=True, inline="always")
-def gpu_prefix(keys: np.ndarray, lo: int, most: int, cached: np.ndarray, blocks: np.ndarray, nxt: np.ndarray, prv: np.ndarray) -> int:
-    """GpuBlockPool.find_prefix, then touch: the request's cached prefix blocks (at most ``most``) leave the free queue."""
-    h = 0
-    while h < most:
-        b = cached[keys[lo + h]]
-        if b < 0:
-            break
-        blocks[h] = b
-        h += 1
-    for j in range(h):
-        _unlink(nxt, prv, blocks[j])
-    return h
-
-
-@njit(cache=True, inline="always")
-def cpu_lookup(
-    keys: np.ndarray, lo: int, n: int, nck: int, chunk: int, chunk_blocks: int, gpu_hit: int, lmcache: bool,
-    c_in: np.ndarray, c_nxt: np.ndarray, c_prv: np.ndarray, c_sentinel: int,
-) -> tuple[int, int]:
-    """The CPU tier's lookup of a prompt of ``nck`` full chunks: (chunks found from the start, tokens aligned)."""
-    found = 0
-    aligned = 0
-    if lmcache:
-        # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
-        while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
-            found += 1
-        for i in range(found - 1, -1, -1):
-            k = keys[lo + (i + 1) * chunk_blocks - 1]
-            _unlink(c_nxt, c_prv, k)
-            _push_back(c_nxt, c_prv, c_sentinel, k)
-        aligned = min(found * chunk, n - 1)
-    elif nck * chunk > gpu_hit:
-        # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
-        while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
-            found += 1
-        aligned = min(nck * chunk if found == nck else found * chunk, n - 1)
-        if aligned > gpu_hit:
-            for i in range(gpu_hit // chunk, -(-aligned // chunk)):
-                k = keys[lo + (i + 1) * chunk_blocks - 1]
-                _unlink(c_nxt, c_prv, k)  # ChunkStore.touch: to the back
-                _push_back(c_nxt, c_prv, c_sentinel, k)
-    return found, aligned
-
-
-@njit(cache=True, inline="always")
-def drop_copy(b: int, key: int, cached: np.ndarray, copy_top: np.ndarray, copy_prev: np.ndarray, copy_next: np.ndarray) -> None:
-    """GpuBlockPool._drop_copy: block ``b``, one of several holding ``key``, leaves; the key stays cached."""
-    if cached[key] == b:
-        t = copy_top[key]
-        cached[key] = t
-        copy_top[key] = copy_prev[t]
-        if copy_prev[t] >= 0:
-            copy_next[copy_prev[t]] = -1
-        copy_prev[t] = -1
-    else:
-        p, q = copy_prev[b], copy_next[b]
-        if q >= 0:
-            copy_prev[q] = p
-        else:
-            copy_top[key] = p
-        if p >= 0:
-            copy_next[p] = q
-        copy_prev[b] = -1
-        copy_next[b] = -1
-
-
-@njit(cache=True, inline="always")
-def cache_block(b: int, key: int, cached: np.ndarray, copy_top: np.ndarray, copy_prev: np.ndarray, copy_next: np.ndarray) -> None:
-    """GpuBlockPool.cache_blocks for one block: the key's block, or one more copy of it."""
-    if cached[key] >= 0:
-        t = copy_top[key]
-        copy_prev[b] = t
-        copy_next[b] = -1
-        if t >= 0:
-            copy_next[t] = b
-        copy_top[key] = b
-    else:
-        cached[key] = b
-
-
-@njit(cache=True, inline="always")
-def free_blocks(blocks: np.ndarray, alloc: int, nhash: int, nxt: np.ndarray, prv: np.ndarray, sentinel: int) -> None:
-    """GpuBlockPool.free (vLLM's order): unhashed blocks to the front in prompt order, hashed ones to the back tail first."""
-    for j in range(alloc - 1, nhash - 1, -1):
-        _push_front(nxt, prv, sentinel, blocks[j])
-    for j in range(nhash - 1, -1, -1):
-        _push_back(nxt, prv, sentinel, blocks[j])
-
-
-@njit(cache=True, inline="always")
 def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarray, index: np.ndarray, chunk: int, row: np.ndarray) -> None:
     """ChunkStore's LRU eviction: the front chunk goes; the request's row counts its tokens and positions."""
     old = _pop_front(nxt, prv, sentinel)
@@ -281,12 +191,12 @@ def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarr
 
 
 @njit(cache=True)
-def pool_state(
+def replay_state(
     offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int, num_blocks: int,
     distinct_keys: int, cpu_capacity_tokens: int,
 ) -> tuple[np.ndarray, ...]:
-    """The tiers before the first request: the pool (every block free), an empty CPU tier, and room for the longest
-    request's blocks. Shared by the replay (``replay_state``) and its attribution (``sim.explain_kernel``)."""
+    """``replay_blocks``'s state before the first request: the pool (every block free), an empty CPU tier, the
+    result's rows; ``replay_from`` carries it from one slice of requests to the next (``used[0]``: chunks held)."""
     n_req = offsets.size - 1
     sentinel = num_blocks
     nxt = np.empty(num_blocks + 1, np.int64)
@@ -310,26 +220,13 @@ def pool_state(
     c_index = np.zeros(cpu_size, np.int32)
     c_nxt[c_sentinel] = c_sentinel
     c_prv[c_sentinel] = c_sentinel
+    used = np.zeros(1, np.int64)
 
     longest = 0
     for r in range(n_req):
         longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
     blocks = np.empty(max(longest, 1), np.int64)
-    return nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, blocks
-
-
-@njit(cache=True)
-def replay_state(
-    offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int, num_blocks: int,
-    distinct_keys: int, cpu_capacity_tokens: int,
-) -> tuple[np.ndarray, ...]:
-    """``replay_blocks``'s state before the first request: ``pool_state`` and the result's rows; ``replay_from``
-    carries it from one slice of requests to the next (``used[0]``: chunks held)."""
-    nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, blocks = (
-        pool_state(offsets, input_tokens, output_tokens, block, num_blocks, distinct_keys, cpu_capacity_tokens)
-    )
-    used = np.zeros(1, np.int64)
-    out = np.zeros((offsets.size - 1, COLUMNS), np.int64)
+    out = np.zeros((n_req, COLUMNS), np.int64)
     return (nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used,
             blocks, out)
 
@@ -410,15 +307,46 @@ def replay_from(
             alloc = max(alloc, -(-kv_tokens // block))
             nhash = kv_tokens // block
         limit = min((n - 1) // block, nfull)  # vLLM recomputes the last token
-        h = gpu_prefix(keys, lo, limit, cached, blocks, nxt, prv)
+        # GpuBlockPool.find_prefix, then touch: hit blocks leave the free queue.
+        h = 0
+        while h < limit:
+            b = cached[keys[lo + h]]
+            if b < 0:
+                break
+            blocks[h] = b
+            h += 1
+        for j in range(h):
+            _unlink(nxt, prv, blocks[j])
         gpu_hit = h * block
 
-        found = 0
         aligned = 0
+        cpu_tokens = 0
+        found = 0
         nck = nfull // chunk_blocks
-        if has_cpu:
-            found, aligned = cpu_lookup(keys, lo, n, nck, chunk, chunk_blocks, gpu_hit, lmcache, c_in, c_nxt, c_prv, c_sentinel)
-        cpu_tokens = max(0, aligned - gpu_hit)
+        if has_cpu and lmcache:
+            # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            for i in range(found - 1, -1, -1):
+                k = keys[lo + (i + 1) * chunk_blocks - 1]
+                _unlink(c_nxt, c_prv, k)
+                _push_back(c_nxt, c_prv, c_sentinel, k)
+            aligned = min(found * chunk, n - 1)
+            if aligned > gpu_hit:
+                cpu_tokens = aligned - gpu_hit
+        elif has_cpu and nck * chunk > gpu_hit:
+            # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
+            found = 0
+            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                found += 1
+            aligned = nck * chunk if found == nck else found * chunk
+            aligned = min(aligned, n - 1)
+            if aligned > gpu_hit:
+                cpu_tokens = aligned - gpu_hit
+                for i in range(gpu_hit // chunk, -(-aligned // chunk)):
+                    k = keys[lo + (i + 1) * chunk_blocks - 1]
+                    _unlink(c_nxt, c_prv, k)  # ChunkStore.touch: to the back
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
         hit_end = max(gpu_hit, aligned)
 
         # GpuBlockPool.allocate: pop from the front; a cached block popped is evicted (a copy is only dropped).
@@ -434,8 +362,24 @@ def replay_from(
             block_hash[b] = _UNHASHED
             if key == _GENERATED:
                 pass
-            elif copy_top[key] >= 0:
-                drop_copy(b, key, cached, copy_top, copy_prev, copy_next)
+            elif copy_top[key] >= 0:  # GpuBlockPool._drop_copy
+                if cached[key] == b:
+                    t = copy_top[key]
+                    cached[key] = t
+                    copy_top[key] = copy_prev[t]
+                    if copy_prev[t] >= 0:
+                        copy_next[copy_prev[t]] = -1
+                    copy_prev[t] = -1
+                else:
+                    p, q = copy_prev[b], copy_next[b]
+                    if q >= 0:
+                        copy_prev[q] = p
+                    else:
+                        copy_top[key] = p
+                    if p >= 0:
+                        copy_next[p] = q
+                    copy_prev[b] = -1
+                    copy_next[b] = -1
                 continue
             else:
                 cached[key] = -1
@@ -455,13 +399,25 @@ def replay_from(
             key = keys[lo + i]
             block_hash[b] = key
             block_pos[b] = i
-            cache_block(b, key, cached, copy_top, copy_prev, copy_next)
+            if cached[key] >= 0:
+                t = copy_top[key]
+                copy_prev[b] = t
+                copy_next[b] = -1
+                if t >= 0:
+                    copy_next[t] = b
+                copy_top[key] = b
+            else:
+                cached[key] = b
         for i in range(nfull, nhash):  # the generated tokens' full blocks
             b = blocks[i]
             block_hash[b] = _GENERATED
             block_pos[b] = i
 
-        free_blocks(blocks, alloc, nhash, nxt, prv, sentinel)
+        # GpuBlockPool.free (vllm order): unhashed blocks to the front in prompt order, hashed ones to the back tail first.
+        for j in range(alloc - 1, nhash - 1, -1):
+            _push_front(nxt, prv, sentinel, blocks[j])
+        for j in range(nhash - 1, -1, -1):
+            _push_back(nxt, prv, sentinel, blocks[j])
 
         # Engine._write_through and ChunkStore.put_many: chunks holding computed tokens, evicting from the front.
         written = 0
