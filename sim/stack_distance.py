@@ -15,11 +15,12 @@ first references cost one dict store).
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, count
 
 from sim.work import checkpoint
 
@@ -71,52 +72,92 @@ def run_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
     reference of such a run has the same depth (the key at ``p + k`` leaves
     the window as the key at ``t + k - 1`` enters it), and the run kills the
     consecutive positions ``p .. p + L - 1``. So a run costs one depth query
-    and one range update, on a Fenwick tree pair that adds over a range and
-    sums a prefix, instead of one query and one update per reference.
+    and one update instead of one of each per reference.
+
+    The positions a run kills were all live, so killed ranges never overlap,
+    and a query's position ``p`` is live: every range killed so far lies wholly
+    before ``p`` or wholly after it. The dead positions before ``p`` are then
+    the lengths of the ranges that start before it, one Fenwick tree of
+    lengths at range starts. Ids of a trace (an ``array('q')`` of ids from 0 up,
+    not far past its length) index a list of last positions instead of a dict.
     """
     n = len(stream)
-    # Dead positions, 1-based index j = position j - 1: prefix(i) = sum(b1[..i]) * i - sum(b2[..i]).
-    b1 = [0] * (n + 2)
-    b2 = [0] * (n + 2)
+    dead = [0] * (n + 1)  # at index start + 1: the length of the range killed from position start
     depth_count = [0] * (n + 1)
 
     def flush(p: int, length: int, distinct: int) -> None:
-        i, s1, s2 = p, 0, 0
+        i, before = p, 0  # dead positions below p: ranges starting at 0 .. p - 1 (indices 1 .. p)
         while i:
-            s1 += b1[i]
-            s2 += b2[i]
+            before += dead[i]
             i &= i - 1
-        depth_count[distinct - p + s1 * p - s2] += length  # as python_stack_profile: distinct - p + dead before p
-        for start, v1, v2 in ((p + 1, 1, p), (p + length + 1, -1, -(p + length))):  # +1 on indices p+1 .. p+length
-            i = start
-            while i <= n:
-                b1[i] += v1
-                b2[i] += v2
-                i += i & -i
+        depth_count[distinct - p + before] += length  # as python_stack_profile: distinct - p + dead before p
+        i = p + 1
+        while i <= n:
+            dead[i] += length
+            i += i & -i
 
-    last: dict[Hashable, int] = {}
-    get = last.get
-    distinct = run_p = run_len = 0
-    expect = -2  # the previous position that continues the current run
+    ids = stream if _small_ids(stream) else _dense_ids(stream)
+    try:
+        distinct = _runs(ids, flush)  # type: ignore[arg-type]
+    except _SparseIds:
+        depth_count[:] = dead[:] = [0] * (n + 1)
+        distinct = _runs(_dense_ids(stream), flush)
+    return StackProfile(n, distinct, array("q", accumulate(depth_count[: distinct + 1])))
+
+
+class _SparseIds(Exception):
+    """An id too large to index a list of last positions of reasonable size: the ids are renumbered instead."""
+
+
+def _small_ids(stream: Sequence[Hashable]) -> bool:
+    """A 64-bit array with no negative id (each one's sign byte < 0x80, read without making an int of any)."""
+    if not (isinstance(stream, array) and stream.typecode == "q" and stream.itemsize == 8):
+        return False
+    sign = 7 if sys.byteorder == "little" else 0
+    return memoryview(stream).cast("B")[sign::8].tobytes().isascii()
+
+
+def _dense_ids(stream: Sequence[Hashable]) -> array:
+    """Each key renumbered from 0 in order of first reference (the same stack depths), by C loops over the stream."""
+    number = dict(zip(dict.fromkeys(stream), count()))
+    return array("q", map(number.__getitem__, stream))
+
+
+def _runs(ids: array, flush: Callable[[int, int, int], None]) -> int:
+    """The loop over references: each run of re-references, once ended, goes to ``flush(start, length, distinct)``.
+
+    The last positions are a list indexed by id, grown as larger ids come, and
+    ``_SparseIds`` past a few times the stream's length. Returns the number of distinct ids.
+    """
+    n = len(ids)
+    most = 4 * n + 1024
+    last = [-1] * min(n + 1, most)
+    distinct = run_p = 0
+    expect = -2  # the previous position that continues the current run (expect - run_p references so far)
     for base in range(0, n, SLICE):  # the deadline checked a slice at a time, not tested per reference
         checkpoint()
-        for t, key in enumerate(stream[base : base + SLICE], base):
-            p = get(key, -1)
+        for t, key in enumerate(ids[base : base + SLICE], base):
+            try:
+                p = last[key]
+            except IndexError:
+                if key >= most:
+                    raise _SparseIds from None
+                last += [-1] * (min(max(key + 1, 2 * len(last)), most) - len(last))
+                p = -1
             last[key] = t
             if p == expect:
-                run_len += 1
                 expect += 1
                 continue
-            if run_len:
-                flush(run_p, run_len, distinct)
+            if expect > run_p:
+                flush(run_p, expect - run_p, distinct)
             if p < 0:
                 distinct += 1
-                run_len, expect = 0, -2
+                expect = -2
             else:
-                run_p, run_len, expect = p, 1, p + 1
-    if run_len:
-        flush(run_p, run_len, distinct)
-    return StackProfile(n, distinct, array("q", accumulate(depth_count[: distinct + 1])))
+                run_p, expect = p, p + 1
+    if expect > run_p:
+        flush(run_p, expect - run_p, distinct)
+    return distinct
 
 
 def python_stack_profile(stream: Sequence[Hashable]) -> StackProfile:

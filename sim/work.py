@@ -31,9 +31,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sim.chunk_store import CHUNK_POLICIES
-from sim.policies import GPU_POLICY_NAMES
-
 if TYPE_CHECKING:
     from sim.scenario import Scenario
 
@@ -155,6 +152,11 @@ def curve_cost(scenario: Scenario, tier: str, points: int) -> Cost:
 
 def policies_cost(scenario: Scenario) -> Cost:
     """``sim.whatif.compare``: ``gpu`` under each GPU policy, ``gpu+cpu`` under each CPU policy if there is a CPU tier."""
+    # Imported here: every curve and replay reads this module for its costs and checkpoint, and the policy modules
+    # (the GPU pool's free queue, the chunk store's tiers) are a tenth of a small ``kvscope curve``'s start-up.
+    from sim.chunk_store import CHUNK_POLICIES
+    from sim.policies import GPU_POLICY_NAMES
+
     cost = simulation_cost(scenario, runs=("gpu",), records=False).times(len(GPU_POLICY_NAMES) * WHAT_IF_STEPS)
     if scenario.cpu_capacity_tokens is not None:
         cost = cost + simulation_cost(scenario, runs=("gpu+cpu",), records=False).times(len(CHUNK_POLICIES) * WHAT_IF_STEPS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from array import array
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,39 @@ def test_the_run_batched_loop_equals_the_reference_loop(stream: list[int]) -> No
 def test_the_run_batched_loop_equals_the_reference_loop_on_the_sample() -> None:
     stream = open_trace("mooncake-synthetic").block_stream()
     assert run_stack_profile(stream) == python_stack_profile(stream)
+
+
+# The run loop indexes a list by id when the stream is a 64-bit array of ids from 0 up and not far past its length,
+# and renumbers any other stream's keys first (a list of keys, an array with a negative or a huge id): each way
+# must count what the reference loop counts, one reference at a time, on the keys as given.
+ID_SHIFTS = [0, 7, -5, 10**12, 2**62]
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream=rereading_streams(), shift=st.sampled_from(ID_SHIFTS))
+def test_the_run_loop_on_arrays_of_any_ids_equals_the_reference_loop(stream: list[int], shift: int) -> None:
+    keys = [k + shift for k in stream]
+    assert run_stack_profile(array("q", keys)) == python_stack_profile(keys)
+
+
+def test_ids_growing_past_the_first_guess_and_past_the_list_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0 .. 9 then 1,000 .. 1,009 read three times: the list of last positions starts at 61 entries (the stream's
+    # length + 1) and grows to hold id 1,009, within the bound of 4 x 60 + 1,024 = 1,264 entries.
+    from sim import stack_distance
+
+    renumbered: list[int] = []
+    renumber = stack_distance._dense_ids
+    monkeypatch.setattr(stack_distance, "_dense_ids", lambda s: renumbered.append(len(s)) or renumber(s))
+    stream = (list(range(10)) + list(range(1000, 1010))) * 3
+    assert run_stack_profile(array("q", stream)) == python_stack_profile(stream)
+    assert renumbered == []
+    # With id 10**6 in the middle (past 4 x 121 + 1,024 = 1,508) the loop starts again on the keys renumbered.
+    far = stream + [10**6] + stream
+    assert run_stack_profile(array("q", far)) == python_stack_profile(far)
+    assert renumbered == [121]
+
+
+def test_the_sample_read_as_a_list_and_as_an_array_gives_the_reference_curve() -> None:
+    stream = open_trace("mooncake-synthetic").block_stream()
+    reference = python_stack_profile(stream.tolist())
+    assert run_stack_profile(stream) == reference == run_stack_profile(stream.tolist())
