@@ -37,6 +37,7 @@ import os
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import BinaryIO, Literal, overload
 
@@ -301,6 +302,12 @@ def _read(
 ) -> Trace:
     if block_tokens is not None and block_tokens < 1:
         raise TraceError(f"block size must be at least 1 token, got {block_tokens}")
+    if f.seekable():
+        start = f.tell()
+        whole = _read_usual(f, block_tokens, limits, name, fmt)
+        if whole is not None:
+            return whole
+        f.seek(start)
     digest = hashlib.sha256()
     objects = _requests(_lines(f, limits, digest, sized))
     first = next(objects, None)
@@ -321,6 +328,82 @@ def _read(
         name, block, digest.hexdigest(), columns.lines, columns.timestamps_ms, columns.input_tokens,
         columns.output_tokens, columns.offsets, columns.hash_ids, fmt,
     )
+
+
+# A file is read a few MiB at a time by ``_read_usual``: each stretch's lines in one go, the memory they take bounded.
+USUAL_PIECE_BYTES = 4 * 2**20
+
+
+def _read_usual(f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name: str, fmt: TraceFormat | None) -> Trace | None:
+    """The trace, when every line of the file is a Mooncake request in its usual form (``sim.trace_line``) that
+    passes every check; else None, having read some of ``f``, and the line reader reads it again from the start.
+
+    It gives the trace the line reader gives (``_MooncakeParser`` on each line's object), a stretch of lines at a
+    time: all lines here are requests, in the usual form, so none is blank, none is an event, none is longer than a
+    stretch, and none holds a BOM or a NUL byte. Anything the reader would refuse, it leaves to the reader, whose
+    error names the line.
+    """
+    if fmt == "bailian" or limits.max_line_bytes < 2 * USUAL_PIECE_BYTES:
+        return None
+    block = block_tokens or MOONCAKE_BLOCK_TOKENS
+    digest = hashlib.sha256()
+    columns = _Columns()  # arrays, stretch by stretch: a million requests as Python objects would take ~100 MB
+    total, rest = 0, b""
+    while True:
+        piece = f.read(USUAL_PIECE_BYTES)
+        total += len(piece)
+        if total > limits.max_bytes:
+            return None
+        digest.update(piece)
+        if piece:
+            data = rest + piece
+            cut = data.rfind(b"\n") + 1
+            lines, rest = data[:cut], data[cut:]
+            if len(rest) > USUAL_PIECE_BYTES:
+                return None
+        else:
+            lines, rest = rest + b"\n" if rest else b"", b""  # the last line, without its newline
+        parsed = trace_line.parse_lines(lines)
+        if parsed is None or not _usual_requests(parsed, block, limits, columns):
+            return None
+        if not piece:
+            break
+    if not columns.input_tokens:
+        return None
+    return Trace(
+        name, block, digest.hexdigest(), columns.lines, columns.timestamps_ms, columns.input_tokens,
+        columns.output_tokens, columns.offsets, columns.hash_ids, "mooncake",
+    )
+
+
+def _usual_requests(
+    parsed: tuple[list[bytes], list[bytes], list[bytes], list[int], list[int]], block: int, limits: TraceLimits, out: _Columns
+) -> bool:
+    """Append a stretch of lines read by ``trace_line.parse_lines`` to the columns, if ``_MooncakeParser`` would take
+    every one of them (their fields are whole numbers and their ids from 0 up already); False if not."""
+    stamps, input_digits, output_digits, counts, ids = parsed
+    inputs = list(map(int, input_digits))
+    outputs = list(map(int, output_digits))
+    if inputs and (
+        min(inputs) < 1 or max(inputs) > limits.max_input_tokens or max(outputs) > limits.max_input_tokens
+        or counts != [-(-tokens // block) for tokens in inputs]
+        or len(out.hash_ids) + len(ids) > limits.max_blocks
+        or len(out.input_tokens) + len(inputs) > limits.max_requests
+    ):
+        return False
+    try:
+        out.hash_ids.extend(array("q", ids))  # from a list in one C loop, then copied; extend() would iterate the list
+    except OverflowError:  # an id past 2**63 - 1
+        return False
+    first = len(out.input_tokens) + 1  # every line is a request: line numbers follow on
+    out.lines.extend(range(first, first + len(inputs)))
+    out.timestamps_ms.extend(array("d", map(float, map(int, stamps))))  # as the parser's int * 1.0
+    out.input_tokens.extend(array("q", inputs))
+    out.output_tokens.extend(array("q", outputs))
+    if counts:
+        counts[0] += out.offsets[-1]  # running on from the stretches before
+        out.offsets.extend(accumulate(counts))
+    return True
 
 
 def detect_format(obj: dict[str, object], number: int = 1) -> TraceFormat:

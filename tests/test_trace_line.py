@@ -16,6 +16,7 @@ from sim.trace import Trace, TraceError, bundled_trace_path, parse_trace
 def without_quick_path(monkeypatch: pytest.MonkeyPatch, data: bytes, block: int | None = None) -> Trace | str:
     with monkeypatch.context() as m:
         m.setattr(trace_line, "parse", lambda raw: None)
+        m.setattr(trace_line, "parse_lines", lambda chunk: None)  # the whole-file reading too: each line decoded as JSON
         return read(data, block)
 
 
@@ -98,3 +99,54 @@ def test_the_quick_path_takes_the_usual_form_only() -> None:
         usual.replace(b"{", b' {'),  # other spacing
     ):
         assert trace_line.parse(odd) is None, odd
+
+
+# -- the whole file at once (sim.trace._read_usual, trace_line.parse_lines) -------------------------------------------
+
+
+def test_the_sample_is_read_whole_and_gives_the_line_readers_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from sim.trace import TraceLimits, _read_usual
+
+    data = bundled_trace_path("mooncake-synthetic").read_bytes()
+    whole = _read_usual(io.BytesIO(data), None, TraceLimits(), "upload", None)
+    assert whole is not None  # every line of the sample is in the usual form: no line went to the line reader
+    assert read(data) == without_quick_path(monkeypatch, data)
+    # 3,993 requests (wc -l of the file), ids numbered from 0 (its first line: [0, 1, ..., 78]).
+    assert len(whole) == 3993 and whole.hash_ids[:79].tolist() == list(range(79))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.lists(lines(), min_size=1, max_size=8),
+    block=st.sampled_from([4, 8]),
+    end=st.sampled_from([b"", b"\n"]),
+    piece=st.sampled_from([48, 100, 4 * 2**20]),
+)
+def test_stretches_of_lines_read_and_err_as_each_line_decoded(body: list[bytes], block: int, end: bytes, piece: int) -> None:
+    # The file read a few bytes at a time (48: most lines span two stretches), with or without a last newline:
+    # the trace, or the error with its line and field, of decoding each line as JSON.
+    data = b"\n".join(body) + end
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr("sim.trace.USUAL_PIECE_BYTES", piece)
+        assert read(data, block) == without_quick_path(m, data, block)
+
+
+def test_parse_lines_takes_only_files_of_usual_lines() -> None:
+    usual = json.dumps({"timestamp": 3, "input_length": 9, "output_length": 0, "hash_ids": [0, 7, 12]}).encode() + b"\n"
+    empty_ids = json.dumps({"timestamp": 3, "input_length": 9, "output_length": 0, "hash_ids": []}).encode() + b"\n"
+    # Timestamps, lengths (as digits), ids a line, then every id: [0, 7, 12], [], [0, 7, 12].
+    assert trace_line.parse_lines(usual + empty_ids + usual) == (
+        [b"3"] * 3, [b"9"] * 3, [b"0"] * 3, [3, 0, 3], [0, 7, 12, 0, 7, 12]
+    )
+    for odd in (
+        usual + b"\n",  # a blank line
+        b" " + usual,  # a line that starts otherwise
+        usual.replace(b"[0,", b"[00,"),  # a leading zero
+        usual.replace(b"12]", b"12,]"),  # a trailing comma
+        usual.replace(b"[0, 7, 12]", b"[ ]"),  # no id, no comma: one blank counted as an id if unchecked
+        usual.replace(b"}", b"}x"),  # more after the object
+        usual.replace(b"\n", b"\r") + usual,  # two lines to the line reader, which splits at newlines only
+    ):
+        assert trace_line.parse_lines(odd) is None, odd
