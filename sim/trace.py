@@ -19,7 +19,9 @@ so the reader chains them: a block's key is a fresh integer per distinct
 Mooncake's ids.
 
 The reader only reads: a file is read one line at a time (a line longer than
-``max_line_bytes`` is refused by its number without being held), every line is
+``max_line_bytes`` is refused by its number without being held), or, when
+every line is a Mooncake request in its usual form, a few MiB of lines at a
+time with one pattern search and one JSON decode each; every line is
 checked against the limits, and the requests are kept as columns of machine
 integers (``array``), not Python objects, so that ten million block ids take
 80 MB rather than half a GB. Turning a trace into requests for the tiers is
