@@ -124,7 +124,8 @@ def _dense_ids(stream: Sequence[Hashable]) -> array:
 
 
 def _runs(ids: array, flush: Callable[[int, int, int], None]) -> int:
-    """The loop over references: each run of re-references, once ended, goes to ``flush(start, length, distinct)``.
+    """The loop over references: each run of re-references, once ended, goes to ``flush(start, length, distinct)``;
+    a run of first references only adds to the distinct count (a new request's new blocks come in such runs).
 
     The last positions are a list indexed by id, grown as larger ids come, and
     ``_SparseIds`` past a few times the stream's length. Returns the number of distinct ids.
@@ -132,8 +133,10 @@ def _runs(ids: array, flush: Callable[[int, int, int], None]) -> int:
     n = len(ids)
     most = 4 * n + 1024
     last = [-1] * min(n + 1, most)
-    distinct = run_p = 0
-    expect = -2  # the previous position that continues the current run (expect - run_p references so far)
+    distinct = 0
+    # The current run: from position run_t, re-reading from position run_p on, or first references (run_p -1, which
+    # each first reference continues: its last position is -1 too). expect: the last position that continues it.
+    run_t, run_p, expect = 0, -1, -2
     for base in range(0, n, SLICE):  # the deadline checked a slice at a time, not tested per reference
         checkpoint()
         for t, key in enumerate(ids[base : base + SLICE], base):
@@ -146,17 +149,18 @@ def _runs(ids: array, flush: Callable[[int, int, int], None]) -> int:
                 p = -1
             last[key] = t
             if p == expect:
-                expect += 1
+                if p >= 0:
+                    expect += 1
                 continue
-            if expect > run_p:
-                flush(run_p, expect - run_p, distinct)
-            if p < 0:
-                distinct += 1
-                expect = -2
+            if run_p >= 0:
+                flush(run_p, t - run_t, distinct)
             else:
-                run_p, expect = p, p + 1
-    if expect > run_p:
-        flush(run_p, expect - run_p, distinct)
+                distinct += t - run_t
+            run_t, run_p, expect = t, p, p + 1 if p >= 0 else -1
+    if run_p >= 0:
+        flush(run_p, n - run_t, distinct)
+    else:
+        distinct += n - run_t
     return distinct
 
 
