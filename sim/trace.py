@@ -20,7 +20,7 @@ Mooncake's ids.
 
 The reader only reads: a file is read one line at a time (a line longer than
 ``max_line_bytes`` is refused by its number without being held), or, when
-every line is a Mooncake request in its usual form, a few MiB of lines at a
+every line is a Mooncake request in its usual form, a MiB of lines at a
 time with one pattern search and one JSON decode each; every line is
 checked against the limits, and the requests are kept as columns of machine
 integers (``array``), not Python objects, so that ten million block ids take
@@ -332,8 +332,9 @@ def _read(
     )
 
 
-# A file is read a few MiB at a time by ``_read_usual``: each stretch's lines in one go, the memory they take bounded.
-USUAL_PIECE_BYTES = 4 * 2**20
+# A file is read a MiB at a time by ``_read_usual``: each stretch's lines in one go, the memory they take bounded
+# (~10 MB of bytes, ints and lists a stretch; 4 MiB stretches doubled the peak of reading a 40 MB trace, measured).
+USUAL_PIECE_BYTES = 2**20
 
 
 def _read_usual(f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name: str, fmt: TraceFormat | None) -> Trace | None:
@@ -341,11 +342,12 @@ def _read_usual(f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name
     passes every check; else None, having read some of ``f``, and the line reader reads it again from the start.
 
     It gives the trace the line reader gives (``_MooncakeParser`` on each line's object), a stretch of lines at a
-    time: all lines here are requests, in the usual form, so none is blank, none is an event, none is longer than a
-    stretch, and none holds a BOM or a NUL byte. Anything the reader would refuse, it leaves to the reader, whose
-    error names the line.
+    time: all lines here are requests, in the usual form, so none is blank, none is an event, and none holds a BOM
+    or a NUL byte; a line may run on over stretches up to the line limit. Anything the reader would refuse, it
+    leaves to the reader, whose error names the line.
     """
-    if fmt == "bailian" or limits.max_line_bytes < 2 * USUAL_PIECE_BYTES:
+    cap = limits.max_line_bytes
+    if fmt == "bailian" or cap < USUAL_PIECE_BYTES:  # so that no line within one stretch can be over the limit
         return None
     block = block_tokens or MOONCAKE_BLOCK_TOKENS
     digest = hashlib.sha256()
@@ -358,10 +360,12 @@ def _read_usual(f: BinaryIO, block_tokens: int | None, limits: TraceLimits, name
             return None
         digest.update(piece)
         if piece:
-            data = rest + piece
+            data = rest + piece if rest else piece
             cut = data.rfind(b"\n") + 1
+            if rest and cut and data.find(b"\n") > cap:  # the line run on from the stretch before is over the limit
+                return None
             lines, rest = data[:cut], data[cut:]
-            if len(rest) > USUAL_PIECE_BYTES:
+            if len(rest) > cap:  # a line that has not ended within the limit
                 return None
         else:
             lines, rest = rest + b"\n" if rest else b"", b""  # the last line, without its newline

@@ -150,3 +150,39 @@ def test_parse_lines_takes_only_files_of_usual_lines() -> None:
         usual.replace(b"\n", b"\r") + usual,  # two lines to the line reader, which splits at newlines only
     ):
         assert trace_line.parse_lines(odd) is None, odd
+
+
+@pytest.mark.parametrize("cap", [165, 166, 200, 400])
+def test_a_line_over_several_stretches_meets_the_line_limit_as_the_line_reader_does(monkeypatch: pytest.MonkeyPatch, cap: int) -> None:
+    # Stretches of 64 bytes; the second line is 166 bytes before its newline, over three stretches: read within a
+    # limit of 166 or more, refused by its number under it, as the line reader has it.
+    import io
+
+    from sim.trace import TraceLimits, _read_usual
+
+    short = json.dumps({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [5]}).encode()
+    long = json.dumps({"timestamp": 1, "input_length": 24, "output_length": 1, "hash_ids": list(range(10, 34))}).encode()
+    # '{"timestamp": 1, ' 17 + '"input_length": 24, ' 20 + '"output_length": 1, ' 20 + '"hash_ids": [' 13, then 24
+    # two-digit ids and 23 ", " (94), then "]}" (2): 166.
+    assert len(long) == 166
+    data = b"\n".join([short, long, short]) + b"\n"
+
+    def outcome() -> object:
+        try:
+            t = parse_trace(data, 1, TraceLimits(max_line_bytes=cap))
+        except TraceError as exc:
+            return str(exc)
+        return t.hash_ids.tolist(), t.offsets.tolist(), t.sha256
+
+    monkeypatch.setattr("sim.trace.USUAL_PIECE_BYTES", 64)
+    quick = outcome()
+    # Read in stretches when within the limit; left to the line reader otherwise.
+    assert (_read_usual(io.BytesIO(data), 1, TraceLimits(max_line_bytes=cap), "t", None) is not None) == (cap >= 166)
+    with monkeypatch.context() as m:
+        m.setattr(trace_line, "parse", lambda raw: None)
+        m.setattr(trace_line, "parse_lines", lambda chunk: None)
+        assert quick == outcome()
+    if cap >= 166:
+        assert quick[:2] == ([5, *range(10, 34), 5], [0, 1, 25, 26])  # type: ignore[index]
+    else:
+        assert quick == "line 2: the line is longer than 165 bytes (the limit)"
