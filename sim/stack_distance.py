@@ -79,7 +79,8 @@ def run_stack_profile(stream: Sequence[Hashable]) -> StackProfile:
     before ``p`` or wholly after it. The dead positions before ``p`` are then
     the lengths of the ranges that start before it, one Fenwick tree of
     lengths at range starts. Ids of a trace (an ``array('q')`` of ids from 0 up,
-    not far past its length) index a list of last positions instead of a dict.
+    not far past its length) index a list of last positions, faster than a
+    dict; any other keys are renumbered from 0 first (``_dense_ids``).
     """
     n = len(stream)
     dead = [0] * (n + 1)  # at index start + 1: the length of the range killed from position start
@@ -135,7 +136,8 @@ def _runs(ids: array, flush: Callable[[int, int, int], None]) -> int:
     last = [-1] * min(n + 1, most)
     distinct = 0
     # The current run: from position run_t, re-reading from position run_p on, or first references (run_p -1, which
-    # each first reference continues: its last position is -1 too). expect: the last position that continues it.
+    # each first reference continues: its last position is -1 too). expect: the last position that continues it,
+    # that is the position after the previous reference's last one (-1 throughout a run of first references).
     run_t, run_p, expect = 0, -1, -2
     for base in range(0, n, SLICE):  # the deadline checked a slice at a time, not tested per reference
         checkpoint()
