@@ -72,8 +72,12 @@ def curve_arguments(args: list[str]) -> tuple[str, int] | None:
 def _quick_curve(args: list[str]) -> bool:
     """Print ``kvscope curve TRACE --json``'s output and return True, or return False having printed nothing."""
     parsed = curve_arguments(args)
-    # Shell completion (click's _KVSCOPE_COMPLETE) is click's to answer; so is an absent stdout, which click.echo skips.
-    if parsed is None or sys.stdout is None or any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+    # Shell completion (click's _KVSCOPE_COMPLETE) is click's to answer; so is an absent stdout, which click.echo
+    # skips, and any command line on Windows, where click expands wildcards in the arguments.
+    if (
+        parsed is None or sys.stdout is None or os.name == "nt"
+        or any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+    ):
         return False
     trace, points = parsed
     _import_dataclasses_without_inspect()
