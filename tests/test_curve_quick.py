@@ -123,6 +123,7 @@ def test_a_bailian_trace_is_read_as_click_reads_it(tmp_path: Path) -> None:
         (None, ["curve", "mooncake-synthetic"], {}),  # the table, not JSON: click's
         (None, ["curve", "mooncake-synthetic", "--json"], {"KVSCOPE_CLI_BUDGET": "work=1000"}),  # over the budget
         (None, ["curve", "mooncake-synthetic", "--json"], {"KVSCOPE_CLI_BUDGET": "work=lots"}),  # a bad budget
+        (None, ["curve", "mooncake-synthetic", "--json"], {"_KVSCOPE_COMPLETE": "bash_source"}),  # shell completion
         (None, ["curve", "--json"], {}),  # no trace: a scenario's curve
         (None, ["curve", "mooncake-synthetic", "--json", "--format", "bailian"], {}),
         (None, ["curve", "-h"], {}),
