@@ -76,3 +76,53 @@ def test_the_last_evictions_stay_as_ghosts_joined_to_their_cpu_copy(page: Page, 
     )
     for x_in_tile, width, y_off in ends:
         assert 0 <= x_in_tile <= width and abs(y_off) < 1
+
+
+def _label_pixels(page: Page, lane: str) -> list[bytes]:
+    """Screenshots of each word of the CPU tier's head (its name, fill and fit) in one lane."""
+    labels = page.locator(f'.lane[data-run="{lane}"] .tier[data-tier="cpu"] .tier-head > span')
+    assert labels.count() == 3
+    return [labels.nth(i).screenshot(animations="disabled") for i in range(labels.count())]
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (1024, 768)], ids=["1440x900", "1024x768"])
+def test_the_lines_to_the_cpu_never_draw_over_its_labels(page: Page, live_server: str, width: int, height: int) -> None:
+    """The seed lab's end: three GPU ghosts of gpu+cpu, all still in CPU, whose lines run down to CPU tiles across the
+    CPU tier's head (its name, "48,640 / 56,173 tokens" and "256-token chunks · holds 11.2 prompts"). Each label must
+    look the same with the lines drawn and with them hidden: a line may pass behind a label, never through its words."""
+    page.set_viewport_size({"width": width, "height": height})
+    run_capturing(page, live_server)
+    lines = page.locator('.lane[data-run="gpu+cpu"] svg.relations line')
+    expect(lines).to_have_count(3)
+    page.locator('.lane[data-run="gpu+cpu"]').scroll_into_view_if_needed()
+    # The lines do cross the head's box (else this test could not fail): some line spans its top and bottom edges.
+    crossing = page.evaluate(
+        """() => { const lane = document.querySelector('.lane[data-run="gpu+cpu"]'); const box = lane.getBoundingClientRect();
+            const head = lane.querySelector('.tier[data-tier="cpu"] .tier-head').getBoundingClientRect();
+            return [...lane.querySelectorAll('svg.relations line')].some(l =>
+              Number(l.getAttribute('y1')) + box.top < head.top && Number(l.getAttribute('y2')) + box.top > head.bottom); }"""
+    )
+    assert crossing
+    drawn = _label_pixels(page, "gpu+cpu")
+    page.evaluate("""document.querySelector('.lane[data-run="gpu+cpu"] svg.relations').style.visibility = 'hidden'""")
+    assert _label_pixels(page, "gpu+cpu") == drawn
+
+
+def test_on_a_phone_every_ghost_and_total_is_whole(page: Page, live_server: str) -> None:
+    """At 390 px a lane is about 300 px wide: three ghosts ("5 ← req 30 · in CPU" is about 120 px) do not fit one row, and
+    four totals side by side leave about 70 px each, too few for "3,438 ms". Ghosts wrap onto a second row, totals go
+    two by two: nothing is cut at the strip's edge, and each number stays on one line."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    run_capturing(page, live_server)
+    cut = page.evaluate(
+        """[...document.querySelectorAll('.ghosts')].flatMap(strip => { const s = strip.getBoundingClientRect();
+             return [...strip.children].filter(g => { const r = g.getBoundingClientRect(); return r.right > s.right + 0.5 || r.left < s.left - 0.5; })
+               .map(g => g.textContent); })"""
+    )
+    assert cut == []
+    assert page.locator('.lane[data-run="gpu+cpu"] .tier[data-tier="gpu"] .ghost').count() == GHOSTS
+    wrapped = page.evaluate(
+        """[...document.querySelectorAll('.lane-totals dd')].filter(dd => { const r = document.createRange(); r.selectNodeContents(dd);
+             return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; }).map(dd => dd.textContent)"""
+    )
+    assert wrapped == []
