@@ -57,7 +57,7 @@
     const layout = plot.layout(el, {
       ...TITLED, height: 380, shapes, annotations,
       title: { text: hits ? `${curve.tier === "gpu" ? "GPU" : "CPU"} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
-      xaxis: { title: { text: curve.x_title } },
+      xaxis: { title: { text: curve.x_title }, rangemode: "tozero" }, // from 0: the smallest capacity has a tick left of it
       yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
@@ -82,7 +82,8 @@
     ];
     const layout = plot.layout(el, {
       ...TITLED, height: 360, title: { text: "Cost against predicted p90 TTFT", font: { size: 14 } },
-      xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" } },
+      // From 0: Plotly's own range starts just left of the cheapest point with its first tick beyond it, unlabelled.
+      xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, rangemode: "tozero" },
       yaxis: { title: { text: "p90 TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
