@@ -205,3 +205,39 @@ def test_a_kvscope_live_run_replays_in_the_live_panel(page: Page, tmp_path: Path
         expect(page.locator("[data-role=kept-live-run]")).to_contain_text("Kept live run 1")
         expect(page.locator("#live-status")).to_have_text("Done: 6 requests measured on gpu.", timeout=30_000)
         assert page.evaluate("document.getElementById('live-chart').data[0].y") == measured
+
+
+# The pieces of each runs-table cell that must never be broken across lines: words, and the parts of a comma list
+# ("forward,forward,reverse" may wrap after a comma). For each, whether its text's boxes sit on more than one line.
+BROKEN_WORDS = """() => { const broken = [];
+  for (const cell of document.querySelectorAll('#runs-list-box td')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/[^\\s,]+,?/g)) {
+        const r = document.createRange(); r.setStart(node, m.index); r.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(c => c.width > 0).map(c => Math.round(c.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken; }"""
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (390, 844)], ids=["1024x768", "390x844"])
+def test_the_list_wraps_between_words(page: Page, url: str, width: int, height: int) -> None:
+    """At 1024 wide the Runs area is about 640 px and its scenario column was squeezed to 60 px: "forward,forward,reverse"
+    came out as "forward,for / ward,revers / e" and the date as "2026-12- / 01". Words stay whole at every width."""
+    httpx.post(f"{url}/api/simulate", json={"passes": "forward,forward,reverse"}, timeout=60)
+    page.set_viewport_size({"width": width, "height": height})
+    open_page(page, url + "/")
+    row = page.locator("#runs-list-box tr[data-run]").first
+    expect(row).to_contain_text("forward,forward,reverse")
+    assert page.evaluate(BROKEN_WORDS) == []
+    # Every row stays a readable height: no cell squeezed into a column of a word or two per line. The scenario,
+    # "10 docs x 5,011 tok · GPU 21,520 tok · CPU 1.5 GiB · forward,forward,reverse", takes five lines at most.
+    line = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#runs-list-box td')).lineHeight)")
+    heights = page.eval_on_selector_all("#runs-list-box tr[data-run]", "rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert max(heights) <= 5 * line + 12, (heights, line)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    if width >= 1024:  # the whole list fits the area: Open and Delete in view without scrolling it sideways
+        assert page.evaluate("(w => w.scrollWidth <= w.clientWidth)(document.querySelector('#runs-list-box .table-wrap'))")

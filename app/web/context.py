@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from starlette.types import ASGIApp
 
 from app.budgets import web_budget
@@ -56,9 +58,14 @@ def times(value: float | None) -> str:
     return f"{value:.2f}x" if value < 2 else f"{value:.1f}x"
 
 
+def list_breaks(value: str) -> Markup:
+    """A line may break after the comma of a list (``forward,<wbr>reverse``), not after a thousands comma (``2,000``)."""
+    return Markup(re.sub(r",(?=[^\d\s])", ",<wbr>", str(escape(value))))
+
+
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=TEMPLATES_DIR)
-    templates.env.filters.update(tokens=tokens, ms=ms, times=times)
+    templates.env.filters.update(tokens=tokens, ms=ms, times=times, list_breaks=list_breaks)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
     causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
     templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL,
