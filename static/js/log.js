@@ -1,6 +1,6 @@
 // The event log: one line in words per request and configuration, newest first, e.g.
 // "req 11 · pass 2 · doc 0: GPU miss, CPU hit: loaded 4,864 tokens (19 chunks), computed 160 tokens
-//  (partial-chunk 160); evicted doc 5 head, 1,408 tokens; doc 6 tail, 3,616 tokens · TTFT 48.7 ms".
+//  (160 past the last full chunk); evicted doc 5 head, 1,408 tokens; doc 6 tail, 3,616 tokens · TTFT 48.7 ms".
 // Clicking a line explains that request's misses (its `explain` event) and marks the lines of the
 // requests that evicted its tokens.
 (() => {
@@ -14,6 +14,15 @@
   let explained = new Map(); // "run seq" -> its explain event
 
   const docName = (doc) => (doc < 0 ? "the shared prefix" : `doc ${doc}`);
+
+  // A cause in words, from its label (sim/explain/causes.py's LABELS, on the log's data-causes), never its code key:
+  // "5,008 evicted", "160 past the last full chunk"; a label that names a thing ("the last token") takes "for".
+  let labels = null;
+  function causeWords(cause, amount) {
+    labels ??= new Map(JSON.parse(document.getElementById("event-log")?.dataset.causes ?? "[]").map((c) => [c.name, c.label]));
+    const label = labels.get(cause) ?? cause;
+    return `${amount} ${label.startsWith("the ") ? `for ${label}` : label}`;
+  }
 
   function reset(e) {
     pending = new Map();
@@ -41,7 +50,7 @@
     }
     const why = events.find((e) => e.type === "explain");
     if (ttft?.computed_tokens) {
-      const causes = why ? Object.entries(why.computed).map(([c, t]) => `${c} ${fmt.format(t)}`).join(", ") : "";
+      const causes = why ? Object.entries(why.computed).map(([c, t]) => causeWords(c, fmt.format(t))).join(", ") : "";
       parts.push(`computed ${fmt.format(ttft.computed_tokens)} tokens${causes ? ` (${causes})` : ""}`);
     }
     let text = `req ${request.seq + 1} · pass ${request.pass} · ${docName(request.doc)}: ${parts.join(", ")}`;
@@ -56,7 +65,7 @@
 
   function causeText(map, entries) {
     return Object.entries(map).map(([cause, tokens]) => {
-      let text = `${fmt.format(tokens)} tokens ${cause}`;
+      let text = causeWords(cause, `${fmt.format(tokens)} tokens`);
       if (cause === "evicted") {
         text += entries.map((e) => ` from ${TIER[e.tier] ?? e.tier} by ${e.by.map((b) => `req ${b.seq + 1}`).join(", ")}`).join(";");
       }
