@@ -202,3 +202,19 @@ def test_skip_link_and_event_log_from_the_keyboard(page: Page, live_server: str)
     log.focus()
     page.keyboard.press("End")
     page.wait_for_function("() => document.getElementById('event-log').scrollTop > 0")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (390, 844)], ids=["1440x900", "390x844"])
+def test_cause_bars_are_named_without_overlap(page: Page, live_server: str, width: int, height: int) -> None:
+    """Six bars (3 passes x 2 configurations) named "pass N · config": their names were rotated 30 degrees, overlapped
+    each other on a phone and ran past the chart's right edge at 1440. Each name is level, apart from its neighbours and
+    inside the chart."""
+    run_seed_lab(page, live_server, width, height)
+    page.wait_for_function("() => document.querySelectorAll('#causes-chart .xtick text').length === 6")
+    boxes = page.evaluate("[...document.querySelectorAll('#causes-chart .xtick text')].map(t => t.getBoundingClientRect().toJSON())")
+    svg = page.evaluate("document.querySelector('#causes-chart svg.main-svg').getBoundingClientRect().toJSON()")
+    for i, a in enumerate(boxes):
+        assert svg["left"] <= a["left"] and a["right"] <= svg["right"], (a, svg)
+        assert a["height"] > a["width"] / 3 or a["width"] < 80, a  # not one long rotated line
+        for b in boxes[i + 1:]:
+            assert a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"], (a, b)

@@ -25,7 +25,9 @@
     const layout = plot.layout(div, {
       barmode: "stack", height, margin: { t: 60, b: 60 },
       yaxis: { title: { text: "computed tokens" }, rangemode: "tozero" },
-      xaxis: { type: "category" },
+      // Each bar's name on two level lines ("pass 2" over "gpu+cpu"): six names side by side fit a phone's width,
+      // where rotated ones overlapped each other and ran past the chart's right edge.
+      xaxis: { type: "category", tickangle: 0, tickvals: x, ticktext: x.map((l) => l.replace(" · ", "<br>")) },
       shapes: bars.filter((b) => b.floor !== undefined).map((b) => ({
         type: "rect", xref: "x", yref: "y", x0: bars.indexOf(b) - 0.45, x1: bars.indexOf(b) + 0.45, y0: 0, y1: b.floor,
         line: { color: palette.ink(), width: 1, dash: "dot" },
