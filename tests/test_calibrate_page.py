@@ -192,3 +192,17 @@ def test_a_fit_the_measurements_cannot_determine_is_flagged_with_what_would_dete
     expect(page.locator("#calibrate-identifiability")).to_contain_text("1 request shape for 3 constants (rank 1)")
     expect(page.locator("#calibrate-identifiability li").first).to_contain_text("overhead_ms is not determined")
     expect(page.locator('#calibrate-constants tr[data-name="store_ms_per_token"] [data-undetermined]')).to_have_text("not determined")
+
+
+def test_the_fitted_constants_fit_the_panel_at_1024(page: Page, live_server: str, chosen_run: tuple[Path, Path]) -> None:
+    """At 1024 wide the analysis area is about 640 px: the constants table's last column ("writing one computed token
+    through to CPU", "loading one token of KV from disk" and its "not in the data" tag) was one line each and ran out
+    of the box. It wraps as prose, so the whole table is in view."""
+    run, _ = chosen_run
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, live_server)
+    page.set_input_files("#calibrate-file", str(run))
+    page.click("#calibrate-form button[type=submit]")
+    expect(page.locator('#calibrate-constants tr[data-name="load_disk_ms_per_token"]')).to_contain_text("not in the data")
+    box = page.locator("#calibrate-constants").locator("xpath=..")
+    assert box.evaluate("w => w.scrollWidth <= w.clientWidth"), box.evaluate("w => [w.scrollWidth, w.clientWidth]")
