@@ -16,6 +16,17 @@ def open_area(page: Page, url: str, width: int = 1440, height: int = 900) -> Non
     expect(page.locator("#advise-form")).to_be_visible()
 
 
+def corner_zeros_apart(page: Page, chart: str) -> bool:
+    """Whether the x axis's "0" and the y axis's "0" (both axes start at 0) are drawn apart in the corner."""
+    return page.evaluate(
+        """(id) => { const el = document.getElementById(id);
+             const zero = (axis) => [...el.querySelectorAll(`.${axis}tick text`)].find(t => t.textContent === '0')?.getBoundingClientRect();
+             const x = zero('x'), y = zero('y');
+             return Boolean(x && y) && (x.left >= y.right || y.left >= x.right || x.top >= y.bottom || y.top >= x.bottom); }""",
+        chart,
+    )
+
+
 def x_ticks_and_points(page: Page, chart: str) -> tuple[list[float], list[float]]:
     """The x-axis tick labels drawn in `chart` (as numbers) and the x of every point of its data."""
     return page.evaluate(
@@ -45,6 +56,7 @@ def test_the_advisor_uses_the_whole_width_and_labels_its_cheapest_point(page: Pa
     ticks, xs = x_ticks_and_points(page, "advise-pareto")
     assert min(xs) < 0.2, xs
     assert any(t <= min(xs) for t in ticks), (ticks, min(xs))
+    assert corner_zeros_apart(page, "advise-pareto")
     # At 1440 wide the table of candidates (eleven columns) fits the panel without scrolling sideways.
     if width >= 1440:
         assert page.evaluate("(w => w.scrollWidth <= w.clientWidth)(document.getElementById('advise-table').closest('.table-wrap'))")
@@ -60,3 +72,4 @@ def test_the_capacity_curves_label_the_smallest_capacity(page: Page, live_server
     ticks, xs = x_ticks_and_points(page, "capacity-hits")
     assert min(xs) < 10_000, xs
     assert any(t <= min(xs) for t in ticks), (ticks, min(xs))
+    assert corner_zeros_apart(page, "capacity-hits")

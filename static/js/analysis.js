@@ -57,7 +57,7 @@
     const layout = plot.layout(el, {
       ...TITLED, height: 380, shapes, annotations,
       title: { text: hits ? `${curve.tier === "gpu" ? "GPU" : "CPU"} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
-      xaxis: { title: { text: curve.x_title }, rangemode: "tozero" }, // from 0: the smallest capacity has a tick left of it
+      xaxis: { title: { text: curve.x_title }, range: plot.fromZero([...curve.lines.flatMap((l) => l.x), ...curve.marks.map((m) => m.x)]) }, // the smallest capacity has a tick left of it
       yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
@@ -83,7 +83,7 @@
     const layout = plot.layout(el, {
       ...TITLED, height: 360, title: { text: "Cost against predicted p90 TTFT", font: { size: 14 } },
       // From 0: Plotly's own range starts just left of the cheapest point with its first tick beyond it, unlabelled.
-      xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, rangemode: "tozero" },
+      xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, range: plot.fromZero(traces.flatMap((t) => t.x)) },
       yaxis: { title: { text: "p90 TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);

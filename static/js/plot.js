@@ -28,6 +28,13 @@
     return out;
   }
 
+  /** An x range from 0 to the largest of `values`, padded a little each side: the 0 tick is labelled (the smallest
+   *  value has a tick at or left of it) and stands clear of the y axis's own 0 in the corner. */
+  function fromZero(values) {
+    const top = Math.max(0, ...values.filter(Number.isFinite));
+    return top > 0 ? [-0.03 * top, 1.04 * top] : undefined;
+  }
+
   /** Plotly.newPlot, then room for a legend that wrapped onto more rows than the top margin holds (on a phone):
    *  the top margin grows until the legend clears the title. */
   function draw(div, traces, own) {
@@ -114,5 +121,5 @@
   /** Resolves once every queued update is drawn. */
   function settled() { return pending.size ? new Promise((resolve) => waiters.push(resolve)) : Promise.resolve(); }
 
-  window.kvscope = { ...window.kvscope, plot: { layout, config, draw, extend, redraw, drain, busy, settled } };
+  window.kvscope = { ...window.kvscope, plot: { layout, config, draw, fromZero, extend, redraw, drain, busy, settled } };
 })();
