@@ -255,6 +255,35 @@ def test_a_live_seed_lab_run_from_the_page(page: Page, app_url: str, artifacts: 
     page.screenshot(path=str(artifacts / "live-seed-lab.png"), full_page=True)
 
 
+def _apart(a: dict, b: dict) -> bool:
+    return a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (390, 844)], ids=["1440x900", "390x844"])
+def test_the_live_panel_fits_and_its_legend_clears_the_pass_labels(page: Page, app_url: str, width: int, height: int) -> None:
+    """The live chart's pass labels sat on the plot's top edge, under its legend ("pass 1 · forward" across "gpu
+    measured"); on a phone the targets table and the preset's long name made the page 519 px wide. Four documents:
+    three passes of four requests each."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(app_url + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    expect(page.locator("#live-targets .live-up").first).to_be_visible()
+    page.uncheck('#live-targets input[value="down"]')
+    page.fill("#live-docs", "4")
+    page.get_by_role("button", name="Run live").click()
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    labels = page.evaluate("[...document.querySelectorAll('#live-chart .annotation')].map(a => a.getBoundingClientRect().toJSON())")
+    legend = page.evaluate("document.querySelector('#live-chart .legend').getBoundingClientRect().toJSON()")
+    assert len(labels) == 3
+    for label in labels:
+        assert _apart(label, legend), (label, legend)
+    for i, a in enumerate(labels):  # on a phone too, each label clears the next
+        for b in labels[i + 1:]:
+            assert _apart(a, b), (a, b)
+
+
 @pytest.mark.browser
 def test_the_live_panel_is_keyboard_operable(page: Page, app_url: str) -> None:
     page.goto(app_url + "/")

@@ -32,13 +32,7 @@
         marker: { symbol, color: palette.key(), size: 9 }, hoverinfo: "skip",
       });
     }
-    // Pass labels sit inside the plot's top edge; the legend goes above it (plot.layout).
-    const marks = window.kvscope.passMarks(passes);
-    const narrow = div.clientWidth < 560; // "pass 1 · forward" does not fit ten requests' width on a phone
-    for (const a of marks.annotations) {
-      Object.assign(a, { y: 1, yanchor: "top", font: { size: 11, color: palette.inkSoft() } });
-      if (narrow) a.text = a.text.split(" · ")[0];
-    }
+    const marks = window.kvscope.passMarks(passes, div); // labels inside the plot's top edge, the legend above it
     const layout = plot.layout(div, {
       height: 360, margin: { t: 64 },
       xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },

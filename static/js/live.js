@@ -49,7 +49,7 @@
       height: 340, margin: { t: 64 },
       xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true },
-      ...window.kvscope.passMarks(passes),
+      ...window.kvscope.passMarks(passes, chart),
     }), plot.config);
   }
 
