@@ -241,3 +241,24 @@ def test_the_list_wraps_between_words(page: Page, url: str, width: int, height: 
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     if width >= 1024:  # the whole list fits the area: Open and Delete in view without scrolling it sideways
         assert page.evaluate("(w => w.scrollWidth <= w.clientWidth)(document.querySelector('#runs-list-box .table-wrap'))")
+
+
+def test_two_runs_compared_on_a_phone_keep_each_cell_on_one_line(page: Page, url: str) -> None:
+    """At 390 px the pass-by-pass table squeezed its cells: "1 / forward", "21,376 / / 21,376" on two or three lines,
+    rows three lines tall. Each cell is one line; the table scrolls in its own box and the page stays 390 wide."""
+    for cpu in (1.5, 0.5):
+        httpx.post(f"{url}/api/simulate", json={"passes": "forward,forward,reverse", "cpu_gb": cpu}, timeout=60)
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, url + "/")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(2)
+    for i in (0, 1):
+        page.locator("#runs-list-box input[name=pick]").nth(i).check()
+    page.locator("#runs-compare [data-role=compare]").click()
+    table = page.locator("[data-role=pass-table]")
+    expect(table.locator("tbody tr")).to_have_count(6)
+    wrapped = table.evaluate(
+        """t => [...t.querySelectorAll('tbody td')].filter(td => { const r = document.createRange(); r.selectNodeContents(td);
+             return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; }).map(td => td.textContent.trim())"""
+    )
+    assert wrapped == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
