@@ -218,3 +218,17 @@ def test_cause_bars_are_named_without_overlap(page: Page, live_server: str, widt
         assert a["height"] > a["width"] / 3 or a["width"] < 80, a  # not one long rotated line
         for b in boxes[i + 1:]:
             assert a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"], (a, b)
+
+
+def test_phone_legends_are_compact_and_whole(page: Page, live_server: str) -> None:
+    """At 390 px Plotly gave every legend entry the width of the longest, one per row: the TTFT chart's six entries
+    (gpu, gpu+cpu and four prompt sources) took six rows above a plot of about the same height. They go two to a row
+    where the longest fits half the width, and no entry is cut at the chart's edge (the cause chart's "past the last
+    full chunk" does not fit half, so that legend keeps one entry per row)."""
+    run_seed_lab(page, live_server, 390, 844)
+    for chart in ("#ttft-chart", "#causes-chart"):
+        right = page.evaluate(f"document.querySelector('{chart} svg.main-svg').getBoundingClientRect().right")
+        texts = page.evaluate(f"[...document.querySelectorAll('{chart} .legend .legendtext')].map(t => t.getBoundingClientRect().right)")
+        assert texts and max(texts) <= right, (chart, texts, right)
+    rows = page.evaluate("new Set([...document.querySelectorAll('#ttft-chart .legend .traces')].map(t => Math.round(t.getBoundingClientRect().top))).size")
+    assert rows <= 3, rows

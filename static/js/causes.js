@@ -32,7 +32,7 @@
         type: "rect", xref: "x", yref: "y", x0: bars.indexOf(b) - 0.45, x1: bars.indexOf(b) + 0.45, y0: 0, y1: b.floor,
         line: { color: palette.ink(), width: 1, dash: "dot" },
       })),
-    });
+    }, traces.map((t) => t.name));
     window.Plotly.react(div, traces, layout, plot.config);
   }
 

@@ -38,7 +38,7 @@
       xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },
       yaxis: { title: { text: "TTFT, ms" }, range: [0, top] },
       ...marks,
-    });
+    }, traces.map((t) => t.name));
     window.Plotly.newPlot(div, traces, layout, plot.config);
   }
 

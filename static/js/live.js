@@ -50,7 +50,7 @@
       xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true },
       ...window.kvscope.passMarks(passes, chart),
-    }), plot.config);
+    }, traces.map((t) => t.name)), plot.config);
   }
 
   function current() {

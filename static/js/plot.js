@@ -9,16 +9,30 @@
   const FAMILY = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
   const config = { displayModeBar: false, responsive: true };
 
+  const measure = document.createElement("canvas").getContext("2d");
+  const SYMBOL_PX = 40; // a legend entry's symbol and the gaps around its text
+
+  /** Whether every legend entry (`names`) fits half the plot's width in `el` at `size` px. On a phone Plotly gives
+   *  each entry the width of the longest, one entry per row when two do not fit: six rows on the TTFT chart. */
+  function fitsTwoColumns(el, names, size) {
+    if (!names?.length) return false;
+    measure.font = `${size}px ${FAMILY}`;
+    const half = ((el?.clientWidth || window.innerWidth) - 60) / 2; // less the narrow margins
+    return names.every((name) => measure.measureText(name).width + SYMBOL_PX <= half);
+  }
+
   /** A layout for the chart in `el`: the base, then `own`. The legend goes above the plot (never beside it on a
-   *  phone, never under the x-axis title), and the margins shrink on narrow screens. */
-  function layout(el, own = {}) {
+   *  phone, never under the x-axis title), in two columns on a phone when its entries (`names`) fit them, and the
+   *  margins shrink on narrow screens. */
+  function layout(el, own = {}, names = null) {
     const narrow = (el?.clientWidth || window.innerWidth) < NARROW;
     const base = {
       font: { family: FAMILY, size: narrow ? 11 : 13, color: palette.ink() },
       paper_bgcolor: "transparent", plot_bgcolor: palette.plotBackground(),
       margin: narrow ? { l: 52, r: 8, t: 30, b: 44 } : { l: 64, r: 16, t: 30, b: 48 },
       // Entries wrap onto more rows as the width asks; a legend above the plot pushes the top margin (Plotly's automargin).
-      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: narrow ? 11 : 12 } },
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: narrow ? 11 : 12 },
+        ...(narrow && fitsTwoColumns(el, names, 11) ? { entrywidth: 0.5, entrywidthmode: "fraction" } : {}) },
     };
     const out = { ...base, ...own };
     // A title keeps to the top edge, so the legend's extra rows go between it and the plot, never over it.
