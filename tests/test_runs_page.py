@@ -262,3 +262,20 @@ def test_two_runs_compared_on_a_phone_keep_each_cell_on_one_line(page: Page, url
     )
     assert wrapped == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_the_runs_buttons_look_like_the_pages_other_buttons(page: Page, url: str) -> None:
+    """Refresh, Compare and Import were the browser's grey native buttons, the only ones on the page: every button but
+    the Delete links has the page's rounded border and card background, as Step and Play do."""
+    httpx.post(f"{url}/api/simulate", json={"passes": "forward"}, timeout=60)
+    open_page(page, url + "/")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
+    step = page.evaluate("(s => [s.borderTopLeftRadius, s.backgroundColor])(getComputedStyle(document.querySelector('button[data-action=step]')))")
+    odd = page.evaluate(
+        """(want) => [...document.querySelectorAll('#runs-area button:not(.link)')].filter(b => b.offsetParent !== null)
+             .map(b => [b.textContent.trim(), getComputedStyle(b).borderTopLeftRadius, getComputedStyle(b).backgroundColor])
+             .filter(([, radius, bg]) => radius !== want[0] || bg !== want[1])""",
+        step,
+    )
+    assert page.locator("#runs-area button:not(.link)").count() >= 3
+    assert odd == []
