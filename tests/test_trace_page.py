@@ -144,3 +144,12 @@ def test_a_refused_field_is_named_by_the_server_and_the_earlier_result_marked_st
     expect(panel.locator("#replay-result > .stale-note")).to_contain_text("the input was refused")
     expect(panel.locator("#replay-tiers tbody tr")).to_have_count(2)
     expect(panel.locator("#replay-form button[type=submit]")).to_be_enabled()
+
+
+def test_the_ttft_axis_writes_every_tick_one_way(panel: Page) -> None:
+    """The log axis of TTFTs spans 100 ms to over 10 s on the bundled trace; Plotly wrote its ticks "100", "1000",
+    "10k": one number written two ways. Every tick is a plain number with thousands separated."""
+    replay_on_page(panel, "2000", "20000")
+    ticks = panel.evaluate("[...document.querySelectorAll('#replay-ttft-chart .ytick text')].map(t => t.textContent)")
+    assert "1,000" in ticks and "10,000" in ticks, ticks
+    assert all(t.replace(",", "").isdigit() for t in ticks), ticks
