@@ -77,7 +77,8 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
         computed = records[seq]["computed"]
         assert sum(computed.values()) == 160, computed
         assert computed.get(FIRST_SEEN, 0) > 0, computed  # never held by the twin before
-        text = ", ".join(f"{computed[c]:,} {LABELS[c]}" for c in PRECEDENCE if computed.get(c))
+        # Each cause by its label; one that names a thing ("the last token") takes "for" (static/js/causes.js).
+        text = ", ".join(f"{computed[c]:,} {'for ' if LABELS[c].startswith('the ') else ''}{LABELS[c]}" for c in PRECEDENCE if computed.get(c))
         expect(page.locator(f"#watch-emu-req-{seq} td").nth(6)).to_have_text(text)
     totals = view.locator('[data-role="causes-total"]')
     expect(totals).to_contain_text("The twin computed 480 tokens over 3 requests: ")

@@ -13,6 +13,14 @@
     return JSON.parse(div?.dataset.causes ?? "[]").map((c) => [c.name, palette.cause(c.name), c.label]);
   }
 
+  /** A cause with its amount in words, by its label (never its code key): "5,008 evicted", "160 past the last full
+   *  chunk"; a label that names a thing ("the last token") takes "for": "16 for the last token". `div` carries
+   *  data-causes. */
+  function words(div, cause, amount) {
+    const label = causesOf(div).find(([name]) => name === cause)?.[2] ?? cause;
+    return `${amount} ${label.startsWith("the ") ? `for ${label}` : label}`;
+  }
+
   /** One stacked bar per {label, computed, floor?}: its computed tokens by cause; a dotted box up to its floor (the
    *  tokens tiers of unbounded size would still compute), where it has one. */
   function stack(div, bars, height = 300) {
@@ -61,5 +69,5 @@
   document.addEventListener("kvscope:reset", reset);
   document.addEventListener("kvscope:event", (e) => { if (e.detail.event.type === "pass") pass(e.detail.event); });
 
-  window.kvscope = { ...window.kvscope, causes: { stack, causesOf } };
+  window.kvscope = { ...window.kvscope, causes: { stack, causesOf, words } };
 })();

@@ -15,14 +15,8 @@
 
   const docName = (doc) => (doc < 0 ? "the shared prefix" : `doc ${doc}`);
 
-  // A cause in words, from its label (sim/explain/causes.py's LABELS, on the log's data-causes), never its code key:
-  // "5,008 evicted", "160 past the last full chunk"; a label that names a thing ("the last token") takes "for".
-  let labels = null;
-  function causeWords(cause, amount) {
-    labels ??= new Map(JSON.parse(document.getElementById("event-log")?.dataset.causes ?? "[]").map((c) => [c.name, c.label]));
-    const label = labels.get(cause) ?? cause;
-    return `${amount} ${label.startsWith("the ") ? `for ${label}` : label}`;
-  }
+  // A cause in words, by its label (the log's data-causes): kvscope.causes.words.
+  const causeWords = (cause, amount) => window.kvscope.causes.words(document.getElementById("event-log"), cause, amount);
 
   function reset(e) {
     pending = new Map();

@@ -140,9 +140,9 @@
   // The twin's computed tokens by cause, over every request of the view: {tokens by cause, requests}.
   const causeTotals = new WeakMap();
 
-  /** "160 first seen, 16 the last token": a cause map in the server's precedence order, with its labels. */
+  /** "1 for the last token, 159 first seen": a cause map in the server's precedence order, in words (causes.words). */
   function causeText(div, map) {
-    const parts = causes.causesOf(div).filter(([name]) => map[name]).map(([name, , label]) => `${fmt(map[name])} ${label}`);
+    const parts = causes.causesOf(div).filter(([name]) => map[name]).map(([name]) => causes.words(div, name, fmt(map[name])));
     return parts.length ? parts.join(", ") : "none";
   }
 
