@@ -145,3 +145,24 @@ def test_the_bars_order_prefixes_largest_first_or_as_the_twin_would_evict_them(
         view.get_by_label("largest first").check()
         assert tokens_in_bar_order([240, 160, 80, 48]) == [240, 160, 80, 48]
         page.goto("about:blank")  # leave before the server stops, so its stream is not cut under the page
+
+
+@pytest.mark.browser
+def test_on_a_phone_each_proxied_request_is_one_line(page: Page, watched: tuple[str, str]) -> None:
+    """At 390 px the recent-requests table squeezed its last column ("1 for the last token, 159 first seen") into a
+    word per line, each row four lines tall. Each cell is one line; the table scrolls in its box, the page does not."""
+    _, url = watched
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(url + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    seen = requests_seen(url)
+    proxied(url, words("phone", 160))
+    expect(page.locator(f"#watch-emu-req-{seen + 1}")).to_be_attached(timeout=15_000)
+    expect(page.locator(f"#watch-emu-req-{seen + 1} td").nth(6)).not_to_be_empty(timeout=15_000)
+    wrapped = page.evaluate(
+        """[...document.querySelectorAll('#watch-emu .watch-requests tbody td')].filter(td => { const r = document.createRange();
+             r.selectNodeContents(td); return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; })
+             .map(td => td.textContent)"""
+    )
+    assert wrapped == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -31,7 +31,7 @@
       hovertemplate: `${label}: %{y:,} tokens<extra>%{x}</extra>`,
     }));
     const layout = plot.layout(div, {
-      barmode: "stack", height, margin: { t: 60, b: 60 },
+      barmode: "stack", height, margin: { t: 60, b: 60 }, bargap: bars.length < 3 ? 0.6 : 0.2, // one bar is not the chart's width
       yaxis: { title: { text: "computed tokens" }, rangemode: "tozero" },
       // Each bar's name on two level lines ("pass 2" over "gpu+cpu"): six names side by side fit a phone's width,
       // where rotated ones overlapped each other and ran past the chart's right edge.
