@@ -73,3 +73,13 @@ def test_the_capacity_curves_label_the_smallest_capacity(page: Page, live_server
     assert min(xs) < 10_000, xs
     assert any(t <= min(xs) for t in ticks), (ticks, min(xs))
     assert corner_zeros_apart(page, "capacity-hits")
+
+
+def test_on_a_phone_the_advisor_form_keeps_two_fields_to_a_row(page: Page, live_server: str) -> None:
+    """At 390 px the advisor's fourteen fields stood one per row (a minimum of 190 px each in a 310 px panel): the form
+    was three screens long. Two to a row, as in the sidebar, and none wider than the window."""
+    open_area(page, live_server, 390, 844)
+    fields = page.locator("#advise-form .fields > .field")
+    rows = page.evaluate("new Set([...document.querySelectorAll('#advise-form .fields > .field')].map(f => Math.round(f.getBoundingClientRect().top))).size")
+    assert rows <= (fields.count() + 1) // 2 + 1, (rows, fields.count())
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
