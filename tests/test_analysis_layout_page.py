@@ -83,3 +83,26 @@ def test_on_a_phone_the_advisor_form_keeps_two_fields_to_a_row(page: Page, live_
     rows = page.evaluate("new Set([...document.querySelectorAll('#advise-form .fields > .field')].map(f => Math.round(f.getBoundingClientRect().top))).size")
     assert rows <= (fields.count() + 1) // 2 + 1, (rows, fields.count())
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (390, 844)], ids=["1024x768", "390x844"])
+def test_the_capacity_marks_are_whole(page: Page, live_server: str, width: int, height: int) -> None:
+    """At 390 px the thresholds' labels on the chart started at their lines near the right edge and were cut there
+    ("same-o"), and in the list above the chart "45,248 tokens" broke across two lines in a column of its own. A label
+    in the right half of the axis sits left of its line; every label drawn lies inside the plot (on a phone, where the
+    plot is narrower than a label, the list names the lines instead); each figure in the list is one line."""
+    open_area(page, live_server, width, height)
+    page.fill("#capacity-points", "12")
+    page.click("#capacity-form button[type=submit]")
+    page.wait_for_selector("#capacity-hits .xtick text")
+    expect(page.locator("#capacity-marks li")).to_have_count(3)
+    plot = page.evaluate("document.querySelector('#capacity-hits .draglayer .nsewdrag').getBoundingClientRect().toJSON()")
+    labels = page.evaluate("[...document.querySelectorAll('#capacity-hits .annotation-text')].map(t => t.getBoundingClientRect().toJSON())")
+    assert len(labels) == (3 if width >= 1024 else 0)
+    for label in labels:
+        assert plot["left"] - 0.5 <= label["left"] and label["right"] <= plot["right"] + 0.5, (label, plot)
+    broken = page.evaluate(
+        """[...document.querySelectorAll('#capacity-marks strong')].filter(s => { const r = document.createRange(); r.selectNodeContents(s);
+             return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; }).map(s => s.textContent)"""
+    )
+    assert broken == []

@@ -50,14 +50,18 @@
       type: "line", xref: "x", yref: "paper", x0: m.x, x1: m.x, y0: 0, y1: 1, name: m.key,
       line: { color: markColour(i), dash: MARK_DASHES[i % MARK_DASHES.length], width: 1.5 },
     }));
-    const annotations = curve.marks.map((m, i) => ({
+    // A mark in the right half of the axis is labelled to the left of its line, so its words stay inside the chart.
+    // On a phone the plot is narrower than a label: the list above the chart names each line by its dash instead.
+    const range = plot.fromZero([...curve.lines.flatMap((l) => l.x), ...curve.marks.map((m) => m.x)]);
+    const middle = range ? (range[0] + range[1]) / 2 : Infinity;
+    const annotations = el.clientWidth < 560 ? [] : curve.marks.map((m, i) => ({
       x: m.x, xref: "x", y: 1 - 0.09 * i, yref: "paper", text: m.label, showarrow: false, hovertext: m.label,
-      xanchor: "left", font: { size: 11, color: markColour(i) }, bgcolor: palette.labelBackground(),
+      xanchor: m.x > middle ? "right" : "left", font: { size: 11, color: markColour(i) }, bgcolor: palette.labelBackground(),
     }));
     const layout = plot.layout(el, {
       ...TITLED, height: 380, shapes, annotations,
       title: { text: hits ? `${curve.tier === "gpu" ? "GPU" : "CPU"} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
-      xaxis: { title: { text: curve.x_title }, range: plot.fromZero([...curve.lines.flatMap((l) => l.x), ...curve.marks.map((m) => m.x)]) }, // the smallest capacity has a tick left of it
+      xaxis: { title: { text: curve.x_title }, range }, // from 0: the smallest capacity has a tick left of it
       yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
