@@ -73,7 +73,7 @@ def worth_it(refs: int) -> bool:
 
 
 def kernel_reproduces(spec: TierSpec) -> bool:
-    """Whether ``sim.kernels.replay_blocks`` gives exactly what the Python engine gives for a trace on these tiers.
+    """Whether ``sim.kernels.replay_from`` gives exactly what the Python engine gives for a trace on these tiers.
 
     The one place to re-point when the tiers change. It reproduces: vLLM's
     pool (free order ``vllm``, policy ``lru``, the null block reserved), alone
@@ -121,22 +121,29 @@ def stack_histogram(stream: Any) -> tuple[array, int]:
 
 def replay_columns(
     hash_ids: Any, offsets: Any, input_tokens: Any, output_tokens: Any, block: int, num_blocks: int, chunk_blocks: int,
-    cpu_capacity_tokens: int, lmcache: bool,
-) -> tuple[Any, int]:
-    """``sim.kernels.replay_blocks`` on a trace's columns (``array('q')``): an int64 array, one row per request,
-    and the number of distinct ids (which making them dense counts for free). Run as ``replay_from`` over slices
-    of whole requests, the deadline checked between them."""
+    cpu_capacity_tokens: int, lmcache: bool, explain: bool = False,
+) -> tuple[Any, int, tuple[Any, Any] | None]:
+    """The replay kernel (``sim.kernels.replay_from``) on a trace's columns (``array('q')``): an int64 array, one
+    row per request; the number of distinct ids (which making them dense counts for free); with ``explain``, the
+    attribution's rows and ``by`` rows (``sim.explain_kernel``), from the same run, else None. Run over slices of
+    whole requests, the deadline checked between them."""
     np = _np()
     from sim import kernels
 
     dense, distinct = kernels.dense_ids(np.frombuffer(hash_ids, dtype=np.int64))
     starts = np.frombuffer(offsets, dtype=np.int64)
     inputs, outputs = np.frombuffer(input_tokens, dtype=np.int64), np.frombuffer(output_tokens, dtype=np.int64)
-    state = kernels.replay_state(starts, inputs, outputs, block, num_blocks, distinct, cpu_capacity_tokens)
+    *pool, used, blocks, table, g_gone, c_gone, explained, by = kernels.replay_state(
+        starts, inputs, outputs, block, num_blocks, distinct, cpu_capacity_tokens, explain
+    )
+    run = kernels.explained_replay_from if explain else kernels.replay_from
     first, requests = 0, starts.size - 1
     while first < requests:  # a deadline (sim.work) is checked between slices of about SLICE_REFS references
         checkpoint()
         stop = max(first + 1, min(requests, int(np.searchsorted(starts, starts[first] + SLICE_REFS, side="right")) - 1))
-        kernels.replay_from(dense, starts, inputs, outputs, block, chunk_blocks, cpu_capacity_tokens, lmcache, first, stop, *state)
+        by = run(
+            dense, starts, inputs, outputs, block, chunk_blocks, cpu_capacity_tokens, lmcache, first, stop, *pool, used,
+            blocks, table, g_gone, c_gone, explained, by,
+        )
         first = stop
-    return state[-1], distinct
+    return table, distinct, (explained, by[: used[1]].copy()) if explain else None

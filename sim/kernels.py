@@ -10,8 +10,13 @@ Python code it follows, line for line in meaning.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
+
+from sim.explain_kernel import BY_ROWS, attribute
+from sim.explain_kernel import COLUMNS as ATTRIBUTION_COLUMNS
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: consecutive ids spread over the table
 
@@ -166,18 +171,18 @@ def _pop_front(nxt: np.ndarray, prv: np.ndarray, sentinel: int) -> int:
     return node
 
 
-# ``replay_blocks``'s block hash for a block without one, and for a generated tokens' block (a key no prompt has).
+# ``replay_from``'s block hash for a block without one, and for a generated tokens' block (a key no prompt has).
 _UNHASHED = -1
 _GENERATED = -2
 
-# Columns of ``replay_blocks``'s result, one row per request.
+# Columns of ``replay_from``'s result, one row per request.
 GPU_HIT, CPU_HIT, COMPUTED, STORED, GPU_EV_BLOCKS, GPU_EV_FIRST, GPU_EV_LAST, CPU_EV_TOKENS, CPU_EV_FIRST, CPU_EV_LAST = range(10)
 COLUMNS = 10
 
 
 @njit(cache=True, inline="always")
-def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarray, index: np.ndarray, chunk: int, row: np.ndarray) -> None:
-    """ChunkStore's LRU eviction: the front chunk goes; the request's row counts its tokens and positions."""
+def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarray, index: np.ndarray, chunk: int, row: np.ndarray) -> int:
+    """ChunkStore's LRU eviction: the front chunk goes (returned); the request's row counts its tokens and positions."""
     old = _pop_front(nxt, prv, sentinel)
     held[old] = False
     idx = index[old]
@@ -188,15 +193,18 @@ def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarr
         row[CPU_EV_FIRST] = min(row[CPU_EV_FIRST], idx)
         row[CPU_EV_LAST] = max(row[CPU_EV_LAST], idx)
     row[CPU_EV_TOKENS] += chunk
+    return old
 
 
 @njit(cache=True)
 def replay_state(
     offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int, num_blocks: int,
-    distinct_keys: int, cpu_capacity_tokens: int,
+    distinct_keys: int, cpu_capacity_tokens: int, explain: bool,
 ) -> tuple[np.ndarray, ...]:
-    """``replay_blocks``'s state before the first request: the pool (every block free), an empty CPU tier, the
-    result's rows; ``replay_from`` carries it from one slice of requests to the next (``used[0]``: chunks held)."""
+    """The replay's state before the first request: the pool (every block free), an empty CPU tier, the result's
+    rows; ``replay_from`` carries it from one slice of requests to the next (``used[0]``: chunks held). With
+    ``explain``, the attribution's too (``explained_replay_from``: ``used[1]``: ``by`` rows used); without it,
+    those arrays are empty (the plain replay never touches them)."""
     n_req = offsets.size - 1
     sentinel = num_blocks
     nxt = np.empty(num_blocks + 1, np.int64)
@@ -220,249 +228,267 @@ def replay_state(
     c_index = np.zeros(cpu_size, np.int32)
     c_nxt[c_sentinel] = c_sentinel
     c_prv[c_sentinel] = c_sentinel
-    used = np.zeros(1, np.int64)
+    used = np.zeros(2, np.int64)
 
     longest = 0
     for r in range(n_req):
         longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
     blocks = np.empty(max(longest, 1), np.int64)
     out = np.zeros((n_req, COLUMNS), np.int64)
+    # The attribution's: the request that evicted each id from the GPU, from the CPU (-1: never), its rows.
+    g_gone = np.full(distinct_keys if explain else 0, -1, np.int32)
+    c_gone = np.full(cpu_size if explain else 0, -1, np.int32)
+    explained = np.zeros((n_req if explain else 0, ATTRIBUTION_COLUMNS), np.int64)
+    by = np.empty((BY_ROWS if explain else 0, 2), np.int64)
     return (nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used,
-            blocks, out)
+            blocks, out, g_gone, c_gone, explained, by)
 
 
-@njit(cache=True)
-def replay_blocks(
-    keys: np.ndarray,
-    offsets: np.ndarray,
-    input_tokens: np.ndarray,
-    block: int,
-    num_blocks: int,
-    distinct_keys: int,
-    chunk_blocks: int,
-    cpu_capacity_tokens: int,
-    lmcache: bool,
-    output_tokens: np.ndarray,
-) -> np.ndarray:
-    """A trace's requests, one after another, through vLLM's block pool and (``cpu_capacity_tokens`` > 0) a CPU tier.
+def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
+    """The replay kernel, compiled with the miss attribution (``explain``) or without it: one source.
 
-    Follows ``sim.engine.Engine.process`` for a trace request (one document,
-    no shared prefix, whole chunks only), with:
-    - the pool of ``sim.gpu.GpuBlockPool`` (free order ``vllm``, policy
-      ``lru``, block 0 the null block): the free queue is the doubly linked
-      list of ``sim.free_queue.FreeBlockQueue`` (sentinel ``num_blocks``);
-      a hash held by two blocks keeps its extra blocks on a per-hash stack
-      (``GpuBlockPool._copies``), and reusing one of them is no eviction;
-    - the CPU tier of ``sim.chunk_store.ChunkStore`` with policy ``lru``:
-      a hit moves a chunk to the back, a store evicts from the front. Under
-      the brief's rules (``Engine._lookup_external``, ``_write_through``) only
-      the loaded chunks are refreshed and only chunks holding computed tokens
-      stored; under LMCache's (``lmcache``: ``Engine._lookup_lmcache``,
-      ``_store_lmcache``, ``ChunkStore.store_reserving``) the lookup refreshes
-      its whole hit, last chunk first, and the store reserves room for every
-      chunk from LMCache's own hit on before it skips the ones held;
-    - vLLM's decode (``sim.replay.trace_requests``): the ``output_tokens[r] - 1``
-      generated tokens that get KV extend the request's blocks, and its full
-      blocks past the prompt's are cached under keys of their own (no later
-      prompt holds them), so they can only be evicted, never hit.
-    ``keys`` are dense (0 .. distinct_keys - 1); request ``r`` has
-    ``keys[offsets[r]:offsets[r + 1]]``, its last block maybe partial.
+    numba freezes ``explain`` as a constant when it compiles the closure (and
+    its on-disk cache keys each closure by that value), so each ``if explain:``
+    is pruned at compile time: the plain replay carries no attribution at all
+    (no call, no store, no test) and runs as fast as when it was a loop of its
+    own. Sharing the loop's steps as njit helpers instead made the compiled
+    GPU+CPU replay 1.75x slower (measured).
     """
-    nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used, blocks, out = (
-        replay_state(offsets, input_tokens, output_tokens, block, num_blocks, distinct_keys, cpu_capacity_tokens)
-    )
-    replay_from(
-        keys, offsets, input_tokens, output_tokens, block, chunk_blocks, cpu_capacity_tokens, lmcache, 0, offsets.size - 1,
-        nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used, blocks, out,
-    )
-    return out
 
+    @njit(cache=True)
+    def replay_from(
+        keys: np.ndarray, offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int,
+        chunk_blocks: int, cpu_capacity_tokens: int, lmcache: bool, first: int, stop: int,
+        nxt: np.ndarray, prv: np.ndarray, block_hash: np.ndarray, block_pos: np.ndarray, cached: np.ndarray,
+        copy_top: np.ndarray, copy_prev: np.ndarray, copy_next: np.ndarray, c_in: np.ndarray, c_nxt: np.ndarray,
+        c_prv: np.ndarray, c_index: np.ndarray, used: np.ndarray, blocks: np.ndarray, out: np.ndarray,
+        g_gone: np.ndarray, c_gone: np.ndarray, explained: np.ndarray, by: np.ndarray,
+    ) -> np.ndarray:
+        """Requests ``first`` .. ``stop - 1`` of a trace, one after another, through vLLM's block pool and
+        (``cpu_capacity_tokens`` > 0) a CPU tier, on the state ``replay_state`` made and earlier slices left
+        (changed in place): slices one after another give exactly what one call over them all gives. Returns
+        ``by`` (a new array when the attribution outgrew it).
 
-@njit(cache=True)
-def replay_from(
-    keys: np.ndarray, offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int,
-    chunk_blocks: int, cpu_capacity_tokens: int, lmcache: bool, first: int, stop: int,
-    nxt: np.ndarray, prv: np.ndarray, block_hash: np.ndarray, block_pos: np.ndarray, cached: np.ndarray,
-    copy_top: np.ndarray, copy_prev: np.ndarray, copy_next: np.ndarray, c_in: np.ndarray, c_nxt: np.ndarray,
-    c_prv: np.ndarray, c_index: np.ndarray, used: np.ndarray, blocks: np.ndarray, out: np.ndarray,
-) -> None:
-    """Requests ``first`` .. ``stop - 1`` of ``replay_blocks``, on the state ``replay_state`` made and earlier
-    slices left (changed in place): slices one after another give exactly what one call over them all gives."""
-    sentinel = nxt.size - 1
-    has_cpu = cpu_capacity_tokens > 0
-    chunk = block * chunk_blocks
-    c_sentinel = c_nxt.size - 1
-    c_used = used[0]
-    cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
+        Follows ``sim.engine.Engine.process`` for a trace request (one document,
+        no shared prefix, whole chunks only), with:
+        - the pool of ``sim.gpu.GpuBlockPool`` (free order ``vllm``, policy
+          ``lru``, block 0 the null block): the free queue is the doubly linked
+          list of ``sim.free_queue.FreeBlockQueue`` (sentinel ``num_blocks``);
+          a hash held by two blocks keeps its extra blocks on a per-hash stack
+          (``GpuBlockPool._copies``), and reusing one of them is no eviction;
+        - the CPU tier of ``sim.chunk_store.ChunkStore`` with policy ``lru``:
+          a hit moves a chunk to the back, a store evicts from the front. Under
+          the brief's rules (``Engine._lookup_external``, ``_write_through``) only
+          the loaded chunks are refreshed and only chunks holding computed tokens
+          stored; under LMCache's (``lmcache``: ``Engine._lookup_lmcache``,
+          ``_store_lmcache``, ``ChunkStore.store_reserving``) the lookup refreshes
+          its whole hit, last chunk first, and the store reserves room for every
+          chunk from LMCache's own hit on before it skips the ones held;
+        - vLLM's decode (``sim.replay.trace_requests``): the ``output_tokens[r] - 1``
+          generated tokens that get KV extend the request's blocks, and its full
+          blocks past the prompt's are cached under keys of their own (no later
+          prompt holds them), so they can only be evicted, never hit.
+        ``keys`` are dense (0 .. distinct_keys - 1); request ``r`` has
+        ``keys[offsets[r]:offsets[r + 1]]``, its last block maybe partial. Its
+        row of ``out`` gets the ``COLUMNS``; explaining, its row of ``explained``
+        gets ``sim.explain_kernel``'s.
+        """
+        sentinel = nxt.size - 1
+        has_cpu = cpu_capacity_tokens > 0
+        chunk = block * chunk_blocks
+        c_sentinel = c_nxt.size - 1
+        c_used = used[0]
+        by_used = used[1]
+        cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
 
-    for r in range(first, stop):
-        lo = offsets[r]
-        n = input_tokens[r]
-        nfull = n // block
-        # Decode: tokens n .. n + output - 2 get KV (the last one sampled has none yet).
-        alloc = offsets[r + 1] - lo
-        nhash = nfull
-        if output_tokens[r] > 1:
-            kv_tokens = n + output_tokens[r] - 1
-            alloc = max(alloc, -(-kv_tokens // block))
-            nhash = kv_tokens // block
-        limit = min((n - 1) // block, nfull)  # vLLM recomputes the last token
-        # GpuBlockPool.find_prefix, then touch: hit blocks leave the free queue.
-        h = 0
-        while h < limit:
-            b = cached[keys[lo + h]]
-            if b < 0:
-                break
-            blocks[h] = b
-            h += 1
-        for j in range(h):
-            _unlink(nxt, prv, blocks[j])
-        gpu_hit = h * block
-
-        aligned = 0
-        cpu_tokens = 0
-        found = 0
-        nck = nfull // chunk_blocks
-        if has_cpu and lmcache:
-            # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
-            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
-                found += 1
-            for i in range(found - 1, -1, -1):
-                k = keys[lo + (i + 1) * chunk_blocks - 1]
-                _unlink(c_nxt, c_prv, k)
-                _push_back(c_nxt, c_prv, c_sentinel, k)
-            aligned = min(found * chunk, n - 1)
-            if aligned > gpu_hit:
-                cpu_tokens = aligned - gpu_hit
-        elif has_cpu and nck * chunk > gpu_hit:
-            # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
-            found = 0
-            while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
-                found += 1
-            aligned = nck * chunk if found == nck else found * chunk
-            aligned = min(aligned, n - 1)
-            if aligned > gpu_hit:
-                cpu_tokens = aligned - gpu_hit
-                for i in range(gpu_hit // chunk, -(-aligned // chunk)):
-                    k = keys[lo + (i + 1) * chunk_blocks - 1]
-                    _unlink(c_nxt, c_prv, k)  # ChunkStore.touch: to the back
-                    _push_back(c_nxt, c_prv, c_sentinel, k)
-        hit_end = max(gpu_hit, aligned)
-
-        # GpuBlockPool.allocate: pop from the front; a cached block popped is evicted (a copy is only dropped).
-        ev_blocks = 0
-        ev_first = 0
-        ev_last = 0
-        for j in range(h, alloc):
-            b = _pop_front(nxt, prv, sentinel)
-            blocks[j] = b
-            key = block_hash[b]
-            if key == _UNHASHED:
-                continue
-            block_hash[b] = _UNHASHED
-            if key == _GENERATED:
-                pass
-            elif copy_top[key] >= 0:  # GpuBlockPool._drop_copy
-                if cached[key] == b:
-                    t = copy_top[key]
-                    cached[key] = t
-                    copy_top[key] = copy_prev[t]
-                    if copy_prev[t] >= 0:
-                        copy_next[copy_prev[t]] = -1
-                    copy_prev[t] = -1
-                else:
-                    p, q = copy_prev[b], copy_next[b]
-                    if q >= 0:
-                        copy_prev[q] = p
-                    else:
-                        copy_top[key] = p
-                    if p >= 0:
-                        copy_next[p] = q
-                    copy_prev[b] = -1
-                    copy_next[b] = -1
-                continue
-            else:
-                cached[key] = -1
-            pos = block_pos[b]
-            if ev_blocks == 0:
-                ev_first = pos
-                ev_last = pos
-            elif pos < ev_first:
-                ev_first = pos
-            elif pos > ev_last:
-                ev_last = pos
-            ev_blocks += 1
-
-        # GpuBlockPool.cache_blocks: the full blocks past the hit get their hashes.
-        for i in range(h, nfull):
-            b = blocks[i]
-            key = keys[lo + i]
-            block_hash[b] = key
-            block_pos[b] = i
-            if cached[key] >= 0:
-                t = copy_top[key]
-                copy_prev[b] = t
-                copy_next[b] = -1
-                if t >= 0:
-                    copy_next[t] = b
-                copy_top[key] = b
-            else:
-                cached[key] = b
-        for i in range(nfull, nhash):  # the generated tokens' full blocks
-            b = blocks[i]
-            block_hash[b] = _GENERATED
-            block_pos[b] = i
-
-        # GpuBlockPool.free (vllm order): unhashed blocks to the front in prompt order, hashed ones to the back tail first.
-        for j in range(alloc - 1, nhash - 1, -1):
-            _push_front(nxt, prv, sentinel, blocks[j])
-        for j in range(nhash - 1, -1, -1):
-            _push_back(nxt, prv, sentinel, blocks[j])
-
-        # Engine._write_through and ChunkStore.put_many: chunks holding computed tokens, evicting from the front.
-        written = 0
-        row = out[r]
-        if has_cpu and lmcache:
-            # Engine._store_lmcache, ChunkStore.store_reserving: every chunk from LMCache's own hit on gets
-            # room first (evicting, even for a chunk already held); then the ones not held are put.
-            count = 0
-            for i in range(found, nck):
-                while c_used + count + 1 > cap_chunks and c_used > 0:
-                    _evict_chunk(c_nxt, c_prv, c_sentinel, c_in, c_index, chunk, row)
-                    c_used -= 1
-                if c_used + count + 1 > cap_chunks:
+        for r in range(first, stop):
+            lo = offsets[r]
+            n = input_tokens[r]
+            nfull = n // block
+            # Decode: tokens n .. n + output - 2 get KV (the last one sampled has none yet).
+            alloc = offsets[r + 1] - lo
+            nhash = nfull
+            if output_tokens[r] > 1:
+                kv_tokens = n + output_tokens[r] - 1
+                alloc = max(alloc, -(-kv_tokens // block))
+                nhash = kv_tokens // block
+            limit = min((n - 1) // block, nfull)  # vLLM recomputes the last token
+            # GpuBlockPool.find_prefix, then touch: hit blocks leave the free queue.
+            h = 0
+            while h < limit:
+                b = cached[keys[lo + h]]
+                if b < 0:
                     break
-                count += 1
-            for i in range(found, found + count):
-                k = keys[lo + (i + 1) * chunk_blocks - 1]
-                if c_in[k]:
-                    continue
-                c_in[k] = True
-                c_index[k] = i
-                _push_back(c_nxt, c_prv, c_sentinel, k)
-                c_used += 1
-            written = count * chunk
-        elif has_cpu:
-            for i in range(hit_end // chunk, nck):
-                if i * chunk + chunk <= hit_end:
-                    continue
-                k = keys[lo + (i + 1) * chunk_blocks - 1]
-                if c_in[k]:
-                    continue
-                while c_used + 1 > cap_chunks:
-                    _evict_chunk(c_nxt, c_prv, c_sentinel, c_in, c_index, chunk, row)
-                    c_used -= 1
-                c_in[k] = True
-                c_index[k] = i
-                _push_back(c_nxt, c_prv, c_sentinel, k)
-                c_used += 1
-                written += chunk
+                blocks[h] = b
+                h += 1
+            for j in range(h):
+                _unlink(nxt, prv, blocks[j])
+            gpu_hit = h * block
 
-        row[GPU_HIT] = gpu_hit
-        row[CPU_HIT] = cpu_tokens
-        row[COMPUTED] = n - hit_end
-        row[STORED] = written
-        row[GPU_EV_BLOCKS] = ev_blocks
-        row[GPU_EV_FIRST] = ev_first
-        row[GPU_EV_LAST] = ev_last
-    used[0] = c_used
+            aligned = 0
+            cpu_tokens = 0
+            found = 0
+            nck = nfull // chunk_blocks
+            if has_cpu and lmcache:
+                # Engine._lookup_lmcache: the chunk prefix over the whole prompt, refreshed last chunk first.
+                while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                    found += 1
+                for i in range(found - 1, -1, -1):
+                    k = keys[lo + (i + 1) * chunk_blocks - 1]
+                    _unlink(c_nxt, c_prv, k)
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
+                aligned = min(found * chunk, n - 1)
+                if aligned > gpu_hit:
+                    cpu_tokens = aligned - gpu_hit
+            elif has_cpu and nck * chunk > gpu_hit:
+                # Engine._lookup_external: the contiguous chunk prefix in CPU, beyond the GPU hit.
+                found = 0
+                while found < nck and c_in[keys[lo + (found + 1) * chunk_blocks - 1]]:
+                    found += 1
+                aligned = nck * chunk if found == nck else found * chunk
+                aligned = min(aligned, n - 1)
+                if aligned > gpu_hit:
+                    cpu_tokens = aligned - gpu_hit
+                    for i in range(gpu_hit // chunk, -(-aligned // chunk)):
+                        k = keys[lo + (i + 1) * chunk_blocks - 1]
+                        _unlink(c_nxt, c_prv, k)  # ChunkStore.touch: to the back
+                        _push_back(c_nxt, c_prv, c_sentinel, k)
+            hit_end = max(gpu_hit, aligned)
+            if explain:
+                # At lookup time, before this request's own evictions: what each tier holds and lost.
+                by, by_used = attribute(
+                    explained[r], r, keys, lo, n, block, chunk_blocks, h, hit_end, cached, g_gone, c_in, c_gone,
+                    has_cpu, by, by_used,
+                )
+
+            # GpuBlockPool.allocate: pop from the front; a cached block popped is evicted (a copy is only dropped).
+            ev_blocks = 0
+            ev_first = 0
+            ev_last = 0
+            for j in range(h, alloc):
+                b = _pop_front(nxt, prv, sentinel)
+                blocks[j] = b
+                key = block_hash[b]
+                if key == _UNHASHED:
+                    continue
+                block_hash[b] = _UNHASHED
+                if key == _GENERATED:
+                    pass
+                elif copy_top[key] >= 0:  # GpuBlockPool._drop_copy
+                    if cached[key] == b:
+                        t = copy_top[key]
+                        cached[key] = t
+                        copy_top[key] = copy_prev[t]
+                        if copy_prev[t] >= 0:
+                            copy_next[copy_prev[t]] = -1
+                        copy_prev[t] = -1
+                    else:
+                        p, q = copy_prev[b], copy_next[b]
+                        if q >= 0:
+                            copy_prev[q] = p
+                        else:
+                            copy_top[key] = p
+                        if p >= 0:
+                            copy_next[p] = q
+                        copy_prev[b] = -1
+                        copy_next[b] = -1
+                    continue
+                else:
+                    cached[key] = -1
+                    if explain:
+                        g_gone[key] = r
+                pos = block_pos[b]
+                if ev_blocks == 0:
+                    ev_first = pos
+                    ev_last = pos
+                elif pos < ev_first:
+                    ev_first = pos
+                elif pos > ev_last:
+                    ev_last = pos
+                ev_blocks += 1
+
+            # GpuBlockPool.cache_blocks: the full blocks past the hit get their hashes.
+            for i in range(h, nfull):
+                b = blocks[i]
+                key = keys[lo + i]
+                block_hash[b] = key
+                block_pos[b] = i
+                if cached[key] >= 0:
+                    t = copy_top[key]
+                    copy_prev[b] = t
+                    copy_next[b] = -1
+                    if t >= 0:
+                        copy_next[t] = b
+                    copy_top[key] = b
+                else:
+                    cached[key] = b
+            for i in range(nfull, nhash):  # the generated tokens' full blocks
+                b = blocks[i]
+                block_hash[b] = _GENERATED
+                block_pos[b] = i
+
+            # GpuBlockPool.free (vllm order): unhashed blocks to the front in prompt order, hashed ones to the back tail first.
+            for j in range(alloc - 1, nhash - 1, -1):
+                _push_front(nxt, prv, sentinel, blocks[j])
+            for j in range(nhash - 1, -1, -1):
+                _push_back(nxt, prv, sentinel, blocks[j])
+
+            # Engine._write_through and ChunkStore.put_many: chunks holding computed tokens, evicting from the front.
+            written = 0
+            row = out[r]
+            if has_cpu and lmcache:
+                # Engine._store_lmcache, ChunkStore.store_reserving: every chunk from LMCache's own hit on gets
+                # room first (evicting, even for a chunk already held); then the ones not held are put.
+                count = 0
+                for i in range(found, nck):
+                    while c_used + count + 1 > cap_chunks and c_used > 0:
+                        old = _evict_chunk(c_nxt, c_prv, c_sentinel, c_in, c_index, chunk, row)
+                        if explain:
+                            c_gone[old] = r
+                        c_used -= 1
+                    if c_used + count + 1 > cap_chunks:
+                        break
+                    count += 1
+                for i in range(found, found + count):
+                    k = keys[lo + (i + 1) * chunk_blocks - 1]
+                    if c_in[k]:
+                        continue
+                    c_in[k] = True
+                    c_index[k] = i
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
+                    c_used += 1
+                written = count * chunk
+            elif has_cpu:
+                for i in range(hit_end // chunk, nck):
+                    if i * chunk + chunk <= hit_end:
+                        continue
+                    k = keys[lo + (i + 1) * chunk_blocks - 1]
+                    if c_in[k]:
+                        continue
+                    while c_used + 1 > cap_chunks:
+                        old = _evict_chunk(c_nxt, c_prv, c_sentinel, c_in, c_index, chunk, row)
+                        if explain:
+                            c_gone[old] = r
+                        c_used -= 1
+                    c_in[k] = True
+                    c_index[k] = i
+                    _push_back(c_nxt, c_prv, c_sentinel, k)
+                    c_used += 1
+                    written += chunk
+
+            row[GPU_HIT] = gpu_hit
+            row[CPU_HIT] = cpu_tokens
+            row[COMPUTED] = n - hit_end
+            row[STORED] = written
+            row[GPU_EV_BLOCKS] = ev_blocks
+            row[GPU_EV_FIRST] = ev_first
+            row[GPU_EV_LAST] = ev_last
+        used[0] = c_used
+        used[1] = by_used
+        return by
+
+    return replay_from
+
+
+replay_from = _make_replay_from(False)
+explained_replay_from = _make_replay_from(True)

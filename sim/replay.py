@@ -30,7 +30,7 @@ from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
 from sim.events import CPU, GPU
-from sim.explain.columns import ExplainedColumns, explain_trace
+from sim.explain.columns import ExplainedColumns
 from sim.explain.observer import attach, key_slots
 from sim.explain.summary import totals as explain_totals
 from sim.replay_rows import request_texts
@@ -312,17 +312,17 @@ def run_replay(
     costs = costs or default_costs()
     spec = tiers.spec(trace.block_tokens)
     if compiled.replays_compiled(spec, trace.total_blocks * replays):
-        table, distinct = compiled.replay_columns(
+        table, distinct, attribution = compiled.replay_columns(
             trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens, trace.block_tokens,
-            tiers.gpu_blocks + 1, tiers.chunk_blocks, spec.cpu_tokens or 0, spec.cpu_backend == "lmcache",
+            tiers.gpu_blocks + 1, tiers.chunk_blocks, spec.cpu_tokens or 0, spec.cpu_backend == "lmcache", explain,
         )
         trace.counted_distinct(distinct)
         outcome = ReplayOutcome.from_kernel(trace, tiers, costs, table)
-        if explain:
-            # The same columns the replay kernel took, decode's output tokens included.
-            outcome.explained = explain_trace(trace, tiers, outcome.gpu_hit, outcome.computed, trace.output_tokens)
-        if not explain or outcome.explained is not None:
-            return outcome
+        if attribution is not None:
+            outcome.explained = ExplainedColumns(
+                *attribution, trace.input_tokens, outcome.computed, spec.cpu_tokens is not None
+            )
+        return outcome
     engine = Engine(tiers.run, spec, costs)
     requests = trace_requests(trace, tiers.chunk_blocks)
     if explain:

@@ -1,17 +1,16 @@
 """A compiled replay's attribution (``sim.explain_kernel``) as records read it: per request, the maps the Python
-observer gives, made from columns only when a record is asked for; totals summed over the columns."""
+observer gives, made from columns only when a record is asked for; totals summed over the columns.
+
+The compiled replay explains in the same run that gives its figures (``sim.compiled.replay_columns`` with
+``explain``), so the attribution is always that of the replay it is shown with."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sim.events import CPU, GPU
 from sim.explain.causes import CHAIN_BROKEN, EVICTED, FIRST_SEEN, LAST_TOKEN, PARTIAL_BLOCK, PARTIAL_CHUNK, ordered
-
-if TYPE_CHECKING:
-    from sim.replay import ReplayTiers
-    from sim.trace import Trace
 
 # The kernel's per-tier cause columns, in precedence order, with each tier's names for them.
 _CAUSES = {
@@ -31,13 +30,17 @@ class Attribution:
 
 
 class ExplainedColumns:
-    """Every request's attribution as the kernel's columns; ``[i]`` gives request ``i``'s ``Attribution``."""
+    """Every request's attribution as the kernel's columns; ``[i]`` gives request ``i``'s ``Attribution``.
 
-    def __init__(self, table: Any, by: Any, prompt_tokens: Any, offload: bool) -> None:
+    ``prompt_tokens`` and ``computed_tokens``: the replay's columns, per request; ``offload``: a CPU tier ran.
+    """
+
+    def __init__(self, table: Any, by: Any, prompt_tokens: Any, computed_tokens: Any, offload: bool) -> None:
         from sim import explain_kernel as k
 
         self.k = k
-        self.table, self.by, self.prompt_tokens, self.offload = table, by, prompt_tokens, offload
+        self.table, self.by, self.offload = table, by, offload
+        self.prompt_tokens, self.computed_tokens = prompt_tokens, computed_tokens
 
     def __len__(self) -> int:
         return int(self.table.shape[0])
@@ -76,7 +79,7 @@ class ExplainedColumns:
         k, t = self.k, self.table
         sums = t.sum(axis=0).tolist()
         prompt = int(sum(self.prompt_tokens))
-        served = prompt - int(sums[k.COMPUTED])
+        served = prompt - int(sum(self.computed_tokens))
         bound = int(sums[k.INFINITE])
         gpu = {c: int(sums[k.GPU_AT + i]) for i, c in enumerate(_CAUSES[GPU])}
         cpu = {c: int(sums[k.CPU_AT + i]) for i, c in enumerate(_CAUSES[CPU])} if self.offload else gpu
@@ -88,33 +91,3 @@ class ExplainedColumns:
             "hit_ratio": round(served / prompt, 4) if prompt else 0.0,
             "infinite_hit_ratio": round(bound / prompt, 4) if prompt else 0.0,
         }
-
-
-def explain_trace(
-    trace: Trace, tiers: ReplayTiers, gpu_hit: Any = None, computed: Any = None, output_tokens: Any = None
-) -> ExplainedColumns | None:
-    """The compiled attribution of the trace's replay on ``tiers`` (ones ``sim.compiled.kernel_reproduces``).
-
-    ``gpu_hit`` and ``computed``: the replay's own columns; None if the attribution kernel's run of the
-    same requests does not give exactly them (the replay follows rules this kernel does not: the caller
-    then attributes with the Python engine). ``output_tokens`` (``array('q')``): each request's generated
-    tokens, when the replay grows KV by decode as ``sim.explain_kernel.explain_replay`` says; None: no decode.
-    """
-    import numpy as np
-
-    from sim import explain_kernel, kernels
-
-    spec = tiers.spec(trace.block_tokens)
-    dense, distinct = kernels.dense_ids(np.frombuffer(trace.hash_ids, dtype=np.int64))
-    table, by = explain_kernel.explain_replay(
-        dense, np.frombuffer(trace.offsets, dtype=np.int64), np.frombuffer(trace.input_tokens, dtype=np.int64),
-        trace.block_tokens, tiers.gpu_blocks + 1, distinct, tiers.chunk_blocks, spec.cpu_tokens or 0,
-        spec.cpu_backend == "lmcache",
-        np.zeros(len(trace), np.int64) if output_tokens is None else np.frombuffer(output_tokens, dtype=np.int64),
-    )
-    if gpu_hit is not None and not (
-        np.array_equal(table[:, explain_kernel.GPU_HIT], np.frombuffer(gpu_hit, dtype=np.int64))
-        and np.array_equal(table[:, explain_kernel.COMPUTED], np.frombuffer(computed, dtype=np.int64))
-    ):
-        return None
-    return ExplainedColumns(table, by, trace.input_tokens, spec.cpu_tokens is not None)
