@@ -6,23 +6,27 @@ ratios. Times are the process's CPU time (``time.process_time``): the engine
 is single-threaded, and on a shared machine wall time mostly measures the
 neighbours. The workloads are ``bench.core``'s (the seed lab; 1,000 seed-sized
 documents in 10 passes) and ``bench.trace``'s (the bundled Mooncake sample at
-its GPU and CPU sizes). The target: at most 1.30.
+its GPU and CPU sizes), the sample through the Python engine and through the
+compiled replay (one kernel, compiled with attribution or without). The
+target: at most 1.30.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bench._trace_task import CPU_BLOCKS, GPU_BLOCKS
-from sim import stats
+from sim import compiled, stats
 from sim.calibrate import seed_scenario
 from sim.costs import default_costs
 from sim.engine import Engine
 from sim.explain import attach
 from sim.explain.observer import key_slots
-from sim.replay import ReplayTiers, replay_engine, trace_requests
+from sim.replay import ReplayTiers, replay_engine, run_replay, trace_requests
 from sim.scenario import Scenario
 from sim.simulation import simulate, tier_spec
 from sim.trace import DEFAULT_TRACE, open_trace
@@ -70,6 +74,28 @@ def _scale(scenario: Scenario, run: str, repeats: int) -> dict[str, Any]:
     return {"run": run, "gpu_tokens": scenario.gpu_tokens, "prompt_blocks": sum(len(r.block_keys) for r in requests), **figures}
 
 
+@contextmanager
+def _engine(choice: str) -> Iterator[None]:
+    """``KVSCOPE_ENGINE`` set for the block, as it was after (the other benchmarks run in this process)."""
+    before = os.environ.get(compiled.ENGINE_ENV)
+    os.environ[compiled.ENGINE_ENV] = choice
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[compiled.ENGINE_ENV]
+        else:
+            os.environ[compiled.ENGINE_ENV] = before
+
+
+def _compiled_trace(trace: Any, tiers: ReplayTiers, repeats: int) -> dict[str, Any]:
+    """The compiled replay of the sample, read trace to outcome, with and without its attribution."""
+    with _engine("compiled"):
+        run_replay(trace, tiers, explain=True)  # numba's start-up and the cached machine code: not part of a replay
+        run_replay(trace, tiers)
+        return _pairs(lambda: run_replay(trace, tiers), lambda: run_replay(trace, tiers, explain=True), repeats)
+
+
 def run() -> dict[str, Any]:
     default_costs()
     seed = seed_scenario()
@@ -84,6 +110,7 @@ def run() -> dict[str, Any]:
             return replay_engine(trace, tiers)
 
         replays[name] = _pairs(_engine_run(make, requests, False), _engine_run(make, requests, True), 7)
+        replays[f"{name}_compiled"] = _compiled_trace(trace, tiers, 21)
     return {
         "target_ratio": TARGET_RATIO,
         "seed_lab_simulate": _pairs(lambda: simulate(seed, explain=False), lambda: simulate(seed), 20),
