@@ -1,6 +1,7 @@
 """Compiled loops (numba): dense ids, LRU stack depths, and the trace replay through vLLM's block pool and a CPU tier.
 
-Imported only through ``sim.compiled``, which decides when they are worth
+The replay is one source compiled twice: with the miss attribution of
+``sim.explain_kernel`` and without it (``_make_replay_from``). Imported only through ``sim.compiled``, which decides when they are worth
 numba's import and start-up cost. The pure-Python code (``sim.stack_distance``,
 ``sim.gpu``, ``sim.free_queue``, ``sim.chunk_store``, ``sim.engine``) is the
 reference: the tests check that these loops give identical results on random

@@ -1,6 +1,7 @@
-"""The compiled attribution (sim.explain_kernel) gives exactly what the Python observer gives: every request's
-``gpu_miss``, ``computed``, evicted detail and infinite-cache bound, and the totals, on random traces and the
-Mooncake sample."""
+"""The compiled attribution (the replay kernel compiled with sim.explain_kernel's step) gives exactly what the Python
+observer gives: every request's ``gpu_miss``, ``computed``, evicted detail and infinite-cache bound, and the totals,
+on random traces and the Mooncake sample, under either CPU backend and with vLLM's decode; and explaining changes
+none of the replay's own figures, in slices of any size."""
 
 from __future__ import annotations
 
