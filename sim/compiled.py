@@ -128,22 +128,23 @@ def replay_columns(
     attribution's rows and ``by`` rows (``sim.explain_kernel``), from the same run, else None. Run over slices of
     whole requests, the deadline checked between them."""
     np = _np()
-    from sim import kernels
+    from sim import explain_kernel, kernels
 
     dense, distinct = kernels.dense_ids(np.frombuffer(hash_ids, dtype=np.int64))
     starts = np.frombuffer(offsets, dtype=np.int64)
     inputs, outputs = np.frombuffer(input_tokens, dtype=np.int64), np.frombuffer(output_tokens, dtype=np.int64)
-    *pool, used, blocks, table, g_gone, c_gone, explained, by = kernels.replay_state(
-        starts, inputs, outputs, block, num_blocks, distinct, cpu_capacity_tokens, explain
+    *pool, c_in, c_nxt, c_prv, c_index, used, blocks, table = kernels.replay_state(
+        starts, inputs, outputs, block, num_blocks, distinct, cpu_capacity_tokens
     )
+    g_gone, c_gone, explained, by = explain_kernel.attribution_state(starts.size - 1, distinct, c_in.size, explain)
     run = kernels.explained_replay_from if explain else kernels.replay_from
     first, requests = 0, starts.size - 1
     while first < requests:  # a deadline (sim.work) is checked between slices of about SLICE_REFS references
         checkpoint()
         stop = max(first + 1, min(requests, int(np.searchsorted(starts, starts[first] + SLICE_REFS, side="right")) - 1))
         by = run(
-            dense, starts, inputs, outputs, block, chunk_blocks, cpu_capacity_tokens, lmcache, first, stop, *pool, used,
-            blocks, table, g_gone, c_gone, explained, by,
+            dense, starts, inputs, outputs, block, chunk_blocks, cpu_capacity_tokens, lmcache, first, stop, *pool, c_in,
+            c_nxt, c_prv, c_index, used, blocks, table, g_gone, c_gone, explained, by,
         )
         first = stop
     return table, distinct, (explained, by[: used[1]].copy()) if explain else None

@@ -16,8 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from sim.explain_kernel import BY_ROWS, attribute
-from sim.explain_kernel import COLUMNS as ATTRIBUTION_COLUMNS
+from sim.explain_kernel import attribute
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: consecutive ids spread over the table
 
@@ -200,12 +199,11 @@ def _evict_chunk(nxt: np.ndarray, prv: np.ndarray, sentinel: int, held: np.ndarr
 @njit(cache=True)
 def replay_state(
     offsets: np.ndarray, input_tokens: np.ndarray, output_tokens: np.ndarray, block: int, num_blocks: int,
-    distinct_keys: int, cpu_capacity_tokens: int, explain: bool,
+    distinct_keys: int, cpu_capacity_tokens: int,
 ) -> tuple[np.ndarray, ...]:
     """The replay's state before the first request: the pool (every block free), an empty CPU tier, the result's
-    rows; ``replay_from`` carries it from one slice of requests to the next (``used[0]``: chunks held). With
-    ``explain``, the attribution's too (``explained_replay_from``: ``used[1]``: ``by`` rows used); without it,
-    those arrays are empty (the plain replay never touches them)."""
+    rows; ``replay_from`` carries it from one slice of requests to the next (``used[0]``: chunks held; ``used[1]``:
+    the attribution's ``by`` rows, whose arrays ``sim.explain_kernel.attribution_state`` makes)."""
     n_req = offsets.size - 1
     sentinel = num_blocks
     nxt = np.empty(num_blocks + 1, np.int64)
@@ -236,13 +234,8 @@ def replay_state(
         longest = max(longest, offsets[r + 1] - offsets[r], (input_tokens[r] + output_tokens[r] - 2) // block + 1)
     blocks = np.empty(max(longest, 1), np.int64)
     out = np.zeros((n_req, COLUMNS), np.int64)
-    # The attribution's: the request that evicted each id from the GPU, from the CPU (-1: never), its rows.
-    g_gone = np.full(distinct_keys if explain else 0, -1, np.int32)
-    c_gone = np.full(cpu_size if explain else 0, -1, np.int32)
-    explained = np.zeros((n_req if explain else 0, ATTRIBUTION_COLUMNS), np.int64)
-    by = np.empty((BY_ROWS if explain else 0, 2), np.int64)
     return (nxt, prv, block_hash, block_pos, cached, copy_top, copy_prev, copy_next, c_in, c_nxt, c_prv, c_index, used,
-            blocks, out, g_gone, c_gone, explained, by)
+            blocks, out)
 
 
 def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
@@ -267,8 +260,9 @@ def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
     ) -> np.ndarray:
         """Requests ``first`` .. ``stop - 1`` of a trace, one after another, through vLLM's block pool and
         (``cpu_capacity_tokens`` > 0) a CPU tier, on the state ``replay_state`` made and earlier slices left
-        (changed in place): slices one after another give exactly what one call over them all gives. Returns
-        ``by`` (a new array when the attribution outgrew it).
+        (changed in place), and, explaining, on ``sim.explain_kernel.attribution_state``'s arrays: slices one
+        after another give exactly what one call over them all gives. Returns ``by`` (a new array when the
+        attribution outgrew it).
 
         Follows ``sim.engine.Engine.process`` for a trace request (one document,
         no shared prefix, whole chunks only), with:
