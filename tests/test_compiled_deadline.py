@@ -91,15 +91,16 @@ def test_the_sample_replay_in_slices_equals_the_python_engine(monkeypatch: pytes
         assert _records(sliced) == expected, slice_refs
 
 
-def test_a_compiled_replay_stops_between_its_slices(compiled_only: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_compiled_replay_stops_between_its_slices(compiled_only: pytest.MonkeyPatch, explain: bool) -> None:
     # The sample's ~122,000 references in slices of about 1,000: stopped at the fourth check, after three slices,
-    # not at the end of the trace.
+    # not at the end of the trace. Explaining misses runs the same kernel in the same slices.
     compiled_only.setattr(compiled, "SLICE_REFS", 1000)
     trace, costs = open_trace("mooncake-synthetic"), default_costs()
     assert trace.total_blocks > 100 * 1000
     signal = StopAfter(3)
     with stoppable(signal), pytest.raises(Stopped):  # type: ignore[arg-type]
-        run_replay(trace, ReplayTiers(2000, 20000), costs)
+        run_replay(trace, ReplayTiers(2000, 20000), costs, explain=explain)
     assert signal.seen == 4
 
 
