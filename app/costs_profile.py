@@ -7,12 +7,12 @@ request brings its own ``costs``.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from sim import jsontext
 from sim.calibrate import load_profile
 from sim.costs import CostModel
 
@@ -41,7 +41,7 @@ def configure(path: Path | None) -> None:
 
 def profile_text(profile: dict[str, Any]) -> str:
     """A cost profile (``Calibration.profile()``) as ``kvscope calibrate`` saves it and the page offers it."""
-    return json.dumps(profile, indent=1) + "\n"
+    return jsontext.dumps(profile, indent=1) + "\n"
 
 
 def profile_name(measurements_name: str) -> str:

@@ -12,6 +12,8 @@ from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sim.stats import RESOLUTION_MS
+
 # Coefficient names in the order the fit's feature vector uses.
 COEFFICIENTS = ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "load_disk_ms_per_token", "store_ms_per_token")
 
@@ -34,10 +36,14 @@ class CostModel(BaseModel):
 
     @model_validator(mode="after")
     def _every_request_costs_something(self) -> CostModel:
-        # At least one token is always computed (vLLM recomputes the last), so either constant makes every TTFT
-        # positive, and every speed-up a finite ratio.
-        if self.overhead_ms <= 0 and self.prefill_ms_per_token <= 0:
-            raise ValueError("overhead_ms or prefill_ms_per_token must be above 0, so that every TTFT is above 0")
+        # At least one token is always computed (vLLM recomputes the last), so the cheapest request costs at least
+        # overhead + prefill. Below the resolution figures are reported at it would read 0.0 ms in a summary and a
+        # speed-up over it would be infinite (not JSON); at or above it, every TTFT and every speed-up is finite.
+        if self.overhead_ms + self.prefill_ms_per_token < RESOLUTION_MS:
+            raise ValueError(
+                f"overhead_ms + prefill_ms_per_token must be at least {RESOLUTION_MS} ms (the resolution TTFTs are "
+                "reported at), so that every TTFT is above 0"
+            )
         return self
 
     def ttft_ms(self, computed: int, cpu_tokens: int = 0, disk_tokens: int = 0, stored: int = 0) -> float:

@@ -1,9 +1,11 @@
-"""JSON as kvscope reads it from files: plain finite numbers only (no NaN, Infinity or 1e400) and nesting at most ``MAX_DEPTH`` deep.
+"""JSON as kvscope reads and writes it: plain finite numbers only (no NaN, Infinity or 1e400), nesting at most ``MAX_DEPTH`` deep.
 
 Python's ``json`` accepts ``NaN`` and ``Infinity`` (which are not JSON), turns
 ``1e400`` into infinity, and raises ``RecursionError`` on deeply nested input;
 ``loads`` turns each into a ``ValueError`` whose message says what was wrong,
-so the reader can name the file and line.
+so the reader can name the file and line. ``dumps`` writes a non-finite number
+as null, as the runs database (msgspec) and FastAPI's SSE messages do, so that
+nothing kvscope writes breaks a strict reader (a browser's ``JSON.parse``).
 """
 
 from __future__ import annotations
@@ -61,3 +63,22 @@ def _depth(value: Any) -> int:
         if level <= MAX_DEPTH:
             stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return deepest
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)``, with NaN and infinities written as null (at no cost when there are none)."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:  # a non-finite number somewhere (or a circular reference, which raises again below)
+        return json.dumps(_finite_only(value), allow_nan=False, **options)
+
+
+def _finite_only(value: Any) -> Any:
+    """``value`` with every non-finite float as None (lists, tuples and dicts rebuilt; anything else as it is)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_only(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_only(v) for v in value]
+    return value

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sim import textfile
-from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, UNKNOWN_DOC, Measurement, MeasurementError
+from sim.measurements import CONFIG_ALIASES, MAX_TTFT_MS, MIN_TTFT_MS, UNKNOWN_DOC, Measurement, MeasurementError
 from sim.questions import REPEAT_MODES, RepeatMode
 
 WARMUP_FILE, QUERY_FILE = "warmup_round.csv", "query_round.csv"
@@ -173,9 +173,10 @@ def parse_round(name: str, text: str, expected: int | None) -> tuple[dict[int, f
         except (TypeError, ValueError):
             raise MeasurementError(f"{name} line {line}: prompt_id {raw['prompt_id']!r} or ttft {raw['ttft']!r} is not a number") from None
         why = _failed(raw, ttft_s)
-        if why is None and not 0 <= ttft_s <= MAX_TTFT_MS / 1000:  # also false for NaN
+        if why is None and not MIN_TTFT_MS / 1000 <= ttft_s <= MAX_TTFT_MS / 1000:  # also false for NaN
             raise MeasurementError(
-                f"{name} line {line}: ttft must be from 0 to {MAX_TTFT_MS // 1000:,} seconds (or -1 for a failed request), "
+                f"{name} line {line}: ttft must be from {MIN_TTFT_MS / 1000:.6f} to {MAX_TTFT_MS // 1000:,} seconds "
+                "(or -1 for a failed request), "
                 f"got {raw['ttft']!r}"
             )
         if prompt_id < 0 or (expected is not None and prompt_id >= expected):

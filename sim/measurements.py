@@ -32,6 +32,7 @@ COLUMNS = REQUIRED + OPTIONAL
 # A TTFT of 0 or beyond an hour is no measurement of a prompt (one token is always computed); the bounds keep
 # means and speed-ups finite.
 MAX_TTFT_MS = 3_600_000
+MIN_TTFT_MS = stats.RESOLUTION_MS  # below it a pass's p50 reads 0.0 and a speed-up over it is infinite
 CONFIG_ALIASES = {"vllm": "gpu", "vllm-only": "gpu", "lmcache": "gpu+cpu", "vllm+lmcache": "gpu+cpu"}
 _INT = {
     "pass", "seq", "doc", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "disk_hit_tokens",
@@ -94,8 +95,8 @@ class Measurement:
                     values[name] = int(value)
                 elif name == "ttft_ms":
                     values[name] = float(value)
-                    if not 0 < values[name] <= MAX_TTFT_MS:  # also false for NaN
-                        raise ValueError(f"must be above 0 and at most {MAX_TTFT_MS:,} ms")
+                    if not MIN_TTFT_MS <= values[name] <= MAX_TTFT_MS:  # also false for NaN
+                        raise ValueError(f"must be at least {MIN_TTFT_MS} and at most {MAX_TTFT_MS:,} ms")
                 else:
                     values[name] = str(value)
             except (TypeError, ValueError) as exc:

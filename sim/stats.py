@@ -5,6 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+DECIMALS = 3  # figures in ms are reported to the microsecond
+# The smallest TTFT kvscope takes in (a measurement, or a cost model's cheapest request): anything below rounds
+# to 0.0 ms in a summary, and a speed-up over that is a division by zero.
+RESOLUTION_MS = 10.0**-DECIMALS
+
 
 def quantile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated quantile (numpy's default); the median of an even count is the middle pair's mean."""
@@ -35,4 +40,4 @@ def speedup(baseline_ms: float, candidate_ms: float) -> float:
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": round(p50(values), 3), "mean_ms": round(mean(values), 3), "p90_ms": round(p90(values), 3)}
+    return {"p50_ms": round(p50(values), DECIMALS), "mean_ms": round(mean(values), DECIMALS), "p90_ms": round(p90(values), DECIMALS)}

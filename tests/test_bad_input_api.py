@@ -105,7 +105,7 @@ def test_costs_that_make_every_ttft_zero_are_422(server: tuple[str, int]) -> Non
     response = httpx.post(f"{server[0]}/api/simulate", json={"costs": zero}, timeout=10)
     assert response.status_code == 422
     [error] = response.json()["detail"]
-    assert error["loc"] == ["body", "costs"] and "overhead_ms or prefill_ms_per_token must be above 0" in error["msg"]
+    assert error["loc"] == ["body", "costs"] and "overhead_ms + prefill_ms_per_token must be at least 0.001 ms" in error["msg"]
 
 
 def test_simulate_json_refuses_zero_costs_and_never_prints_infinity(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_simulate_json_refuses_zero_costs_and_never_prints_infinity(tmp_path: Pa
                                 "load_disk_ms_per_token": 0, "store_ms_per_token": 0}))
     result = run_kvscope(["simulate", "--costs", str(zero), "--json"])
     assert result.returncode == 2
-    assert "overhead_ms or prefill_ms_per_token must be above 0" in result.stderr
+    assert "overhead_ms + prefill_ms_per_token must be at least 0.001 ms" in result.stderr
     result = run_kvscope(["simulate", "--json", "--docs", "3"])
     assert result.returncode == 0
     json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in simulate --json"))

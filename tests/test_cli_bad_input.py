@@ -110,8 +110,8 @@ def test_nul_bytes_and_an_overlong_csv_field_name_their_line(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     "row, column, limit",
     [
-        ("gpu,1,forward,0,0,100,1e308", "ttft_ms", "above 0 and at most 3,600,000 ms"),
-        ("gpu,1,forward,0,0,100,-5", "ttft_ms", "above 0 and at most 3,600,000 ms"),
+        ("gpu,1,forward,0,0,100,1e308", "ttft_ms", "at least 0.001 and at most 3,600,000 ms"),
+        ("gpu,1,forward,0,0,100,-5", "ttft_ms", "at least 0.001 and at most 3,600,000 ms"),
         ("gpu,1,forward,0,0,-100,5.0", "prompt_tokens", "from 0 to 2,147,483,647"),
         (f"gpu,1,forward,0,0,{10**300},5.0", "prompt_tokens", "from 0 to 2,147,483,647"),
     ],

@@ -144,7 +144,7 @@ def test_random_mode_maps_each_prompt_to_its_document(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("query_lines", "needle"),
     [
-        (["0,0,0.05,1,0.05", "1,1,-0.5,2,1.0"], "query_round.csv line 3: ttft must be from 0 to 3,600 seconds"),
+        (["0,0,0.05,1,0.05", "1,1,-0.5,2,1.0"], "query_round.csv line 3: ttft must be from 0.000001 to 3,600 seconds"),
         (["0,0,0.05,1,0.05", "0,1,0.05,2,1.05"], "query_round.csv line 3: prompt_id 0 appears twice"),
         (["0,0,0.05,1,0.05", "one,1,0.05,2,1.05"], "query_round.csv line 3: prompt_id 'one'"),
         (["0,0,0.05,1,0.05", "5,1,0.05,2,1.05"], "query_round.csv line 3: prompt_id 5 is outside 0..1"),

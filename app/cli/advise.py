@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -12,6 +11,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from sim import jsontext
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
@@ -154,7 +154,7 @@ def command(
         if executor is not None:
             (executor.shutdown if hasattr(executor, "shutdown") else executor.close)()
     if as_json:
-        click.echo(json.dumps(advice.to_dict(), indent=1))
+        click.echo(jsontext.dumps(advice.to_dict(), indent=1))
         return
     _print(advice, prices is not None)
 

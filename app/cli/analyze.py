@@ -9,7 +9,6 @@ tabulated.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +16,7 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.table import format_table
-from sim import measurements
+from sim import jsontext, measurements
 from sim.longdocqa import REPEAT_MODES, Failure, find_pair, read_run
 from sim.readers import Repeat, read_measurements
 
@@ -98,7 +97,7 @@ def _save(store: RunStore, paths: list[Path], rows: list[measurements.Measuremen
 
 def _print(report: dict[str, Any], long_doc_qa: bool, failures: list[Failure], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report, indent=1))
+        click.echo(jsontext.dumps(report, indent=1))
         return
     click.echo(
         format_table(

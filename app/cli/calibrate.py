@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from sim import jsontext
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
@@ -100,7 +100,7 @@ def _save(store: RunStore, file: Path, scenario: Scenario, profile: dict[str, An
 
 def _print(calibration: Calibration, profile: dict[str, Any], out: Path, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(profile, indent=1))
+        click.echo(jsontext.dumps(profile, indent=1))
         return
     costs = profile["costs"]
     unknown = len(calibration.identifiability.confounded) if calibration.identifiability else 0

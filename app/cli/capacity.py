@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 import click
 
+from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
@@ -40,7 +40,7 @@ def command(
     except CurveTooLarge as exc:
         raise click.BadParameter(str(exc), param_hint="--points") from None
     if as_json:
-        click.echo(json.dumps(curve, indent=1))
+        click.echo(jsontext.dumps(curve, indent=1))
         return
     if as_csv:
         buffer = io.StringIO()

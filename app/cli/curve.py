@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from sim import jsontext
 from app.cli.trace_options import format_option, load
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
@@ -38,7 +38,7 @@ def command(trace: str | None, points: int, fmt: TraceFormat | None, as_json: bo
         stream, label = scenario_stream(scenario), f"scenario ({scenario.block_size}-token blocks)"
     curve = lru_curve(stream, points)
     if as_json:
-        click.echo(json.dumps(curve["points"], indent=1))
+        click.echo(jsontext.dumps(curve["points"], indent=1))
         return
     click.echo(
         f"{label}: {curve['references']:,} block references, {curve['distinct_blocks']:,} distinct; "

@@ -3,11 +3,11 @@ that would have hit."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from sim import jsontext
 from app.cli.replay import REPLAY_FLAGS
 from app.cli.trace_options import format_option, load
 from app.cli.scenario_flags import build_scenario, scenario_options
@@ -73,7 +73,7 @@ def command(
             raise click.BadParameter(f"must be below the number of requests ({count:,}), got {seq:,}", param_hint="--request")
         result["request"] = _one(result, seq)
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        click.echo(jsontext.dumps(result, indent=1))
     elif seq is not None:
         click.echo(_request_text(result["request"]))
     else:

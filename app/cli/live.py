@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +16,7 @@ from app.cli.table import format_table
 from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
 from app.live.targets import Target, TargetSpecError, parse_targets
 from app.runs.recording import LiveRecorder
-from sim import measurements
+from sim import jsontext, measurements
 from sim.events import Error, Event, Measured, PassDone, RunStarted, RunWarning
 from sim.result import comparison
 
@@ -156,7 +155,7 @@ def _report(live: LiveRun, predicted: dict[str, list[dict[str, Any]]], as_json: 
             "predicted": {"runs": predicted_runs, "speedups": predicted_speedups},
             "errors": live.failed,
         }
-        click.echo(json.dumps(report, indent=1))
+        click.echo(jsontext.dumps(report, indent=1))
         return
     click.echo("", err=True)
     for info in live.infos.values():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.whatif import compare
@@ -23,7 +23,7 @@ def command(as_json: bool, **flags: Any) -> None:
     within_budget(policies_cost(scenario))
     result = compare(scenario)
     if as_json:
-        click.echo(json.dumps(result, indent=1))
+        click.echo(jsontext.dumps(result, indent=1))
         return
     rows = []
     for tier in ("gpu", "cpu"):

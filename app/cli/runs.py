@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from app.cli.table import format_table
 from app.runs import compare, export, importer
 from app.runs.recording import result_of
 from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunStore, StoreError, StoreFull, check_id
-from sim import textfile
+from sim import jsontext, textfile
 from sim.longdocqa import failure_text
 
 
@@ -68,7 +67,7 @@ def list_runs(ctx: click.Context, limit: int, kind: str | None, as_json: bool) -
     """The newest runs: id, kind, when, status, scenario (or file) and headline figures."""
     runs = _store(ctx).list(limit=limit, kind=kind)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in runs], indent=1))
+        click.echo(jsontext.dumps([r.to_dict() for r in runs], indent=1))
         return
     if not runs:
         click.echo(f"no runs kept in {_store(ctx).path}")
@@ -90,7 +89,7 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
     except NoSuchRun as exc:
         raise _missing(exc) from None
     if as_json:
-        click.echo(json.dumps({**run.to_dict(), "result": result_of(store, run), "uploads": store.uploads(run_id)}, indent=1))
+        click.echo(jsontext.dumps({**run.to_dict(), "result": result_of(store, run), "uploads": store.uploads(run_id)}, indent=1))
         return
     info = run.info
     click.echo(f"run {info.id}: {info.kind}, {info.status}, {info.created_at}")
@@ -98,7 +97,7 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
     failures = (run.source or {}).get("failures") or []
     source = {k: v for k, v in (run.source or {}).items() if k != "failures"}
     if source:
-        click.echo(f"  source: {json.dumps(source)}")
+        click.echo(f"  source: {jsontext.dumps(source)}")
     if failures:
         # As ``kvscope analyze`` words them, so a kept analysis reads as it did when made.
         click.echo(f"failed requests, left out of the statistics: {len(failures)}")
@@ -122,9 +121,9 @@ def diff(ctx: click.Context, a: int, b: int, as_json: bool) -> None:
     except NoSuchRun as exc:
         raise _missing(exc) from None
     if as_json:
-        click.echo(json.dumps(view, indent=1))
+        click.echo(jsontext.dumps(view, indent=1))
         return
-    changes = [f"  {c['field']}: {json.dumps(c['a'])} -> {json.dumps(c['b'])}" for c in view["scenario"]]
+    changes = [f"  {c['field']}: {jsontext.dumps(c['a'])} -> {jsontext.dumps(c['b'])}" for c in view["scenario"]]
     changes += [f"  cost {c['field']}: {c['a']} -> {c['b']}" for c in view["costs"]]
     if not view["scenarios_known"]:
         said = "one of them has no scenario (imported measurements): only their requests are compared"

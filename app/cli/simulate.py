@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +10,7 @@ import click
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import render_table
-from sim import measurements
+from sim import jsontext, measurements
 from sim.simulation import simulate
 from sim.work import simulation_cost
 
@@ -38,7 +37,7 @@ def command(as_json: bool, no_explain: bool, out: Path | None, db: str | None, n
     if out is not None:
         measurements.write(out, measurements.from_result(result, model=scenario.model))
     if as_json:
-        click.echo(json.dumps(result, indent=1, allow_nan=False))  # NaN and Infinity are not JSON
+        click.echo(jsontext.dumps(result, indent=1))  # NaN and Infinity (not JSON) as null
     else:
         click.echo(render_table(result))
         if out is not None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from sim import jsontext
 from app.cli.table import format_table
 from sim.kv import MODELS, UnknownModel, load_config, model_shape, sizing
 
@@ -40,7 +40,7 @@ def command(
     report = sizing(shape, docs, doc_tokens, chunk_size, gpu_memory_gb)
     stored_tokens = report["cpu_stored_tokens"]
     if as_json:
-        click.echo(json.dumps(report, indent=1))
+        click.echo(jsontext.dumps(report, indent=1))
         return
     click.echo(f"{shape.name}: {shape.description}")
     click.echo(f"{docs} documents x {doc_tokens:,} tokens = {docs * doc_tokens:,} tokens = {report['gib_for_tokens']:.3f} GiB of KV")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from sim.sweep import sweep, sweep_cost
 
@@ -21,7 +21,7 @@ def command(as_json: bool, **flags: Any) -> None:
     within_budget(sweep_cost(scenario))
     found = sweep(scenario).to_dict()
     if as_json:
-        click.echo(json.dumps(found, indent=1))
+        click.echo(jsontext.dumps(found, indent=1))
         return
     gpu, cpu = found["gpu"], found["cpu"]
     prompt = scenario.prompt_tokens

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import sys
 import time
 from contextlib import ExitStack
@@ -15,7 +14,7 @@ import httpx
 
 from app.cli.save_run import not_kept, open_store, save_options, say_kept
 from app.live import prom
-from sim import textfile
+from sim import jsontext, textfile
 from sim.kvevents import wire
 from sim.kvevents.endpoints import EndpointError, check_endpoint
 from sim.kvevents.feed import Feed
@@ -82,7 +81,7 @@ def command(
                     _finish(kept)
     summary = {**feed.summary(), **extra}
     if as_json:
-        click.echo(json.dumps(summary, indent=1))
+        click.echo(jsontext.dumps(summary, indent=1))
     else:
         click.echo(final_text(summary))
     if from_file is None and extra.get("received") == 0:

@@ -14,13 +14,13 @@ at a stop string.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sim import jsontext
 from app.emulator.backend import Backend, Prefill
 from app.emulator.deadline import sleep_until
 from app.emulator.text import Output
@@ -217,4 +217,4 @@ class Reply:
 
 
 def _event(data: dict[str, Any]) -> str:
-    return f"data: {json.dumps(data)}\n\n"
+    return f"data: {jsontext.dumps(data)}\n\n"

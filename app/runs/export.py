@@ -4,9 +4,9 @@ import`` read back), or the whole run as JSON (list entry, scenario, costs, sour
 from __future__ import annotations
 
 import io
-import json
 from typing import Any, Literal
 
+from sim import jsontext
 from sim.measurements import MeasurementWriter
 
 from app.runs.recording import result_of, rows_of
@@ -32,10 +32,10 @@ def whole(store: RunStore, run_id: int) -> dict[str, Any]:
 
 def export(store: RunStore, run_id: int, fmt: Format) -> str:
     if fmt == "json":
-        return json.dumps(whole(store, run_id), indent=1) + "\n"
+        return jsontext.dumps(whole(store, run_id), indent=1) + "\n"
     if fmt == "jsonl" and store.get(run_id).info.kind == "watch":
         # A kept `kvscope watch`: its KV event recording, which `kvscope watch --from` plays and `kvscope replay` reads.
-        return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in store.records(run_id))
+        return "".join(jsontext.dumps(line, separators=(",", ":")) + "\n" for line in store.records(run_id))
     buffer = io.StringIO()
     writer = MeasurementWriter(buffer, jsonl=fmt == "jsonl")
     for row in rows_of(store, run_id):

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sim import jsontext, measurements, textfile
-from sim.measurements import MeasurementError
+from sim.measurements import MAX_TTFT_MS, MIN_TTFT_MS, MeasurementError
 from sim.scenario import Scenario
 
 from app.runs.export import EXPORT_MARK
@@ -57,13 +57,19 @@ def _simulation(store: RunStore, name: str, content: bytes, result: dict[str, An
     fields = {k: v for k, v in result["scenario"].items() if k in Scenario.model_fields}
     try:
         scenario = Scenario.model_validate(fields)
-        measurements.from_result(result)  # every request has the fields a run's rows need
+        rows = measurements.from_result(result)  # every request has the fields a run's rows need
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ImportProblem(f"{name}: scenario.{where}: {first['msg']}") from None
     except (KeyError, TypeError) as exc:
         raise ImportProblem(f"{name}: not a kvscope simulate --json result (a request lacks {exc})") from None
+    for r in rows:  # as a measurement file's are: a TTFT below the resolution makes an infinite speed-up
+        if not (isinstance(r.ttft_ms, int | float) and MIN_TTFT_MS <= r.ttft_ms <= MAX_TTFT_MS):
+            raise ImportProblem(
+                f"{name}: run {r.config} request {r.seq}: ttft_ms must be at least {MIN_TTFT_MS} and at most "
+                f"{MAX_TTFT_MS:,} ms, got {r.ttft_ms!r}"
+            )
     source = {"imported": name, "sha256": hashlib.sha256(content).hexdigest(), "bytes": len(content)}
     return save_simulation(store, scenario, result, name=f"{name} (imported)", source=source)
 

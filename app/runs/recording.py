@@ -18,7 +18,7 @@ from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sim import measurements
+from sim import jsontext, measurements
 from sim.events import Event, Measured
 from sim.measurements import Measurement
 from sim.result import comparison, pass_summaries, run_totals
@@ -84,7 +84,7 @@ def save_simulation(store: RunStore, scenario: Scenario, result: dict[str, Any],
 def encoded(event: Event) -> tuple[dict[str, Any], str]:
     """An event's JSON form and its text: the one encoding its SSE message sends and its kept batch holds."""
     data = event.to_dict()
-    return data, json.dumps(data)
+    return data, jsontext.dumps(data)
 
 
 # Streams' commits, off the event loop: one thread (the store has one writer), so each stream's batches are

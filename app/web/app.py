@@ -16,6 +16,7 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app.web import errors
 from app.web.context import STATIC_DIR, Web
+from app.web.json_response import JSONResponse
 from app.web.disconnects import QuietDisconnects
 from app.web.guard import RequestGuard
 from app.web.headers import SecurityHeaders
@@ -37,6 +38,7 @@ def _lifespan(web: Web) -> Callable[[FastAPI], AbstractAsyncContextManager[None]
 def make_app(web: Web | None = None) -> FastAPI:
     web = web or Web()
     app = FastAPI(
+        default_response_class=JSONResponse,  # non-finite numbers as null, never a 500 (app.web.json_response)
         title="kvscope",
         version=version("kvscope"),
         summary="What a GPU prefix cache and a CPU offload tier do to time-to-first-token, step by step.",

@@ -14,9 +14,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from markupsafe import escape
 
+from app.web.json_response import JSONResponse
 from app.web.workers import Busy, TimedOut
 
 MAX_ECHO_CHARS = 200  # of a bad input, a message, a location part

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
+from app.web.json_response import JSONResponse
 from app.budgets import WebBudget
 from sim.work import StopSignal, Stopped, stoppable
 

@@ -7,9 +7,10 @@ import json
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.web.json_response import JSONResponse
 from app.scenario_input import ScenarioInput
 from app.web.advise_jobs import Jobs
 from app.web.context import Web

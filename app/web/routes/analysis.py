@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.web.json_response import JSONResponse
 from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web

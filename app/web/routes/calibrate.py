@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Request, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
+from app.web.json_response import JSONResponse
 from app.costs_profile import profile_name, profile_text
 from app.scenario_input import ScenarioInput
 from app.web.context import Web

@@ -16,11 +16,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.concurrency import run_in_threadpool
 
+from app.web.json_response import JSONResponse
 from app.runs.recording import keep, run_headers, save_replay
 from app.scenario_input import ScenarioInput
 from app.web.context import Web

@@ -16,10 +16,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.datastructures import UploadFile as StarletteUpload
 
+from app.web.json_response import JSONResponse
 from app.runs import compare, export, importer, recording
 from app.runs.store import KINDS, MAX_ID, MAX_LIST, NoSuchRun, StoreError, StoreFull
 from app.runs.watch_replay import watch_events

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
+from app.web.json_response import JSONResponse
 from app.runs.recording import RUN_HEADER, StreamRecorder, encoded, keep, run_headers, save_simulation
 from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
