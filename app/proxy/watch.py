@@ -17,6 +17,7 @@ and ``MAX_RECORDS`` requests.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
 import time
@@ -72,6 +73,8 @@ class UpstreamWatch:
         self._events_lock = threading.Lock()
         # Called with each event after it is logged (the runs database keeps them: app.runs.recording.ProxyRecorder).
         self.listeners: list[Callable[[Event], None]] = []
+        # A future done once every event emitted so far is kept (ProxyRecorder.kept): a request is listed only then.
+        self.kept: Callable[[], concurrent.futures.Future[None]] | None = None
         self._next_id = 0
         self.info: TargetInfo | None = None
         self.problem: str | None = None
@@ -180,6 +183,10 @@ class UpstreamWatch:
             await self._quiet().wait()
             await self._ensure_probed()
             record = await self._measure(seq, exchange)
+            if self.kept is not None:
+                # Committed on the runs database's thread while the loop goes on forwarding; listed once it is,
+                # so whatever the watch shows survives a crash.
+                await asyncio.wrap_future(self.kept())
             self.records.append(record)
             if record["error"]:
                 self.emit(RunWarning(self.upstream.name, f"request {seq}: {record['error']}"))

@@ -11,9 +11,8 @@ parsed rows, the file's sha256 and size, and its content only up to
 from __future__ import annotations
 
 import json
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -25,6 +24,8 @@ from sim.result import comparison, pass_summaries, run_totals
 from sim.scenario import Scenario
 from sim.simulation import scenario_summary
 
+from app.runs import commits
+from app.runs.commits import Commits, kept_only_so_far
 from app.runs.store import NewRun, Run, RunStore, RunWriter, StoreError
 
 UPLOAD_KEEP_BYTES = 1 * 2**20  # an upload's content is kept up to this size; above it only its sha256 and size
@@ -87,17 +88,13 @@ def encoded(event: Event) -> tuple[dict[str, Any], str]:
     return data, jsontext.dumps(data)
 
 
-# Streams' commits, off the event loop: one thread (the store has one writer), so each stream's batches are
-# committed in the order they were sent.
-_COMMITS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvscope-runs-commit")
-
-
 class EventLog:
     """A stream's events, kept as they are sent: one batch per request (ended by an event of kind ``ends_with``),
     each event encoded once for the client and the database alike, and held only as that text until its batch is
     committed. Batches are committed at most ``every_s`` apart (0: each request as it ends), on the calling thread,
-    or, ``in_background``, on the commit thread, which ``wait`` waits for. A store that fails or fills up never
-    stops the stream: ``problem`` says why the run is kept only so far."""
+    or, ``in_background``, on the commit thread (``app.runs.commits``), which ``wait`` waits for. A store that fails
+    or fills up never stops the stream: ``problem`` says why the run is kept only so far (logged, and said on the
+    run at once)."""
 
     def __init__(self, writer: RunWriter | None, ends_with: str, every_s: float, *, in_background: bool = False) -> None:
         self.writer = writer
@@ -107,7 +104,7 @@ class EventLog:
         self.texts: list[str] = []  # the open batch's events
         self.pending: list[list[str]] = []  # ended batches not yet committed
         self.flushed_at = time.monotonic()
-        self.committing: Future[None] | None = None  # the last batches handed to the commit thread
+        self.commits: Commits[list[str]] = Commits(self._commit, self._failed)
         self.problem: str | None = None
 
     def add(self, event: Event) -> tuple[dict[str, Any], str]:
@@ -136,23 +133,25 @@ class EventLog:
         if self.writer is None or self.problem is not None or not pending:
             return
         if self.in_background:
-            self.committing = _COMMITS.submit(self._commit, pending)
+            self.commits.hand(pending)
         else:
-            self._commit(pending)
+            try:
+                self._commit(pending)
+            except Exception as exc:  # noqa: BLE001 - logged and said on the run; the stream goes on
+                self._failed(exc)
 
     def _commit(self, batches: list[list[str]]) -> None:
         if self.writer is None or self.problem is not None:
             return
-        try:
-            self.writer.append_encoded_events(["[" + ",".join(texts) + "]" for texts in batches])
-        except StoreError as exc:
-            self.problem = str(exc)  # the stream goes on; the run is kept up to here
+        self.writer.append_encoded_events(["[" + ",".join(texts) + "]" for texts in batches])
+
+    def _failed(self, exc: Exception) -> None:
+        if self.problem is None:  # the first failure says why; later batches are not tried
+            self.problem = kept_only_so_far(self.writer, exc)
 
     def wait(self) -> None:
         """Until every batch handed to the commit thread is committed (or has failed, and ``problem`` says why)."""
-        if self.committing is not None:
-            self.committing.result()  # the thread runs them in order: the last one done, all are
-            self.committing = None
+        self.commits.done().result()  # the thread runs a run's jobs in order: the last one done, all are
 
 
 class StreamRecorder:
@@ -208,7 +207,7 @@ class StreamRecorder:
         committed (on the commit thread too), so that a client that saw the stream end reads the run as finished."""
         self.settle()
         if self.writer is not None:
-            _COMMITS.submit(self._finish, status).result()
+            commits.THREAD.submit(self._finish, status).result()
 
     def _finish(self, status: str) -> None:
         assert self.writer is not None
@@ -217,7 +216,7 @@ class StreamRecorder:
         try:
             self.writer.finish(status=status, summary=kept)
         except StoreError as exc:
-            self.log.problem = str(exc)
+            self.log.problem = kept_only_so_far(None, exc)
 
 
 def _flat(batches: Iterable[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
@@ -344,9 +343,11 @@ class ProxyRecorder:
     """Keeps what a watched upstream's proxy sees, as a ``proxy`` run opened on its first event: each proxied
     request's measurement as a record, and the watch's events (KV stores and evictions, occupancy, the twin's
     predictions, measured TTFTs, divergences) in batches, one ended by each measured request (or every
-    ``MAX_BATCH`` events while none is), each committed as it ends, so a crash loses at most the request in flight.
-    Called from the event loop and the KV events' thread alike. A store that fails or fills up never stops the
-    proxy: ``problem`` says why the run is kept only so far."""
+    ``MAX_BATCH`` events while none is), each committed as it ends. ``add`` is called from the event loop and the
+    KV events' thread alike and never waits for SQLite: every write is the commit thread's (``app.runs.commits``);
+    ``kept`` is a future done once all added so far is committed, which the watch awaits before it lists a request,
+    so a crash loses at most the requests in flight. A store that fails or fills up never stops the proxy:
+    ``problem`` says why the run is kept only so far (logged, and said on the run at once)."""
 
     MAX_BATCH = 500
 
@@ -358,11 +359,20 @@ class ProxyRecorder:
         self.log: EventLog | None = None
         self.rows: list[Measurement] = []
         self.problem: str | None = None
-        self._lock = threading.Lock()
+        self.commits: Commits[tuple[Event, str]] = Commits(self._keep, self._failed)
 
     @property
     def run_id(self) -> int | None:
         return None if self.writer is None else self.writer.id
+
+    def add(self, event: Event) -> None:
+        """Hand the event to the commit thread (encoded here: it is sent as it is kept)."""
+        self.commits.hand([(event, encoded(event)[1])])
+
+    def kept(self) -> Future[None]:
+        return self.commits.done()
+
+    # -- on the commit thread ----------------------------------------------------------
 
     def _open(self) -> EventLog | None:
         if self.log is None and self.problem is None:
@@ -372,41 +382,45 @@ class ProxyRecorder:
                     source={"upstream": self.upstream, **self.source},
                 ))
             except StoreError as exc:
-                self.problem = str(exc)
+                self.problem = kept_only_so_far(None, exc)
                 return None
             self.log = EventLog(self.writer, Measured.kind, 0.0)
         return self.log
 
-    def add(self, event: Event) -> None:
-        with self._lock:
-            log = self._open()
-            if log is None or self.writer is None:
-                return
+    def _keep(self, items: list[tuple[Event, str]]) -> None:
+        log = self._open()
+        if log is None or self.writer is None or self.problem is not None:  # kept up to its first failure
+            return
+        for event, text in items:
             if isinstance(event, Measured):
                 row = Measurement(event.run, event.pass_, event.order, event.seq, event.doc, event.prompt_tokens,
                                   event.ttft_ms, event.gpu_hit_tokens, event.cpu_hit_tokens, event.computed_tokens,
                                   "live", event.run, event.model, event.started_at)
                 self.rows.append(row)
                 if self.problem is None and log.problem is None:
-                    try:
-                        self.writer.append(row.row())
-                    except StoreError as exc:
-                        self.problem = str(exc)
-            log.add(event)
+                    self.writer.append(row.row())
+            log.add_text(event.kind, text)
             if len(log.texts) >= self.MAX_BATCH:
                 log.end_request()
 
+    def _failed(self, exc: Exception) -> None:
+        if self.problem is None:
+            self.problem = kept_only_so_far(self.writer, exc)
+
     def finish(self, status: str = "done") -> None:
-        with self._lock:
-            if self.log is None or self.writer is None:
-                return
-            self.log.end_request()
-            self.log.flush()
-            kept = self.problem or self.log.problem
-            try:
-                self.writer.finish(status=status, summary=_proxy_summary(self.upstream, self.rows, kept))
-            except StoreError as exc:
-                self.problem = str(exc)
+        """Commit what is left and close the run (waits for the commit thread: call it off the event loop)."""
+        commits.THREAD.submit(self._finish, status).result()  # after every job handed before it
+
+    def _finish(self, status: str) -> None:
+        if self.log is None or self.writer is None:
+            return
+        self.log.end_request()
+        self.log.flush()
+        kept = self.problem or self.log.problem
+        try:
+            self.writer.finish(status=status, summary=_proxy_summary(self.upstream, self.rows, kept))
+        except StoreError as exc:
+            self.problem = kept_only_so_far(None, exc)
 
 
 def _proxy_summary(upstream: str, rows: list[Measurement], kept: str | None = None) -> dict[str, Any]:

@@ -37,6 +37,7 @@ KINDS = ("simulate", "live", "replay", "analysis", "calibration", "watch", "prox
 STATUSES = ("running", "done", "stopped", "failed", "interrupted")
 MAX_ID = 2**63 - 1
 MAX_NAME_CHARS = 200
+MAX_PROBLEM_CHARS = 500  # of why a run is kept only so far
 MAX_LIST = 10_000
 
 
@@ -499,6 +500,12 @@ class RunWriter:
             self.records += len(rows)
         else:
             self.event_batches += len(rows)
+
+    def note_problem(self, problem: str) -> None:
+        """Say in the run's summary (``kept``), now rather than when it finishes, why it is kept only so far."""
+        self.store._write(lambda conn: conn.execute(
+            "UPDATE runs SET summary = json_set(summary, '$.kept', ?) WHERE id = ?", (problem[:MAX_PROBLEM_CHARS], self.id)
+        ))
 
     def finish(self, *, status: str = "done", summary: dict[str, Any] | None = None, result: Any = None) -> None:
         if self.finished:

@@ -46,6 +46,7 @@ def router(*, web: Web) -> APIRouter:
     recorders = [ProxyRecorder(web.runs, u.name, {"kv_events": u.kv_events is not None}) for u in upstreams]
     for watch, recorder in zip(watches.values(), recorders, strict=True):
         watch.listeners.append(recorder.add)
+        watch.kept = recorder.kept
     # One client for every proxied request: its pool keeps HTTP/1.1 connections to the upstreams alive between them.
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=configured_timeout(), write=WRITE_TIMEOUT_S, pool=WRITE_TIMEOUT_S)
     client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)

@@ -1,0 +1,143 @@
+"""The runs database's commit thread: the proxy never waits for SQLite, one run's slow or failing writes neither
+hold up nor lose another's, and a failure is logged and said on its run."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.runs.recording import EventLog
+from app.runs.store import NewRun, RunStore, RunWriter
+from app.web.app import make_app
+from app.web.context import Web
+from live_servers import emulator, threaded_server
+
+SLOW_S = 1.0  # what each write of the slow store takes, as a disk that syncs slowly would
+
+
+class SlowStore(RunStore):
+    """A runs database in memory whose every write transaction holds the writer for ``SLOW_S`` (``started`` is
+    set when the first begins)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+
+    def _write(self, work: Callable[..., Any]) -> Any:
+        def slow(conn: Any) -> Any:
+            self.started.set()
+            time.sleep(SLOW_S)
+            return work(conn)
+
+        return super()._write(slow)
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_slow_commit_never_holds_up_a_request_through_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"prompt": "a b c", "max_tokens": 2, "stream": True}  # streamed: the watch measures its TTFT and keeps it
+    with emulator("--speed", "50") as upstream:
+        monkeypatch.setenv("KVSCOPE_UPSTREAM", f"emu={upstream}")
+        store = SlowStore()
+        with threaded_server(make_app(Web(runs=store))) as url:
+            assert httpx.post(url + "/v1/completions", json=body, timeout=30).status_code == 200
+            # The first request is being kept: its run opened, its record and events committed, SLOW_S each.
+            assert store.started.wait(10)
+            t0 = time.perf_counter()
+            answer = httpx.post(url + "/v1/completions", json=body, timeout=30)
+            took = time.perf_counter() - t0
+            assert answer.status_code == 200
+            # Committed on the event loop (before), the second request waited for the commit under way, up to
+            # SLOW_S; off it, it takes what the emulator takes (milliseconds at --speed 50).
+            assert took < SLOW_S / 4, f"a request through the proxy took {took:.3f} s while a commit ran"
+
+            # Both are kept, and a request is listed by the watch only once its record is committed.
+            def listed_and_kept() -> bool:
+                listed = len(httpx.get(url + "/api/watch/emu", timeout=30).json()["requests"])
+                runs = store.list(kind="proxy")
+                kept = runs[0].record_count if runs else 0
+                assert listed <= kept, f"the watch lists {listed} requests, {kept} are committed"
+                return listed == 2
+
+            wait_for(listed_and_kept)
+
+
+class Failing:
+    """A run's writer whose batches of events fail (``fail``) or take ``delay_s`` each, the rest as the store's."""
+
+    def __init__(self, writer: RunWriter, *, fail: int | None = None, delay_s: float = 0.0) -> None:
+        self.writer, self.fail, self.delay_s = writer, fail, delay_s
+        self.id = writer.id
+        self.calls = 0
+
+    def append_encoded_events(self, batches: list[str]) -> None:
+        self.calls += 1
+        time.sleep(self.delay_s)
+        if self.fail is not None and self.calls == self.fail:
+            raise RuntimeError("the disk returned garbage")
+        self.writer.append_encoded_events(batches)
+
+    def note_problem(self, problem: str) -> None:
+        self.writer.note_problem(problem)
+
+
+def batches(n: int, tag: str) -> list[list[dict[str, Any]]]:
+    return [[{"type": "ttft", "run": tag, "seq": i}] for i in range(n)]
+
+
+def send(log: EventLog, n: int, tag: str) -> None:
+    for i in range(n):
+        log.add_text("ttft", f'{{"type":"ttft","run":"{tag}","seq":{i}}}')
+
+
+def test_a_failing_run_is_logged_and_marked_and_the_others_keep_every_row(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    a, b = store.open(NewRun("simulate", name="a")), store.open(NewRun("simulate", name="b"))
+    bad = EventLog(Failing(a, fail=1), "ttft", 0.0, in_background=True)  # type: ignore[arg-type]
+    good = EventLog(b, "ttft", 0.0, in_background=True)
+    with caplog.at_level(logging.WARNING):
+        for i in range(5):  # interleaved, as two streams' requests are
+            bad.add_text("ttft", f'{{"type":"ttft","run":"a","seq":{i}}}')
+            good.add_text("ttft", f'{{"type":"ttft","run":"b","seq":{i}}}')
+        bad.wait()
+        good.wait()
+    assert store.events(b.id) == batches(5, "b")
+    # Before: the failed job's exception stayed in a future nobody read (only the last is waited for): a's first
+    # batch was lost without a word, its later ones kept after the hole, and `problem` said nothing.
+    assert bad.problem == "RuntimeError: the disk returned garbage"
+    assert f"run {a.id} is kept only up to here" in caplog.text and "the disk returned garbage" in caplog.text
+    assert store.get(a.id).info.summary["kept"] == bad.problem  # said on the run at once, before it finishes
+    kept_a = store.events(a.id)
+    assert kept_a == batches(len(kept_a), "a")  # a prefix of a's batches, never one with a hole before it
+    store.close()
+
+
+def test_a_slow_run_floods_the_thread_and_another_run_still_waits_for_one_of_its_jobs(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.db")
+    a, b = store.open(NewRun("simulate", name="a")), store.open(NewRun("simulate", name="b"))
+    delay = 0.3
+    slow = EventLog(Failing(a, delay_s=delay), "ttft", 0.0, in_background=True)  # type: ignore[arg-type]
+    quick = EventLog(b, "ttft", 0.0, in_background=True)
+    send(slow, 20, "a")  # 20 requests handed at once, faster than a's commits go
+    t0 = time.perf_counter()
+    send(quick, 1, "b")
+    quick.wait()
+    waited = time.perf_counter() - t0
+    # Before: one job per batch, first come first served: b's waited behind all 20 of a's (20 x 0.3 = 6 s). Now a
+    # run has at most one job queued, taking all it has waiting: b waits for at most a's first job and its own.
+    assert waited < 6 * delay, f"b's one batch waited {waited:.2f} s behind a's"
+    slow.wait()
+    assert store.events(a.id) == batches(20, "a") and store.events(b.id) == batches(1, "b")
+    store.close()
