@@ -141,3 +141,30 @@ def test_a_slow_run_floods_the_thread_and_another_run_still_waits_for_one_of_its
     slow.wait()
     assert store.events(a.id) == batches(20, "a") and store.events(b.id) == batches(1, "b")
     store.close()
+
+
+def test_a_kept_streams_end_awaits_its_commits_without_holding_up_the_server() -> None:
+    store = SlowStore()
+    with threaded_server(make_app(Web(runs=store))) as url:
+        done = threading.Event()
+
+        def stream() -> None:
+            body = {"docs": 2, "passes": "forward"}
+            with httpx.stream("POST", url + "/api/simulate/stream", json=body, timeout=60) as r:
+                r.read()
+            done.set()
+
+        thread = threading.Thread(target=stream)
+        thread.start()
+        worst = 0.0
+        while not done.is_set():  # the stream's commits and its close take SLOW_S each, on the commit thread
+            t0 = time.perf_counter()
+            assert httpx.get(url + "/healthz", timeout=30).status_code == 200
+            worst = max(worst, time.perf_counter() - t0)
+            time.sleep(0.05)
+        thread.join()
+        # Before: the stream's end waited for its last commits and its close on the event loop, and /healthz (and
+        # every proxied request) waited with it, up to SLOW_S and more.
+        assert worst < SLOW_S / 4, f"/healthz took {worst:.3f} s while a stream's commits ran"
+        (run,) = store.list(kind="simulate")
+        assert (run.status, run.summary["requests"]) == ("done", 4)  # 2 documents x 1 pass x 2 configurations

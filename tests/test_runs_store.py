@@ -5,9 +5,12 @@ Every database here is in memory or under pytest's tmp_path: never the user's da
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,7 +123,7 @@ def test_the_route_keeps_each_request_as_the_text_it_sent(tmp_path: Path) -> Non
     scenario = resolve("seed-lab", {"docs": 4})
     store = RunStore(tmp_path / "runs.db")
     recorder = StreamRecorder(store, scenario)
-    sent = list(recorded(unpickled(stream_events(scenario, True)), recorder, None))
+    sent = every(recorded(unpickled(stream_events(scenario, True)), recorder, None))
     recorder.finish("done")
     assert all(isinstance(e, Encoded) for e in sent)  # no warning: everything was kept
     with sqlite3.connect(tmp_path / "runs.db") as conn:
@@ -128,6 +131,13 @@ def test_the_route_keeps_each_request_as_the_text_it_sent(tmp_path: Path) -> Non
     assert rows == ["[" + ",".join(batch) + "]" for batch in batches_of([e.text for e in sent], sent)]
     assert store.get(recorder.run_id).info.status == "done"
     assert result_of(store, store.get(recorder.run_id)) == simulate(scenario, explain=True)
+
+
+def every(events: AsyncIterator[Any]) -> list[Any]:
+    """An async generator's items (``recorded`` awaits its commits on the event loop), on a loop of its own."""
+    async def collect() -> list[Any]:
+        return [e async for e in events]
+    return asyncio.run(collect())
 
 
 def batches_of(texts: list[str], events: list) -> list[list[str]]:
@@ -149,7 +159,7 @@ def test_a_stream_whose_store_fills_up_is_sent_whole_and_says_where_keeping_stop
     scenario = resolve("seed-lab", {})
     store = RunStore(max_records=5)
     recorder = StreamRecorder(store, scenario)
-    sent = list(recorded(unpickled(stream_events(scenario, True)), recorder, None))
+    sent = every(recorded(unpickled(stream_events(scenario, True)), recorder, None))
     recorder.finish("done")
     assert [e.kind for e in sent[:-1]] == [e.kind for e in stream(scenario, explain=True)]
     assert sent[-1].kind == "warning" and "at most 5 events" in sent[-1].to_dict()["message"]

@@ -195,19 +195,30 @@ class StreamRecorder:
             data = json.loads(text)
             self.passes.setdefault(data["run"], []).append(data["summary"])
 
-    def settle(self) -> None:
-        """Commit what is held and wait for the commit thread: ``problem`` is then final."""
+    def settled(self) -> Future[None]:
+        """Hand what is held to the commit thread: a future done once it is committed (``problem`` is then final),
+        for the event loop to await (``asyncio.wrap_future``), never to wait for."""
         self.log.end_request()
         self.log.flush()
-        self.log.wait()
+        return self.log.commits.done()
+
+    def settle(self) -> None:
+        """``settled``, waited for (off the event loop)."""
+        self.settled().result()
+
+    def finish_later(self, status: str) -> Future[None]:
+        """The run's status and headline (from its `pass` events), committed on the commit thread after all it
+        holds: a future done then, so that a stream awaits it before its end and a client that saw the end reads
+        the run as finished. Its result is rebuilt from the events when read (``result_of``), not here, so that
+        keeping a stream costs it as little as possible."""
+        self.settled()
+        if self.writer is None:
+            return self.log.commits.done()
+        return commits.THREAD.submit(self._finish, status)
 
     def finish(self, status: str) -> None:
-        """The run's status and headline (from its `pass` events); its result is rebuilt from the events when read
-        (``result_of``), not here, so that keeping a stream costs it as little as possible. Returns once all is
-        committed (on the commit thread too), so that a client that saw the stream end reads the run as finished."""
-        self.settle()
-        if self.writer is not None:
-            commits.THREAD.submit(self._finish, status).result()
+        """``finish_later``, waited for (off the event loop)."""
+        self.finish_later(status).result()
 
     def _finish(self, status: str) -> None:
         assert self.writer is not None

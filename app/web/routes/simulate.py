@@ -9,6 +9,7 @@ within the budget and deadline, before its first message; the loop only sends th
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -115,7 +116,7 @@ def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Requ
     return KeptStream(job, recorder, None)
 
 
-def recorded(events: Iterator[Encoded], recorder: StreamRecorder | None, problem: str | None) -> Iterator[Streamable]:
+async def recorded(events: Iterator[Encoded], recorder: StreamRecorder | None, problem: str | None) -> AsyncIterator[Streamable]:
     """The events, each also kept by the recorder (the same text); first a warning if the run cannot be kept."""
     if problem:
         yield RunWarning("", f"this run is not kept: {problem}")
@@ -124,7 +125,8 @@ def recorded(events: Iterator[Encoded], recorder: StreamRecorder | None, problem
             recorder.add_text(event.kind, event.text)
         yield event
     if recorder is not None:
-        recorder.settle()  # its last batches' commits, which may fail after they were sent
+        # Its last batches' commits, which may fail after they were sent: awaited, the loop never waits for SQLite.
+        await asyncio.wrap_future(recorder.settled())
     if recorder is not None and recorder.problem:
         yield RunWarning("", f"the run is kept only up to here: {recorder.problem}")
 
@@ -132,14 +134,18 @@ def recorded(events: Iterator[Encoded], recorder: StreamRecorder | None, problem
 async def send(kept: KeptStream, streams: StreamStats) -> AsyncIterator[ServerSentEvent]:
     """A kept stream's messages: the simulation's events, recorded as they go, the run closed when it ends."""
     recorder = kept.recorder
-
-    def ended(outcome: Outcome) -> None:
-        if recorder is not None:
-            recorder.finish(STATUS_OF[outcome])
-
+    ended: list[Outcome] = []
+    closed = False
     events = recorded(unpickled(kept.job.events), recorder, kept.problem)
-    async for item in event_stream(events, streams, pace_s=kept.job.pace_s, on_end=ended):
-        yield item
+    try:
+        async for item in event_stream(events, streams, pace_s=kept.job.pace_s, on_end=ended.append):
+            yield item
+        if recorder is not None:  # closed before the stream's end reaches the client, who then reads it finished
+            await asyncio.wrap_future(recorder.finish_later(STATUS_OF[ended[0]]))
+        closed = True
+    finally:
+        if recorder is not None and not closed:  # the client left: the run is closed, and nobody waits for it
+            recorder.finish_later(STATUS_OF[ended[0]] if ended else "stopped")
 
 
 def router(*, web: Web) -> APIRouter:
