@@ -86,6 +86,19 @@ def test_the_same_file_is_a_422_on_the_web(url: str, tmp_path: Path) -> None:
     assert "column ttft_ms" in error["msg"] and "0.001" in error["msg"]
 
 
+def test_an_imported_simulate_json_with_such_ttfts_is_refused(url: str) -> None:
+    result = strict(run_kvscope(["simulate", "--docs", "2", "--json"]).stdout)
+    for r in result["runs"][1]["requests"]:
+        r["ttft_ms"] = 0.0001
+    before = len(strict(httpx.get(f"{url}/api/runs", timeout=30).text))
+    answer = httpx.post(f"{url}/api/runs/import", files={"file": ("sim.json", json.dumps(result).encode())}, timeout=60)
+    # Before: 201, and the kept run's per-pass p50 of 0.0 made any comparison with it infinite.
+    assert answer.status_code == 422, answer.text
+    (error,) = strict(answer.text)["detail"]
+    assert "sim.json: run gpu+cpu request 0: ttft_ms must be at least 0.001" in error["msg"], error
+    assert len(strict(httpx.get(f"{url}/api/runs", timeout=30).text)) == before
+
+
 # -- written as null where no input is at fault ----------------------------------------
 
 
