@@ -18,14 +18,13 @@ last token).
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import IO, Any
 
-from sim import compiled
+from sim import compiled, jsontext
 from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
 from sim.costs import CostModel, default_costs
 from sim.engine import Engine, RequestRecord, TierSpec, _source, evicted_entries
@@ -359,15 +358,15 @@ def write_replay_json(outcome: ReplayOutcome, out: IO[str], timeline_buckets: in
     head = outcome.head()
     out.write("{\n")
     for key, value in head.items():
-        out.write(f" {json.dumps(key)}: {json.dumps(value)},\n")
+        out.write(f" {jsontext.dumps(key)}: {jsontext.dumps(value)},\n")
     out.write(' "requests": [')
     sep, texts = "\n  ", outcome.request_texts()
     while batch := list(islice(texts, WRITE_BATCH)):  # one write per batch: a write per request cost a third more
         out.write(sep + ",\n  ".join(batch))
         sep = ",\n  "
     out.write("\n ],\n")
-    out.write(f' "totals": {json.dumps(outcome.totals())},\n')
-    out.write(f' "timeline": {json.dumps(outcome.timeline(timeline_buckets))}\n')
+    out.write(f' "totals": {jsontext.dumps(outcome.totals())},\n')
+    out.write(f' "timeline": {jsontext.dumps(outcome.timeline(timeline_buckets))}\n')
     out.write("}\n")
 
 
