@@ -3,6 +3,7 @@ hold up nor lose another's, and a failure is logged and said on its run."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -13,11 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
+from app.runs import commits
 from app.runs.recording import EventLog
 from app.runs.store import NewRun, RunStore, RunWriter
 from app.web.app import make_app
 from app.web.context import Web
-from live_servers import emulator, threaded_server
+from live_servers import busy, emulator, threaded_server
 
 SLOW_S = 1.0  # what each write of the slow store takes, as a disk that syncs slowly would
 
@@ -37,6 +39,14 @@ class SlowStore(RunStore):
             return work(conn)
 
         return super()._write(slow)
+
+
+def within_margin(took_s: float, what: str) -> None:
+    """Waiting for a commit on the event loop takes SLOW_S or more; a loop that never waits answers in milliseconds.
+    Half of SLOW_S tells the two apart; a busy machine that misses it skips the test, saying so."""
+    if took_s >= SLOW_S / 2 and (reason := busy()):
+        pytest.skip(f"{what} took {took_s:.3f} s, but {reason}")
+    assert took_s < SLOW_S / 2, f"{what} took {took_s:.3f} s while a commit ran"
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
@@ -61,7 +71,7 @@ def test_a_slow_commit_never_holds_up_a_request_through_the_proxy(monkeypatch: p
             assert answer.status_code == 200
             # Committed on the event loop (before), the second request waited for the commit under way, up to
             # SLOW_S; off it, it takes what the emulator takes (milliseconds at --speed 50).
-            assert took < SLOW_S / 4, f"a request through the proxy took {took:.3f} s while a commit ran"
+            within_margin(took, "a request through the proxy")
 
             # Both are kept, and a request is listed by the watch only once its record is committed.
             def listed_and_kept() -> bool:
@@ -165,6 +175,30 @@ def test_a_kept_streams_end_awaits_its_commits_without_holding_up_the_server() -
         thread.join()
         # Before: the stream's end waited for its last commits and its close on the event loop, and /healthz (and
         # every proxied request) waited with it, up to SLOW_S and more.
-        assert worst < SLOW_S / 4, f"/healthz took {worst:.3f} s while a stream's commits ran"
+        within_margin(worst, "/healthz")
         (run,) = store.list(kind="simulate")
         assert (run.status, run.summary["requests"]) == ("done", 4)  # 2 documents x 1 pass x 2 configurations
+
+
+def test_a_commit_is_made_though_the_task_awaiting_it_is_cancelled(tmp_path: Path) -> None:
+    """A stream's client that leaves cancels the task awaiting its run's commit: the commit is made all the same,
+    and the run's later work too."""
+    store = RunStore(tmp_path / "runs.db")
+    a = store.open(NewRun("simulate", name="a"))
+    log = EventLog(a, "ttft", 0.0, in_background=True)
+    gate = threading.Event()
+    commits.THREAD.submit(gate.wait, 30)  # the thread is busy: a's job waits, not started
+    send(log, 1, "a")
+
+    async def leave() -> None:
+        waiting = asyncio.ensure_future(asyncio.wrap_future(log.commits.done()))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        await asyncio.sleep(0.01)
+
+    asyncio.run(leave())
+    gate.set()
+    log.add_text("ttft", '{"type":"ttft","run":"a","seq":1}')
+    log.wait()  # before: the job itself was cancelled, never ran, and left the run's queue stuck (CancelledError)
+    assert store.events(a.id) == batches(2, "a")
+    store.close()

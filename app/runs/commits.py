@@ -32,6 +32,30 @@ def _done() -> Future[None]:
     return future
 
 
+def detached(job: Future[None]) -> Future[None]:
+    """A future done when ``job`` is, whose cancellation leaves ``job`` alone: a task awaiting a commit
+    (``asyncio.wrap_future``) that is cancelled, its client gone, cancels the future it awaits, and a job cancelled
+    before it started would never commit, nor let its run queue another."""
+    waiter: Future[None] = Future()
+
+    def settle(_: Future[None]) -> None:
+        if not waiter.set_running_or_notify_cancel():  # cancelled: nobody waits any more
+            return
+        exc = job.exception() if not job.cancelled() else None
+        if exc is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(exc)
+
+    job.add_done_callback(settle)
+    return waiter
+
+
+def submit(work: Callable[..., None], *args: object) -> Future[None]:
+    """``work(*args)`` on the commit thread after every job queued before it; its (detached) future."""
+    return detached(THREAD.submit(work, *args))
+
+
 class Commits(Generic[T]):
     """One run's work for the commit thread: ``hand`` items, which ``work`` commits there, in order, in as few
     jobs as the thread's pace allows; ``done`` is a future that completes once all handed so far is committed.
@@ -52,11 +76,11 @@ class Commits(Generic[T]):
             if not self._queued:
                 self._queued = True
                 self._last = THREAD.submit(self._take)
-            return self._last
+            return detached(self._last)
 
     def done(self) -> Future[None]:
         with self._lock:
-            return self._last
+            return detached(self._last)
 
     def _take(self) -> None:
         with self._lock:

@@ -214,7 +214,7 @@ class StreamRecorder:
         self.settled()
         if self.writer is None:
             return self.log.commits.done()
-        return commits.THREAD.submit(self._finish, status)
+        return commits.submit(self._finish, status)
 
     def finish(self, status: str) -> None:
         """``finish_later``, waited for (off the event loop)."""
@@ -420,7 +420,7 @@ class ProxyRecorder:
 
     def finish(self, status: str = "done") -> None:
         """Commit what is left and close the run (waits for the commit thread: call it off the event loop)."""
-        commits.THREAD.submit(self._finish, status).result()  # after every job handed before it
+        commits.submit(self._finish, status).result()  # after every job handed before it
 
     def _finish(self, status: str) -> None:
         if self.log is None or self.writer is None:
