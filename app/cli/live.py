@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -58,10 +59,10 @@ def command(
     store = runs_db.configure(db, keep_runs, db_max_mb)
     recorder = LiveRecorder(store, scenario, [t.name for t in targets], asdict(options))
 
-    def sink(row: measurements.Measurement) -> None:
+    def sink(row: measurements.Measurement) -> Future[None] | None:
         if writer is not None:
             writer.append(row)
-        recorder.sink(row)  # committed to the runs database before the next request goes out
+        return recorder.sink(row)  # committed to the runs database (awaited) before the next request goes out
 
     live = LiveRun(scenario, targets, options, sink=sink)
     predicted: dict[str, list[dict[str, Any]]] = {}

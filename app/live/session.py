@@ -15,12 +15,13 @@ otherwise.
 Hit tokens per request are the change of the server's counters across the
 request, so they need requests one at a time; with overlapping requests only
 TTFT is recorded. Every measurement is handed to ``sink`` (the measurement
-file) as soon as it completes, before its event is sent.
+file, the runs database) as soon as it completes, before its event is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import secrets
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -46,7 +47,9 @@ MAX_COMPLETION_TOKENS = 1024
 MAX_TIMEOUT_S = 3600.0  # seconds to wait for any one answer: the CLI, the API and the page alike
 DEFAULT_TIMEOUT_S = 60.0
 
-Sink = Callable[[Measurement], None]
+# Given each measurement as it completes; a future it returns (the runs database's commit) is awaited before the
+# measurement's event is sent and the target's next request goes out, without holding the event loop.
+Sink = Callable[[Measurement], "concurrent.futures.Future[None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +234,9 @@ class _TargetRun:
         self.measured.append(m)
         self.live.measurements.append(m)
         if self.live.sink is not None:
-            self.live.sink(m)
+            kept = self.live.sink(m)
+            if kept is not None:
+                await asyncio.wrap_future(kept)
         self.emit(
             Measured(
                 name, m.seq, m.pass_, m.order, m.doc, m.prompt_tokens, m.ttft_ms, gpu_hit, cpu_hit, computed, model,

@@ -301,9 +301,13 @@ def result_from_events(scenario: Scenario, batches: list[list[dict[str, Any]]]) 
 
 
 class LiveRecorder:
-    """Keeps a live run's measurements as each request is answered (``sink``, given to ``LiveRun``), each committed
-    before the next request goes out; ``finish`` records how the run ended and its figures. A store that fails or
-    fills up never stops the measuring: ``problem`` says why the run is kept only so far."""
+    """Keeps a live run's measurements as each request is answered (``sink``, given to ``LiveRun``), and its stream's
+    events, a batch per answered request, all committed on the commit thread (``app.runs.commits``): ``sink``'s
+    future, which live mode awaits before it sends the request's ``measured`` event and the target's next request,
+    is done once the record is committed, so the event loop, and the other targets' requests being timed on it,
+    never wait for SQLite, and a crash loses at most the requests in flight. ``finish_later`` records how the run
+    ended and its figures. A store that fails or fills up never stops the measuring: ``problem`` says why the run
+    is kept only so far (logged, and said on the run at once)."""
 
     def __init__(self, store: RunStore, scenario: Scenario, targets: list[str], options: dict[str, Any]) -> None:
         self.scenario = scenario
@@ -318,8 +322,10 @@ class LiveRecorder:
             ))
         except StoreError as exc:
             self.problem = str(exc)
+        self.records: Commits[dict[str, Any]] = Commits(self._append, self._failed)
         # The stream's events too (the page replays a kept live run from them), a batch per answered request.
-        self.log = EventLog(self.writer, "measured", 0.0)
+        self.log = EventLog(self.writer, "measured", 0.0, in_background=True)
+        self.closing = False  # finish_later was called: a request still answering as the run stops is not kept
 
     @property
     def run_id(self) -> int | None:
@@ -327,27 +333,45 @@ class LiveRecorder:
 
     def add(self, event: Event) -> tuple[dict[str, Any], str]:
         """Keep one of the run's stream events (when it is streamed: the page's live runs)."""
-        return self.log.add(event)
+        return encoded(event) if self.closing else self.log.add(event)
 
-    def sink(self, row: Measurement) -> None:
+    def sink(self, row: Measurement) -> Future[None] | None:
+        """Keep the measurement; a future done once it is committed (None when the run is not kept)."""
+        if self.closing:
+            return None
         # The target's name, never its URL: the server answers kept runs to browsers, which never see URLs.
         row = replace(row, target=row.config)
         self.rows.append(row)
-        if self.writer is not None and self.problem is None:
-            try:
-                self.writer.append(row.row())
-            except StoreError as exc:
-                self.problem = str(exc)
+        if self.writer is None or self.problem is not None:
+            return None
+        return self.records.hand([row.row()])
 
-    def finish(self, status: str) -> None:
+    def _append(self, rows: list[dict[str, Any]]) -> None:
+        if self.writer is not None and self.problem is None:
+            self.writer.append_many(rows)  # those answered while the last commit ran: one transaction
+
+    def _failed(self, exc: Exception) -> None:
+        if self.problem is None:
+            self.problem = kept_only_so_far(self.writer, exc)
+
+    def finish_later(self, status: str) -> Future[None]:
+        """Close the run on the commit thread, after all it was handed: a future done then."""
+        self.closing = True
         self.log.end_request()
         self.log.flush()
+        return commits.submit(self._finish, status)
+
+    def finish(self, status: str) -> None:
+        """``finish_later``, waited for (off the event loop)."""
+        self.finish_later(status).result()
+
+    def _finish(self, status: str) -> None:
         if self.writer is None:
             return
         try:
             self.writer.finish(status=status, summary=summary(self.scenario, self.rows, kept=self.problem or self.log.problem))
         except StoreError as exc:
-            self.problem = str(exc)
+            self.problem = kept_only_so_far(None, exc)
 
 
 class ProxyRecorder:

@@ -89,7 +89,7 @@ def router(*, web: Web) -> APIRouter:
         for run_id in list(recorders):
             entry = runs.get(run_id)
             if entry is None or entry.state is RunState.EXPIRED or (entry.state is RunState.CREATED and not entry.holds_targets):
-                recorders.pop(run_id).finish("stopped")
+                recorders.pop(run_id).finish_later("stopped")  # nobody waits for it
 
     def kept(entry: LiveRunEntry) -> dict[str, Any]:
         recorder = recorders.get(entry.id)
@@ -141,15 +141,25 @@ def router(*, web: Web) -> APIRouter:
         ``measured``; ``pass`` and ``done`` with measured and ``predicted`` summaries; ``error`` if a target fails.
         Closing the stream stops the run; what was measured stays in its records."""
 
+        outcomes: list[Outcome] = []
+
         def ended(outcome: Outcome) -> None:
             # Either way the run's targets are free again; a run its client left is stopped, not finished.
             entry.state = RunState.STOPPED if outcome == "abandoned" else RunState.FINISHED
-            recorder = recorders.pop(entry.id, None)
-            if recorder is not None:
-                recorder.finish(STATUS_OF[outcome])
+            outcomes.append(outcome)
 
-        async for item in event_stream(kept_events(entry.run.events(), recorders.get(entry.id)), web.streams, on_end=ended):
-            yield item
+        closed = False
+        try:
+            async for item in event_stream(kept_events(entry.run.events(), recorders.get(entry.id)), web.streams, on_end=ended):
+                yield item
+            if (recorder := recorders.pop(entry.id, None)) is not None:
+                # Closed on the commit thread before the stream's end reaches the client, who then reads it
+                # finished; awaited, so the event loop never waits for SQLite.
+                await asyncio.wrap_future(recorder.finish_later(STATUS_OF[outcomes[0]]))
+            closed = True
+        finally:
+            if not closed and (recorder := recorders.pop(entry.id, None)) is not None:
+                recorder.finish_later(STATUS_OF[outcomes[0]] if outcomes else "stopped")  # the client left
 
     @api.get("/api/live/runs/{run_id}/records", summary="A live run's measurement file")
     def run_records(
