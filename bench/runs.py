@@ -3,6 +3,7 @@ simulation unsaved, and listing 10,000 runs; with the seed lab's simulation time
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import tempfile
@@ -71,8 +72,11 @@ def _save_alone(store: RunStore, scenario: Scenario) -> dict[str, Any]:
 def _sent(batches: list[bytes], recorder: StreamRecorder | None) -> None:
     """What the event loop does for the SSE route (app.web.routes.simulate.send): the worker's events unpickled, each
     made a message of the text the worker encoded, the recorder keeping it (its commits on the commit thread) or not."""
-    for event in recorded(unpickled(batches), recorder, None):
-        message(event)
+    async def send() -> None:  # recorded awaits its last commits on the loop, as the route does
+        async for event in recorded(unpickled(batches), recorder, None):
+            message(event)
+
+    asyncio.run(send())
     if recorder is not None:
         recorder.finish("done")
 
