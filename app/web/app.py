@@ -16,10 +16,10 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app.web import errors
 from app.web.context import STATIC_DIR, Web
-from app.web.json_response import JSONResponse
 from app.web.disconnects import QuietDisconnects
 from app.web.guard import RequestGuard
 from app.web.headers import SecurityHeaders
+from app.web.json_response import JSONResponse
 from app.web.proxied import ProxyFirst
 from app.web.routes import advise, analysis, assets, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
 

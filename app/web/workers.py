@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 
 from fastapi.responses import Response
 
-from app.web.json_response import JSONResponse
 from app.budgets import WebBudget
+from app.web.json_response import JSONResponse
 from sim.work import StopSignal, Stopped, stoppable
 
 T = TypeVar("T")

@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.web.json_response import JSONResponse
 from app.scenario_input import ScenarioInput
 from app.web.advise_jobs import Jobs
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
+from app.web.json_response import JSONResponse
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
 from app.web.workers import Busy, report
 from sim.advise.candidate import TIERS, Target, field_choices

@@ -21,11 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.concurrency import run_in_threadpool
 
-from app.web.json_response import JSONResponse
 from app.runs.recording import keep, run_headers, save_replay
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
+from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
 from sim.scenario import Scenario

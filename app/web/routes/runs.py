@@ -20,11 +20,11 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from app.web.json_response import JSONResponse
 from app.runs import compare, export, importer, recording
 from app.runs.store import KINDS, MAX_ID, MAX_LIST, NoSuchRun, StoreError, StoreFull
 from app.runs.watch_replay import watch_events
 from app.web.context import Web
+from app.web.json_response import JSONResponse
 from app.web.panel_input import MAX_UPLOAD_BYTES
 from app.web.sse import event_stream
 

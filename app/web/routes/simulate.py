@@ -19,12 +19,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
-from app.web.json_response import JSONResponse
 from app.runs.recording import RUN_HEADER, StreamRecorder, encoded, keep, run_headers, save_simulation
 from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, within
+from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
 from sim.events import RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
