@@ -19,7 +19,7 @@ from app.runs.recording import EventLog
 from app.runs.store import NewRun, RunStore, RunWriter
 from app.web.app import make_app
 from app.web.context import Web
-from live_servers import busy, emulator, threaded_server
+from live_servers import busy, emulator, run_kvscope, threaded_server
 
 SLOW_S = 1.0  # what each write of the slow store takes, as a disk that syncs slowly would
 
@@ -146,6 +146,13 @@ def test_a_failing_run_is_logged_and_marked_and_the_others_keep_every_row(tmp_pa
     kept_a = store.events(a.id)
     assert kept_a == batches(len(kept_a), "a")  # a prefix of a's batches, never one with a hole before it
     store.close()
+    # Where users see runs: the list (CLI and page) and `runs show`.
+    said = f"kept only so far: {bad.problem}"
+    assert said in run_kvscope(["runs", "--db", str(tmp_path / "runs.db"), "list"]).stdout
+    assert said in run_kvscope(["runs", "--db", str(tmp_path / "runs.db"), "show", str(a.id)]).stdout
+    with threaded_server(make_app(Web(runs=RunStore(tmp_path / "runs.db")))) as url:
+        page = httpx.get(url + "/ui/runs", timeout=30).text
+    assert f'<span data-role="kept-problem">{said}</span>' in page
 
 
 def test_a_slow_run_floods_the_thread_and_another_run_still_waits_for_one_of_its_jobs(tmp_path: Path) -> None:

@@ -46,7 +46,9 @@ def _headline(summary: dict[str, Any]) -> str:
     text = f"{summary['requests']:,} requests" if summary.get("requests") else ""
     if best:
         text += f"; pass {best['pass']}: {best['candidate']} {best['p50_speedup']:.2f}x p50 over {best['baseline']}"
-    return text
+    if summary.get("kept"):  # why the run is kept only up to some point (app.runs.commits.kept_only_so_far)
+        text += f"; kept only so far: {summary['kept']}"
+    return text.removeprefix("; ")
 
 
 @click.group("runs")
@@ -94,6 +96,8 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
     info = run.info
     click.echo(f"run {info.id}: {info.kind}, {info.status}, {info.created_at}")
     click.echo(f"  {info.summary.get('scenario') or info.name}")
+    if info.summary.get("kept"):
+        click.echo(f"  kept only so far: {info.summary['kept']}")
     failures = (run.source or {}).get("failures") or []
     source = {k: v for k, v in (run.source or {}).items() if k != "failures"}
     if source:
