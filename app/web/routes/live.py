@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import Field, ValidationError, field_validator
+from starlette.concurrency import run_in_threadpool
 
 from app.live.client import TargetError, VllmClient
 from app.live.registry import KEPT_RUNS, BusyTargets, LiveRunEntry, LiveRuns, RunState
@@ -192,7 +193,8 @@ def router(*, web: Web) -> APIRouter:
         values: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str) and v.strip() and k != "targets"}
         values["targets"] = [v for v in form.getlist("targets") if isinstance(v, str)]
         try:
-            entry = create(LiveRunInput(**values))
+            # In a thread, as the API's dependency is: opening the kept run is a write, which the loop never waits for.
+            entry = await run_in_threadpool(create, LiveRunInput(**values))
         except ValidationError as exc:
             return problem(request, [_say(e) for e in errors_of(exc)])
         except InputErrors as exc:
