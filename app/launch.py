@@ -98,9 +98,9 @@ def _quick_curve(args: list[str]) -> bool:
         budgets.cli_budget().check(block_stream_cost(len(stream), points))
     except (TraceError, OverBudget, ValueError):
         return False
-    import json
+    from sim import jsontext  # as app.cli.curve writes it (a non-finite number as null)
 
-    text = json.dumps(lru_curve(stream, points)["points"], indent=1) + "\n"
+    text = jsontext.dumps(lru_curve(stream, points)["points"], indent=1) + "\n"
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
