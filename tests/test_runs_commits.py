@@ -79,6 +79,7 @@ def test_a_slow_commit_never_holds_up_a_request_through_the_proxy(monkeypatch: p
             assert httpx.post(url + "/v1/completions", json=body, timeout=30).status_code == 200
             # The first request is being kept: its run opened, its record and events committed, SLOW_S each.
             assert store.started.wait(10)
+            time.sleep(0.3)  # the first request's counters are read by now (milliseconds); its commits take seconds
             t0 = time.perf_counter()
             answer = httpx.post(url + "/v1/completions", json=body, timeout=30)
             took = time.perf_counter() - t0
@@ -96,6 +97,9 @@ def test_a_slow_commit_never_holds_up_a_request_through_the_proxy(monkeypatch: p
                 return listed == 2
 
             wait_for(listed_and_kept)
+            # The second began while the first's commits ran, yet on fresh counters: its hits are attributed.
+            requests = httpx.get(url + "/api/watch/emu", timeout=30).json()["requests"]
+            assert [r["gpu_hit_tokens"] is not None for r in requests] == [True, True], requests
 
 
 class Failing:

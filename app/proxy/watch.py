@@ -183,6 +183,9 @@ class UpstreamWatch:
             await self._quiet().wait()
             await self._ensure_probed()
             record = await self._measure(seq, exchange)
+            if not self._running:
+                # Before the commit is awaited: a request that begins while it runs finds fresh counters.
+                await self._read_baseline()
             if self.kept is not None:
                 # Committed on the runs database's thread while the loop goes on forwarding; listed once it is,
                 # so whatever the watch shows survives a crash.
@@ -193,8 +196,6 @@ class UpstreamWatch:
             elif record["status"] is not None and record["status"] >= 500:
                 message = f"request {seq}: the upstream answered HTTP {record['status']}"
                 self.emit(RunWarning(self.upstream.name, message))
-            if not self._running:
-                await self._read_baseline()
 
     async def _ensure_probed(self) -> None:
         if self.info is not None:
