@@ -35,7 +35,7 @@ from sim.explain.summary import totals as explain_totals
 from sim.replay_rows import request_texts
 from sim.result import totals_of
 from sim.trace import Trace
-from sim.workload import SHARED_DOC, Request, Units
+from sim.workload import SHARED_DOC, Request, Requests, Units
 
 MAX_TIMELINE_BUCKETS = 1000
 MAX_GPU_BLOCKS = 1_000_000  # the pool keeps per-block arrays: bounded memory
@@ -78,7 +78,7 @@ class ReplayTiers:
         return "gpu+cpu" if self.cpu_blocks else "gpu"
 
 
-def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
+def trace_requests(trace: Trace, chunk_blocks: int = 1) -> Requests:
     """The trace's requests as the engine takes them: one pass, no documents.
 
     A request's ``output_length`` grows its KV as vLLM's decode does (as a
@@ -94,11 +94,14 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
     block = trace.block_tokens
     ids, offsets, inputs, outputs = trace.hash_ids, trace.offsets, trace.input_tokens, trace.output_tokens
     out: list[Request] = []
-    generated = 0
+    generated = refs = 0
+    top = -1
     for seq in range(len(trace)):
         n = inputs[seq]
         lo = offsets[seq]
         keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
+        if keys:
+            top = max(top, max(keys))
         chunk_keys = keys[chunk_blocks - 1 :: chunk_blocks]
         alloc = offsets[seq + 1] - lo
         if outputs[seq] > 1:
@@ -121,7 +124,9 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
                 last_chunk_tokens=block * chunk_blocks,
             )
         )
-    return out
+        refs += len(keys) + len(chunk_keys)
+    # The trace's ids are from 0 up (sim.trace), the generated blocks' keys from -1 down; chunk keys are prompt keys.
+    return Requests(out, (-generated, top, refs) if refs else None)
 
 
 def kv_block_counts(trace: Trace) -> Iterator[int]:

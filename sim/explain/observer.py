@@ -93,11 +93,17 @@ def key_slots(requests: Sequence[Request]) -> int | None:
     spends most of attribution's time on cache misses. A key ``-j`` indexes
     slot ``len - j`` (Python's negative index), past every non-negative key.
     None when the keys are hashes (a prompt's, sim.prompt_keys): the history stays a dict.
+    A workload that knows its keys' range (``sim.workload.Requests``) is not scanned.
     """
-    lists = [keys for r in requests for keys in (r.block_keys, r.chunk_keys) if keys]
-    if not lists:
-        return None
-    top, low, refs = max(map(max, lists)), min(0, min(map(min, lists))), sum(map(len, lists))
+    known = getattr(requests, "key_range", None)
+    if known is not None:
+        low, top, refs = known
+        low = min(0, low)
+    else:
+        lists = [keys for r in requests for keys in (r.block_keys, r.chunk_keys) if keys]
+        if not lists:
+            return None
+        top, low, refs = max(map(max, lists)), min(0, min(map(min, lists))), sum(map(len, lists))
     slots = top + 1 - low
     return slots if top < _MAX_SLOTS and -low < _MAX_SLOTS and slots <= 4 * refs + 1024 else None
 
