@@ -1,0 +1,295 @@
+"""The attribution observer as it was before its fast paths (sim.explain.observer at 610037f), kept as the oracle
+that the fast one must equal record for record (tests/test_explain_fast.py). Not used by the product."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from sim.engine import Engine, Explanation
+from sim.events import GPU
+from sim.explain.causes import CHAIN_BROKEN, EVICTED, FIRST_SEEN, LAST_TOKEN, PARTIAL_BLOCK, PARTIAL_CHUNK
+from sim.workload import Request
+
+HELD = -1  # state of a unit the tier holds; an evicted unit's state is the evicting request's seq (>= 0)
+
+
+class TierHistory:
+    """What one tier holds (its own map, read only) and lost: ``gone``, key -> the seq that evicted it last.
+
+    ``gone`` is the tier's ``eviction_log``: the tier writes it as it evicts,
+    with the seq the observer set before the request's allocation and stores.
+    It is a dict, or with ``slots`` a list indexed by the key itself (``key_slots``).
+    """
+
+    __slots__ = ("name", "tier", "gone", "held", "get")
+
+    def __init__(self, name: str, tier: Any, held: Any, slots: int | None = None) -> None:
+        self.name = name
+        self.tier = tier
+        self.gone: dict[int, int] | list[int | None] = {} if slots is None else [None] * slots
+        self.get = self.gone.get if isinstance(self.gone, dict) else self.gone.__getitem__
+        tier.eviction_log = self.gone
+        self.held = held
+
+    def states(self, keys: Sequence[int]) -> list[int | None]:
+        """Per key: ``HELD``, the evicting seq, or None (never held)."""
+        gone = list(map(self.get, keys))
+        if self.held.keys().isdisjoint(keys):
+            return gone
+        held = self.held
+        return [HELD if k in held else g for k, g in zip(keys, gone)]
+
+
+def _entry(tier: str, by: dict[int, int], start: int, end: int, first_end: int, unseen_at: int, lo: int, hi: int
+           ) -> dict[str, Any]:
+    """One tier's evicted tokens of a request; the capacities are filled in later (sim.explain.capacity).
+
+    ``by`` maps an evicting seq to tokens; ``reachable`` says whether any
+    capacity could serve them: not if a unit never held (``unseen_at``, an
+    index like ``lo`` and ``hi``) comes first.
+    """
+    return {
+        "tier": tier,
+        "tokens": sum(by.values()),
+        "start": start,
+        "end": end,
+        "first_end": first_end,
+        "by": [{"seq": s, "tokens": t} for s, t in sorted(by.items())],
+        "first_hit_tokens": None,
+        "needed_tokens": None,
+        "reachable": {"first": unseen_at > lo, "all": unseen_at > hi},
+    }
+
+
+def _span(states: list[Any], match: Any) -> tuple[int, int]:
+    """First and last index whose state passes ``match`` (``_is_evicted`` tested inline: no call per state)."""
+    if match is _is_evicted:
+        lo = next(i for i, s in enumerate(states) if s is not None and s != HELD)
+        hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if s is not None and s != HELD)
+        return lo, hi
+    lo = next(i for i, s in enumerate(states) if match(s))
+    hi = len(states) - 1 - next(i for i, s in enumerate(reversed(states)) if match(s))
+    return lo, hi
+
+
+def _count(states: list[Any]) -> dict[Any, int]:
+    """How many units are in each state. A request's units come in a few long runs of one state (the tail
+    evicted by one request, the head by the next), so the first and last states are counted first, in C."""
+    first, last = states[0], states[-1]
+    n = states.count(first)
+    if n == len(states):
+        return {first: n}
+    if last != first:
+        m = states.count(last)
+        if n + m == len(states):
+            return {first: n, last: m}
+    return Counter(states)
+
+
+def _is_evicted(state: Any) -> bool:
+    return state is not None and state != HELD
+
+
+class Attributor:
+    """Attach to an engine (``attach``): every record it makes then carries ``gpu_miss``, ``computed`` and more.
+
+    ``remember``: at most this many evicted units per tier are remembered (None: all). A long-running twin
+    (the watch) sets it: when a tier's history grows past it, its older half of evictions is forgotten, and
+    a unit evicted that long ago counts as ``first-seen`` again. The maps still sum exactly.
+    """
+
+    def __init__(self, engine: Engine, remember: int | None = None, slots: int | None = None) -> None:
+        if remember is not None and slots is not None:
+            raise ValueError("a bounded history (remember) is a dict: give no key slots")
+        self.remember = remember
+        self.block = engine.units.block
+        self.chunk = engine.units.chunk
+        self.gpu = TierHistory(GPU, engine.gpu, engine.gpu.cached, slots)
+        self.offload = [TierHistory(s.name, s, s.chunks, slots) for s in engine.offload]
+        self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
+        self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
+        self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
+
+    def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
+        seq = req.seq
+        for tier in self._tiers:
+            tier.eviction_seq = seq  # what this request's allocation and stores evict, it evicts
+        if self.remember is not None:
+            self._forget_old()
+        gpu_miss, gpu_entry, gpu_bound = self._gpu(req, gpu_hit)
+        if not self.offload:
+            return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
+        computed, entries, bound = self._offload(req, hit_end, gpu_bound)
+        if gpu_entry is not None:
+            entries.insert(0, gpu_entry)
+        return gpu_miss, computed, entries, max(gpu_bound, bound)
+
+    def _forget_old(self) -> None:
+        """Keep each tier's history within ``remember`` units: the later half of its evictions (by seq) stays."""
+        assert self.remember is not None
+        for history in (self.gpu, *self.offload):
+            gone = history.gone
+            assert isinstance(gone, dict)
+            if len(gone) > self.remember:
+                cutoff = sorted(gone.values())[len(gone) // 2]
+                kept = {k: s for k, s in gone.items() if s >= cutoff}
+                if len(kept) > self.remember:  # one request evicted most of them: keep only later ones
+                    kept = {k: s for k, s in kept.items() if s > cutoff}
+                gone.clear()
+                gone.update(kept)  # the tier writes into this very dict
+        if len(self.seen_partial) > self.remember:
+            self.seen_partial.clear()  # only the infinite-cache bound reads it: then it is lower, never wrong in sum
+
+    # -- the GPU: blocks ---------------------------------------------------
+
+    def _gpu(self, req: Request, gpu_hit: int) -> tuple[dict[str, int], dict[str, Any] | None, int]:
+        block, n, keys = self.block, req.prompt_tokens, req.block_keys
+        hit = gpu_hit // block
+        full, most = min(len(keys), n // block), req.max_hit_blocks  # the prompt's full blocks: not decode's
+        causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
+        if n > full * block:
+            causes[PARTIAL_BLOCK] = n - full * block
+        if most < full:
+            causes[LAST_TOKEN] = (full - most) * block
+        if hit >= most:
+            return causes, None, hit * block
+        missed = keys[hit:most]
+        m = len(missed)
+        # The states inline (TierHistory.states): this runs once per request, and most requests are one of a
+        # few shapes (all never seen; evicted, then never seen), so those are told apart by C-level counts.
+        states = list(map(self.gpu.get, missed))
+        held_now = self.gpu.held
+        held = 0
+        if not held_now.keys().isdisjoint(missed):
+            states = [HELD if k in held_now else g for k, g in zip(missed, states)]
+            held = states.count(HELD)
+        unseen = states.count(None)
+        if unseen == m:
+            causes[FIRST_SEEN] = m * block
+            return causes, None, hit * block
+        unseen_at = states.index(None) if unseen else m
+        if unseen:
+            causes[FIRST_SEEN] = unseen * block
+        entry = None
+        evicted = m - unseen - held
+        if evicted:
+            causes[EVICTED] = evicted * block
+            if not held and unseen_at + unseen == m:  # evicted, then never held: the span is the head
+                lo, hi = 0, unseen_at - 1
+                counts = _count(states[:unseen_at] if unseen else states)
+            else:
+                lo, hi = _span(states, _is_evicted)
+                counts = _count(states)
+                counts.pop(None, None)
+                counts.pop(HELD, None)
+            by = {s: c * block for s, c in counts.items()}
+            entry = _entry(GPU, by, (hit + lo) * block, (hit + hi + 1) * block, (hit + lo + 1) * block,
+                           unseen_at, lo, hi)
+        if held:
+            causes[CHAIN_BROKEN] = held * block
+        return causes, entry, (hit + unseen_at) * block
+
+    # -- the offload tiers: chunks -------------------------------------------
+
+    def _offload(self, req: Request, hit_end: int, gpu_bound: int) -> tuple[dict[str, int], list[dict[str, Any]], int]:
+        chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
+        m = len(keys)
+        covered = (m - 1) * chunk + req.last_chunk_tokens if m else 0
+        causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
+        if n > max(covered, hit_end):
+            causes[PARTIAL_CHUNK] = n - max(covered, hit_end)
+        end = min(covered, n)
+        if end == n:
+            causes[LAST_TOKEN] = 1  # the hit is clipped at the last token, which lies in a full chunk
+            end = n - 1
+        entries: list[dict[str, Any]] = []
+        if end > hit_end:
+            j0 = hit_end // chunk
+            region = keys[j0 : -(-end // chunk)]  # the chunks holding [hit_end, end)
+            states = self._chunk_states(region)
+            if states.count(None) == len(states):  # none ever stored: the usual case for new content
+                causes[FIRST_SEEN] = end - hit_end
+                return causes, entries, self._offload_bound(req, covered, gpu_bound)
+            weights = _Weights(j0 * chunk, hit_end, end, chunk, len(region))
+            counts = weights.tokens_by_state(states)
+            unseen = counts.pop(None, 0)
+            held = counts.pop(HELD, 0)
+            unseen_at = states.index(None) if unseen else len(states)
+            if unseen:
+                causes[FIRST_SEEN] = unseen
+            if counts:
+                causes[EVICTED] = sum(counts.values())
+                entries = self._offload_entries(states, counts, weights, unseen_at)
+            if held:
+                causes[CHAIN_BROKEN] = held
+        return causes, entries, self._offload_bound(req, covered, gpu_bound)
+
+    def _offload_bound(self, req: Request, covered: int, gpu_bound: int) -> int:
+        """The unbounded offload tiers' hit: beyond the GPU's only if every full block was seen (a chunk's
+        key is its last block's), so then only the last chunk can matter: the partial one, or the last token."""
+        chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
+        partial = req.last_chunk_tokens < chunk and bool(keys)
+        found = gpu_bound // chunk
+        full_keys = keys[:-1] if partial else keys
+        if gpu_bound == req.max_hit_blocks * self.block and keys:
+            states = self.gpu.states(full_keys[found:])
+            if None not in states:
+                found = len(full_keys)
+                if partial and keys[-1] in self.seen_partial:
+                    found = len(keys)
+        # LMCache saves nothing when its own hit covers every full chunk and no new full chunk follows
+        # (vllm_v1_adapter.py 331-338): unbounded, it never holds such a request's partial chunk.
+        if partial and not (self.lmcache and full_keys and None not in self.gpu.states(full_keys)):
+            self.seen_partial.add(keys[-1])
+        return min(covered if found == len(keys) else found * chunk, n - 1)
+
+    def _chunk_states(self, region: list[int]) -> list[Any]:
+        """Per chunk: ``HELD`` if an offload tier holds it; else the evicting seq (with several tiers,
+        ``(tier, seq)`` of the last tier in lookup order that evicted it); None if no tier ever held it."""
+        tiers = self.offload
+        if len(tiers) == 1:
+            return tiers[0].states(region)
+        out: list[Any] = []
+        for key in region:
+            if any(key in t.held for t in tiers):
+                out.append(HELD)
+                continue
+            out.append(next(((t.name, t.get(key)) for t in reversed(tiers) if t.get(key) is not None), None))
+        return out
+
+    def _offload_entries(self, states: list[Any], counts: dict[Any, int], weights: _Weights, unseen_at: int
+                         ) -> list[dict[str, Any]]:
+        by_tier: dict[str, dict[int, int]] = {}
+        single = len(self.offload) == 1
+        for state, tokens in counts.items():
+            tier, by = (self.offload[0].name, state) if single else state
+            by_tier.setdefault(tier, {})[by] = tokens
+        entries = []
+        for tier, by in by_tier.items():
+            lo, hi = _span(states, _is_evicted if single else (lambda s, tier=tier: isinstance(s, tuple) and s[0] == tier))
+            entries.append(_entry(tier, by, weights.start(lo), weights.end(hi), weights.end(lo), unseen_at, lo, hi))
+        return entries
+
+
+class _Weights:
+    """Tokens of each chunk of a region ``[lo, hi)`` whose chunks start at ``base``: whole chunks but the ends."""
+
+    __slots__ = ("base", "lo", "hi", "chunk", "count")
+
+    def __init__(self, base: int, lo: int, hi: int, chunk: int, count: int) -> None:
+        self.base, self.lo, self.hi, self.chunk, self.count = base, lo, hi, chunk, count
+
+    def start(self, i: int) -> int:
+        return max(self.base + i * self.chunk, self.lo)
+
+    def end(self, i: int) -> int:
+        return min(self.base + (i + 1) * self.chunk, self.hi)
+
+    def tokens_by_state(self, states: list[Any]) -> dict[Any, int]:
+        """Tokens per state: whole chunks, corrected where the region starts or ends inside one."""
+        tokens = {s: c * self.chunk for s, c in _count(states).items()}
+        for i in {0, self.count - 1}:
+            tokens[states[i]] -= self.chunk - (self.end(i) - self.start(i))
+        return tokens
