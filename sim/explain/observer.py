@@ -61,23 +61,40 @@ class TierHistory:
     It is a dict, or with ``slots`` a list indexed by the key itself (``key_slots``).
     """
 
-    __slots__ = ("name", "tier", "gone", "held", "get")
+    __slots__ = ("name", "tier", "gone", "held", "get", "listed")
 
     def __init__(self, name: str, tier: Any, held: Any, slots: int | None = None) -> None:
         self.name = name
         self.tier = tier
         self.gone: dict[int, int] | list[int | None] = {} if slots is None else [None] * slots
-        self.get = self.gone.get if isinstance(self.gone, dict) else self.gone.__getitem__
+        self.listed = isinstance(self.gone, list)
+        self.get = self.gone.__getitem__ if self.listed else self.gone.get
         tier.eviction_log = self.gone
         self.held = held
 
-    def states(self, keys: Sequence[int]) -> list[int | None]:
+    def gone_of(self, keys: Sequence[int]) -> Sequence[int | None]:
+        """Per key: the seq that evicted it last, or None (held, or never held)."""
+        if self.listed and len(keys) > 1:
+            return itemgetter(*keys)(self.gone)  # a tuple, about twice as fast as map over __getitem__
+        return list(map(self.get, keys))
+
+    def states(self, keys: Sequence[int]) -> Sequence[int | None]:
         """Per key: ``HELD``, the evicting seq, or None (never held)."""
-        gone = list(map(self.get, keys))
+        gone = self.gone_of(keys)
         if self.held.keys().isdisjoint(keys):
             return gone
         held = self.held
         return [HELD if k in held else g for k, g in zip(keys, gone)]
+
+    def all_seen(self, keys: Sequence[int]) -> bool:
+        """Whether the tier held each of ``keys`` at some time (it holds it, or evicted it)."""
+        if not keys:
+            return True
+        gone = self.gone_of(keys)
+        if None not in gone:
+            return True
+        held = self.held
+        return all(g is not None or k in held for k, g in zip(keys, gone))
 
 
 # Keys this far from 0 are hashes, not ids: no list of slots for them.
@@ -186,7 +203,6 @@ class Attributor:
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
         self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
         self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
-        self._gone_list = self.gpu.gone if isinstance(self.gpu.gone, list) else None
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
         seq = req.seq
@@ -237,7 +253,7 @@ class Attributor:
         # Once per request, C-level work only for the usual shapes: no block held (the GPU's prefix lookup
         # stopped at the first missed block, and held ones after it are rare), and then the blocks evicted
         # by a request or two, followed by blocks never seen. Anything else takes _gpu_states.
-        states = self._states(missed, m)
+        states = self.gpu.gone_of(missed)
         if self.gpu.held.keys().isdisjoint(missed):
             last = states[-1]
             if last is None:
@@ -254,12 +270,6 @@ class Attributor:
                 if None not in counts:
                     return self._gpu_evicted(causes, counts, hit, m)
         return self._gpu_states(causes, missed, states, hit)
-
-    def _states(self, keys: list[int], m: int) -> Sequence[Any]:
-        """The GPU history's states of ``keys`` (``m`` of them): the evicting seq, or None (held or not)."""
-        if m > 1 and self._gone_list is not None:
-            return itemgetter(*keys)(self._gone_list)  # a tuple; about twice as fast as map over __getitem__
-        return list(map(self.gpu.get, keys))
 
     def _gpu_evicted(self, causes: dict[str, int], counts: dict[Any, int], hit: int, unseen_at: int
                      ) -> tuple[dict[str, int], dict[str, Any], int]:
@@ -322,10 +332,9 @@ class Attributor:
         chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
         m = len(keys)
         covered = (m - 1) * chunk + req.last_chunk_tokens if m else 0
-        causes: dict[str, int] = {}  # built in precedence order (sim.explain.causes)
-        if n > max(covered, hit_end):
-            causes[PARTIAL_CHUNK] = n - max(covered, hit_end)
-        end = min(covered, n)
+        top = covered if covered > hit_end else hit_end
+        causes: dict[str, int] = {PARTIAL_CHUNK: n - top} if n > top else {}  # built in precedence order
+        end = covered if covered < n else n
         if end == n:
             causes[LAST_TOKEN] = 1  # the hit is clipped at the last token, which lies in a full chunk
             end = n - 1
@@ -334,11 +343,26 @@ class Attributor:
             j0 = hit_end // chunk
             region = keys[j0 : -(-end // chunk)]  # the chunks holding [hit_end, end)
             states = self._chunk_states(region)
-            if states.count(None) == len(states):  # none ever stored: the usual case for new content
+            if states[-1] is None and states.count(None) == len(states):  # none ever stored: new content
                 causes[FIRST_SEEN] = end - hit_end
                 return causes, entries, self._offload_bound(req, covered, gpu_bound)
             weights = _Weights(j0 * chunk, hit_end, end, chunk, len(region))
             counts = weights.tokens_by_state(states)
+            if len(self.offload) == 1 and None not in counts and HELD not in counts:
+                # The usual shape: every chunk evicted from the one offload tier, by a request or two.
+                causes[EVICTED] = end - hit_end
+                entries = [{
+                    "tier": self.offload[0].name,
+                    "tokens": end - hit_end,
+                    "start": hit_end,
+                    "end": end,
+                    "first_end": weights.end(0),
+                    "by": _by(counts, 1),
+                    "first_hit_tokens": None,
+                    "needed_tokens": None,
+                    "reachable": {"first": True, "all": True},
+                }]
+                return causes, entries, self._offload_bound(req, covered, gpu_bound)
             unseen = counts.pop(None, 0)
             held = counts.pop(HELD, 0)
             unseen_at = states.index(None) if unseen else len(states)
@@ -358,15 +382,13 @@ class Attributor:
         partial = req.last_chunk_tokens < chunk and bool(keys)
         found = gpu_bound // chunk
         full_keys = keys[:-1] if partial else keys
-        if gpu_bound == req.max_hit_blocks * self.block and keys:
-            states = self.gpu.states(full_keys[found:])
-            if None not in states:
-                found = len(full_keys)
-                if partial and keys[-1] in self.seen_partial:
-                    found = len(keys)
+        if gpu_bound == req.max_hit_blocks * self.block and keys and self.gpu.all_seen(full_keys[found:]):
+            found = len(full_keys)
+            if partial and keys[-1] in self.seen_partial:
+                found = len(keys)
         # LMCache saves nothing when its own hit covers every full chunk and no new full chunk follows
         # (vllm_v1_adapter.py 331-338): unbounded, it never holds such a request's partial chunk.
-        if partial and not (self.lmcache and full_keys and None not in self.gpu.states(full_keys)):
+        if partial and not (self.lmcache and full_keys and self.gpu.all_seen(full_keys)):
             self.seen_partial.add(keys[-1])
         return min(covered if found == len(keys) else found * chunk, n - 1)
 
