@@ -177,6 +177,9 @@ def _count(states: Sequence[Any]) -> dict[Any, int]:
         m = states.count(last)
         if n + m == len(states):
             return {first: n, last: m}
+    distinct = dict.fromkeys(states)  # in order of first occurrence, as Counter has them
+    if len(distinct) <= 8:  # a count per state in C beats Counter's set-up and per-unit hashing
+        return {s: states.count(s) for s in distinct}
     return Counter(states)
 
 
@@ -203,6 +206,7 @@ class Attributor:
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
         self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
         self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
+        self._gpu_gone = self.gpu.gone if self.gpu.listed else None
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
         seq = req.seq
@@ -210,7 +214,19 @@ class Attributor:
             tier.eviction_seq = seq  # what this request's allocation and stores evict, it evicts
         if self.remember is not None:
             self._forget_old()
-        gpu_miss, gpu_entry, gpu_bound = self._gpu(req, gpu_hit)
+        # The GPU's causes, built in precedence order (sim.explain.causes): first what no GPU could hold.
+        block, n, keys, most = self.block, req.prompt_tokens, req.block_keys, req.max_hit_blocks
+        full = n // block  # the prompt's full blocks: not decode's
+        if len(keys) < full:
+            full = len(keys)
+        gpu_miss: dict[str, int] = {PARTIAL_BLOCK: n - full * block} if n > full * block else {}
+        if most < full:
+            gpu_miss[LAST_TOKEN] = (full - most) * block
+        hit = gpu_hit // block
+        if hit < most:
+            gpu_entry, gpu_bound = self._gpu(gpu_miss, keys[hit:most], hit)
+        else:
+            gpu_entry, gpu_bound = None, hit * block
         if not self.offload:
             return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
         computed, entries, bound = self._offload(req, hit_end, gpu_bound)
@@ -236,34 +252,24 @@ class Attributor:
 
     # -- the GPU: blocks ---------------------------------------------------
 
-    def _gpu(self, req: Request, gpu_hit: int) -> tuple[dict[str, int], dict[str, Any] | None, int]:
-        block, n, keys = self.block, req.prompt_tokens, req.block_keys
-        hit, most = gpu_hit // block, req.max_hit_blocks
-        full = n // block  # the prompt's full blocks: not decode's
-        if len(keys) < full:
-            full = len(keys)
-        # Causes built in precedence order (sim.explain.causes).
-        causes: dict[str, int] = {PARTIAL_BLOCK: n - full * block} if n > full * block else {}
-        if most < full:
-            causes[LAST_TOKEN] = (full - most) * block
-        if hit >= most:
-            return causes, None, hit * block
-        missed = keys[hit:most]
+    def _gpu(self, causes: dict[str, int], missed: list[int], hit: int) -> tuple[dict[str, Any] | None, int]:
+        """The missed blocks ``hit..`` of the prompt (those that could have hit): their causes into ``causes``;
+        returns the evicted entry and the infinite-cache bound."""
         m = len(missed)
         # Once per request, C-level work only for the usual shapes: no block held (the GPU's prefix lookup
         # stopped at the first missed block, and held ones after it are rare), and then the blocks evicted
         # by a request or two, followed by blocks never seen. Anything else takes _gpu_states.
-        states = self.gpu.gone_of(missed)
+        gone = self._gpu_gone
+        states = itemgetter(*missed)(gone) if gone is not None and m > 1 else self.gpu.gone_of(missed)
         if self.gpu.held.keys().isdisjoint(missed):
-            last = states[-1]
-            if last is None:
+            if states[-1] is None:
                 unseen_at = states.index(None)
                 if unseen_at == 0:
                     if states.count(None) == m:
-                        causes[FIRST_SEEN] = m * block
-                        return causes, None, hit * block
+                        causes[FIRST_SEEN] = m * self.block
+                        return None, hit * self.block
                 elif states[unseen_at:].count(None) == m - unseen_at:
-                    causes[FIRST_SEEN] = (m - unseen_at) * block
+                    causes[FIRST_SEEN] = (m - unseen_at) * self.block
                     return self._gpu_evicted(causes, _count(states[:unseen_at]), hit, unseen_at)
             elif states[0] is not None:
                 counts = _count(states)
@@ -272,7 +278,7 @@ class Attributor:
         return self._gpu_states(causes, missed, states, hit)
 
     def _gpu_evicted(self, causes: dict[str, int], counts: dict[Any, int], hit: int, unseen_at: int
-                     ) -> tuple[dict[str, int], dict[str, Any], int]:
+                     ) -> tuple[dict[str, Any], int]:
         """The usual shape: the first ``unseen_at`` missed blocks evicted (by seq: ``counts``), the rest never seen."""
         block = self.block
         tokens = unseen_at * block
@@ -289,10 +295,10 @@ class Attributor:
             "needed_tokens": None,
             "reachable": {"first": True, "all": True},
         }
-        return causes, entry, start + tokens
+        return entry, start + tokens
 
     def _gpu_states(self, causes: dict[str, int], missed: list[int], states: Sequence[Any], hit: int
-                    ) -> tuple[dict[str, int], dict[str, Any] | None, int]:
+                    ) -> tuple[dict[str, Any] | None, int]:
         """Any mix of held, evicted and never-seen blocks."""
         block, m = self.block, len(missed)
         held_now = self.gpu.held
@@ -303,7 +309,7 @@ class Attributor:
         unseen = states.count(None)
         if unseen == m:
             causes[FIRST_SEEN] = m * block
-            return causes, None, hit * block
+            return None, hit * block
         unseen_at = states.index(None) if unseen else m
         if unseen:
             causes[FIRST_SEEN] = unseen * block
@@ -324,7 +330,7 @@ class Attributor:
                            unseen_at, lo, hi)
         if held:
             causes[CHAIN_BROKEN] = held * block
-        return causes, entry, (hit + unseen_at) * block
+        return entry, (hit + unseen_at) * block
 
     # -- the offload tiers: chunks -------------------------------------------
 
