@@ -177,9 +177,6 @@ def _count(states: Sequence[Any]) -> dict[Any, int]:
         m = states.count(last)
         if n + m == len(states):
             return {first: n, last: m}
-    distinct = dict.fromkeys(states)  # in order of first occurrence, as Counter has them
-    if len(distinct) <= 8:  # a count per state in C beats Counter's set-up and per-unit hashing
-        return {s: states.count(s) for s in distinct}
     return Counter(states)
 
 
