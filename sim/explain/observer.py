@@ -207,13 +207,15 @@ class Attributor:
         self.offload = [TierHistory(s.name, s, s.chunks, slots) for s in engine.offload]
         self.seen_partial: set[int] = set()  # keys of partial chunks of earlier requests (save_unfull_chunk)
         self.lmcache = engine.lmcache  # LMCache's rules: a partial chunk after a hit on every full chunk is not saved
-        self._tiers = tuple(t.tier for t in (self.gpu, *self.offload))
         self._gpu_gone = self.gpu.gone if self.gpu.listed else None
+        self._gpu_held = engine.gpu.cached.keys()  # a live view: what the GPU holds at each call
+        self._gpu_pool = engine.gpu
+        self._offload_tiers = tuple(t.tier for t in self.offload)
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
-        seq = req.seq
-        for tier in self._tiers:
-            tier.eviction_seq = seq  # what this request's allocation and stores evict, it evicts
+        seq = self._gpu_pool.eviction_seq = req.seq  # what this request's allocation and stores evict, it evicts
+        for tier in self._offload_tiers:
+            tier.eviction_seq = seq
         if self.remember is not None:
             self._forget_old()
         # The GPU's causes, built in precedence order (sim.explain.causes): first what no GPU could hold.
@@ -263,7 +265,7 @@ class Attributor:
         # by a request or two, followed by blocks never seen. Anything else takes _gpu_states.
         gone = self._gpu_gone
         states = itemgetter(*missed)(gone) if gone is not None and m > 1 else self.gpu.gone_of(missed)
-        if self.gpu.held.keys().isdisjoint(missed):
+        if self._gpu_held.isdisjoint(missed):
             if states[-1] is None:
                 unseen_at = states.index(None)
                 if unseen_at == 0:
