@@ -22,11 +22,15 @@ bound's hit is the longest prefix of units seen before, under the same rules.
 A full chunk's key is the key of its last block (sim.workload, sim.replay), so
 the GPU's history answers for full chunks; partial chunks are remembered apart.
 
-Speed: the per-key work is done by C loops (``map`` over dict lookups,
-``list.count``, ``Counter``). What remains is memory: the history holds every
-key ever evicted, so at a few hundred thousand keys each write and read is a
-cache miss. Keys that are small integers (a trace's hash ids, a scenario's
-dense ids: ``key_slots``) keep it in a list indexed by key instead.
+Speed: the per-key work is done by C loops (``itemgetter`` over the history,
+``isdisjoint`` against the held map, ``tuple.count``, ``Counter``), and a
+request's missed units almost always take one of a few shapes (never seen;
+evicted by a request or two, then never seen; no unit held), which are told
+apart by a few such calls and built directly; any other mix takes the general
+path. Keys that are small integers (a trace's hash ids, a scenario's dense ids:
+``key_slots``, which a workload that knows its key range answers without a
+scan) keep the history in a list indexed by key instead of a dict of every key
+ever evicted, whose reads and writes are cache misses at a few hundred thousand keys.
 """
 
 from __future__ import annotations
