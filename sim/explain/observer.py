@@ -215,6 +215,7 @@ class Attributor:
         self._gpu_held = engine.gpu.cached.keys()  # a live view: what the GPU holds at each call
         self._gpu_pool = engine.gpu
         self._offload_tiers = tuple(t.tier for t in self.offload)
+        self._single = self.offload[0] if len(self.offload) == 1 else None  # the one offload tier's history
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
         seq = self._gpu_pool.eviction_seq = req.seq  # what this request's allocation and stores evict, it evicts
@@ -356,12 +357,12 @@ class Attributor:
         if end > hit_end:
             j0 = hit_end // chunk
             region = keys[j0 : -(-end // chunk)]  # the chunks holding [hit_end, end)
-            states = self._chunk_states(region)
+            states = self._single.states(region) if self._single is not None else self._chunk_states(region)
             if states[-1] is None and states.count(None) == len(states):  # none ever stored: new content
                 causes[FIRST_SEEN] = end - hit_end
                 return causes, entries, self._offload_bound(req, covered, gpu_bound)
             counts = _count(states)
-            if len(self.offload) == 1 and None not in counts and HELD not in counts:
+            if self._single is not None and None not in counts and HELD not in counts:
                 # The usual shape: every chunk evicted from the one offload tier, by a request or two. Tokens
                 # are whole chunks but at the ends: the first starts at hit_end, the last ends at end.
                 base, r = j0 * chunk, len(region)
@@ -372,7 +373,7 @@ class Attributor:
                     tokens[states[-1]] -= chunk - (end - base - (r - 1) * chunk)
                 causes[EVICTED] = end - hit_end
                 entries = [{
-                    "tier": self.offload[0].name,
+                    "tier": self._single.name,
                     "tokens": end - hit_end,
                     "start": hit_end,
                     "end": end,
