@@ -27,7 +27,7 @@ TIER_COLUMNS = 12
 GPU_AT, CPU_AT = 0, TIER_COLUMNS
 INFINITE = 2 * TIER_COLUMNS
 COLUMNS = INFINITE + 1
-# ``by``'s rows when the replay starts; it doubles when full.
+# ``by``'s rows when the replay starts; it doubles before a request that might not fit (``grown``).
 BY_ROWS = 1024
 
 
@@ -45,8 +45,38 @@ def attribution_state(requests: int, distinct_keys: int, cpu_slots: int, explain
 
 
 @njit(cache=True)
-def _append_by(by: np.ndarray, used: int, seqs: np.ndarray, tokens: np.ndarray, count: int) -> tuple[np.ndarray, int]:
-    """Append (seq, tokens) summed per seq, in seq order (``sorted(by.items())``); ``by`` doubles when full."""
+def grown(by: np.ndarray, used: int, rows: int) -> np.ndarray:
+    """``by`` with room for at least ``rows`` rows, its first ``used`` kept: doubled as often as it takes."""
+    size = by.shape[0]
+    while size < rows:
+        size *= 2
+    more = np.empty((size, 2), np.int64)
+    more[:used] = by[:used]
+    return more
+
+
+@njit(cache=True)
+def _append_by(by: np.ndarray, used: int, seqs: np.ndarray, tokens: np.ndarray, count: int) -> int:
+    """Append (seq, tokens) summed per seq, in seq order (``sorted(by.items())``), from an evicted span's runs in
+    prefix order (a run: a stretch evicted by one request; no two adjacent runs have the same seq); the rows used.
+    ``by`` has room for ``count`` more rows.
+
+    vLLM frees a request's blocks tail first (``sim.gpu``, free order ``vllm``), so later requests evict a prefix
+    from its tail back, a run at a time: the runs' seqs are nearly always strictly descending (or ascending), and
+    then each seq has one run and the rows are the runs reversed (or as they are). Any other order is sorted.
+    """
+    ascending = descending = True
+    for i in range(1, count):
+        if seqs[i] > seqs[i - 1]:
+            descending = False
+        else:
+            ascending = False
+    if ascending or descending:
+        for i in range(count):
+            j = i if ascending else count - 1 - i
+            by[used + i, 0] = seqs[j]
+            by[used + i, 1] = tokens[j]
+        return used + count
     order = np.argsort(seqs[:count], kind="mergesort")
     i = 0
     while i < count:
@@ -55,111 +85,123 @@ def _append_by(by: np.ndarray, used: int, seqs: np.ndarray, tokens: np.ndarray, 
         while i < count and seqs[order[i]] == s:
             t += tokens[order[i]]
             i += 1
-        if used == by.shape[0]:
-            grown = np.empty((by.shape[0] * 2, 2), np.int64)
-            grown[:used] = by[:used]
-            by = grown
         by[used, 0] = s
         by[used, 1] = t
         used += 1
-    return by, used
+    return used
 
 
 @njit(cache=True)
 def attribute(
-    row: np.ndarray, r: int, keys: np.ndarray, lo: int, n: int, block: int, chunk_blocks: int, h: int, hit_end: int,
+    out: np.ndarray, r: int, keys: np.ndarray, lo: int, n: int, block: int, chunk_blocks: int, h: int, hit_end: int,
     cached: np.ndarray, g_gone: np.ndarray, c_in: np.ndarray, c_gone: np.ndarray, has_cpu: bool, by: np.ndarray,
-    used: int,
-) -> tuple[np.ndarray, int]:
-    """Request ``r``'s attribution into ``row``, at lookup time (the GPU hit ``h`` blocks, the stack ``hit_end``
-    tokens), from what each tier holds (``cached`` >= 0, ``c_in``) and the request that evicted each id last
-    (``g_gone``, ``c_gone``: -1 never); its ``by`` rows appended to ``by`` (returned with the rows used).
+    used: int, seqs: np.ndarray, toks: np.ndarray,
+) -> int:
+    """Request ``r``'s attribution into its row of ``out``, at lookup time (the GPU hit ``h`` blocks, the stack
+    ``hit_end`` tokens), from what each tier holds (``cached`` >= 0, ``c_in``) and the request that evicted each
+    id last (``g_gone``, ``c_gone``: -1 never); its ``by`` rows appended to ``by`` after the ``used`` ones (it has
+    room for two per block of the request); the rows used after them. ``seqs`` and ``toks``: scratch, a block each.
 
     The one call the replay loop makes per request to be explained, besides writing ``g_gone[id] = r`` and
-    ``c_gone[id] = r`` where it evicts.
+    ``c_gone[id] = r`` where it evicts. Counts are kept in locals and the row written once: numba cannot keep
+    an array's cells in registers across the other arrays' stores.
     """
     nfull = n // block
     most = min((n - 1) // block, nfull)
     chunk = block * chunk_blocks
     nck = nfull // chunk_blocks
-    seqs = np.empty(max(nfull, 1), np.int64)
-    toks = np.empty(max(nfull, 1), np.int64)
     # Attributor._gpu: the blocks [h, most) missed; structural causes first (sim.explain.causes).
     g = GPU_AT
-    row[g + PARTIAL] = n - nfull * block
-    row[g + LAST] = (nfull - most) * block
+    out[r, g + PARTIAL] = n - nfull * block
+    out[r, g + LAST] = (nfull - most) * block
     unseen_at = most - h
-    first_ev = -1
-    last_ev = -1
-    count = 0
+    first_ev = last_ev = -1
+    chain = evicted = unseen = count = 0
     for i in range(h, most):
         key = keys[lo + i]
         if cached[key] >= 0:
-            row[g + CHAIN] += block
-        elif g_gone[key] >= 0:
-            row[g + EVICTED] += block
-            if first_ev < 0:
-                first_ev = i - h
-            last_ev = i - h
-            seqs[count] = g_gone[key]
+            chain += 1
+            continue
+        s = g_gone[key]
+        if s < 0:
+            if not unseen:
+                unseen_at = i - h
+            unseen += 1
+            continue
+        if not evicted:
+            first_ev = i - h
+        evicted += 1
+        last_ev = i - h
+        if count and seqs[count - 1] == s:  # the run of blocks this request evicted goes on
+            toks[count - 1] += block
+        else:
+            seqs[count] = s
             toks[count] = block
             count += 1
-        else:
-            row[g + FIRST_SEEN] += block
-            unseen_at = min(unseen_at, i - h)
-    row[g + BY_LO] = used
+    out[r, g + CHAIN] = chain * block
+    out[r, g + EVICTED] = evicted * block
+    out[r, g + FIRST_SEEN] = unseen * block
+    out[r, g + BY_LO] = used
     if count:
-        row[g + START] = (h + first_ev) * block
-        row[g + END] = (h + last_ev + 1) * block
-        row[g + FIRST_END] = (h + first_ev + 1) * block
-        row[g + REACH_FIRST] = unseen_at > first_ev
-        row[g + REACH_ALL] = unseen_at > last_ev
-        by, used = _append_by(by, used, seqs, toks, count)
-    row[g + BY_HI] = used
+        out[r, g + START] = (h + first_ev) * block
+        out[r, g + END] = (h + last_ev + 1) * block
+        out[r, g + FIRST_END] = (h + first_ev + 1) * block
+        out[r, g + REACH_FIRST] = unseen_at > first_ev
+        out[r, g + REACH_ALL] = unseen_at > last_ev
+        used = _append_by(by, used, seqs, toks, count)
+    out[r, g + BY_HI] = used
     gpu_bound = (h + unseen_at) * block
-    row[INFINITE] = gpu_bound
+    out[r, INFINITE] = gpu_bound
 
     if has_cpu:
         # Attributor._offload with one tier: the chunks holding [hit_end, end), token-exact at the ends.
         c = CPU_AT
         covered = nck * chunk
-        row[c + PARTIAL] = max(0, n - max(covered, hit_end))
+        out[r, c + PARTIAL] = max(0, n - max(covered, hit_end))
         end = min(covered, n)
         if end == n:
-            row[c + LAST] = 1
+            out[r, c + LAST] = 1
             end = n - 1
-        row[c + BY_LO] = used
+        out[r, c + BY_LO] = used
         if end > hit_end:
             j0 = hit_end // chunk
             j1 = -(-end // chunk)
             unseen_at = j1 - j0
-            first_ev = -1
-            last_ev = -1
-            count = 0
+            first_ev = last_ev = -1
+            chain = evicted = unseen = count = 0
             for j in range(j0, j1):
                 k = keys[lo + (j + 1) * chunk_blocks - 1]
                 t = min((j + 1) * chunk, end) - max(j * chunk, hit_end)
                 if c_in[k]:
-                    row[c + CHAIN] += t
-                elif c_gone[k] >= 0:
-                    row[c + EVICTED] += t
-                    if first_ev < 0:
-                        first_ev = j - j0
-                    last_ev = j - j0
-                    seqs[count] = c_gone[k]
+                    chain += t
+                    continue
+                s = c_gone[k]
+                if s < 0:
+                    if not unseen:
+                        unseen_at = j - j0
+                    unseen += t
+                    continue
+                if not evicted:
+                    first_ev = j - j0
+                evicted += t
+                last_ev = j - j0
+                if count and seqs[count - 1] == s:
+                    toks[count - 1] += t
+                else:
+                    seqs[count] = s
                     toks[count] = t
                     count += 1
-                else:
-                    row[c + FIRST_SEEN] += t
-                    unseen_at = min(unseen_at, j - j0)
+            out[r, c + CHAIN] = chain
+            out[r, c + EVICTED] = evicted
+            out[r, c + FIRST_SEEN] = unseen
             if count:
-                row[c + START] = max((j0 + first_ev) * chunk, hit_end)
-                row[c + END] = min((j0 + last_ev + 1) * chunk, end)
-                row[c + FIRST_END] = min((j0 + first_ev + 1) * chunk, end)
-                row[c + REACH_FIRST] = unseen_at > first_ev
-                row[c + REACH_ALL] = unseen_at > last_ev
-                by, used = _append_by(by, used, seqs, toks, count)
-        row[c + BY_HI] = used
+                out[r, c + START] = max((j0 + first_ev) * chunk, hit_end)
+                out[r, c + END] = min((j0 + last_ev + 1) * chunk, end)
+                out[r, c + FIRST_END] = min((j0 + first_ev + 1) * chunk, end)
+                out[r, c + REACH_FIRST] = unseen_at > first_ev
+                out[r, c + REACH_ALL] = unseen_at > last_ev
+                used = _append_by(by, used, seqs, toks, count)
+        out[r, c + BY_HI] = used
         # Attributor._offload_bound: past the GPU's bound only if every full chunk's block was ever in the GPU.
         found = gpu_bound // chunk
         if gpu_bound == most * block and nck:
@@ -172,5 +214,5 @@ def attribute(
             if every:
                 found = nck
         bound = min(covered if found == nck else found * chunk, n - 1)
-        row[INFINITE] = max(gpu_bound, bound)
-    return by, used
+        out[r, INFINITE] = max(gpu_bound, bound)
+    return used

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from sim.explain_kernel import attribute
+from sim.explain_kernel import attribute, grown
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: consecutive ids spread over the table
 
@@ -295,6 +295,10 @@ def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
         c_used = used[0]
         by_used = used[1]
         cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
+        if explain:
+            # attribute's scratch, made once per slice: a request's evicted span has at most a run per block.
+            run_seqs = np.empty(blocks.size, np.int64)
+            run_tokens = np.empty(blocks.size, np.int64)
 
         for r in range(first, stop):
             lo = offsets[r]
@@ -351,9 +355,11 @@ def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
             hit_end = max(gpu_hit, aligned)
             if explain:
                 # At lookup time, before this request's own evictions: what each tier holds and lost.
-                by, by_used = attribute(
-                    explained[r], r, keys, lo, n, block, chunk_blocks, h, hit_end, cached, g_gone, c_in, c_gone,
-                    has_cpu, by, by_used,
+                if by_used + 2 * alloc > by.shape[0]:  # room for attribute's rows: at most one per block per tier
+                    by = grown(by, by_used, by_used + 2 * alloc)
+                by_used = attribute(
+                    explained, r, keys, lo, n, block, chunk_blocks, h, hit_end, cached, g_gone, c_in, c_gone,
+                    has_cpu, by, by_used, run_seqs, run_tokens,
                 )
 
             # GpuBlockPool.allocate: pop from the front; a cached block popped is evicted (a copy is only dropped).
