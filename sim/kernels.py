@@ -1,7 +1,7 @@
 """Compiled loops (numba): dense ids, LRU stack depths, and the trace replay through vLLM's block pool and a CPU tier.
 
 The replay is one source compiled twice: with the miss attribution of
-``sim.explain_kernel`` and without it (``_make_replay_from``). Imported only through ``sim.compiled``, which decides when they are worth
+``sim.explain_kernel`` (its step written in the loop) and without it (``_make_replay_from``). Imported only through ``sim.compiled``, which decides when they are worth
 numba's import and start-up cost. The pure-Python code (``sim.stack_distance``,
 ``sim.gpu``, ``sim.free_queue``, ``sim.chunk_store``, ``sim.engine``) is the
 reference: the tests check that these loops give identical results on random
@@ -16,7 +16,10 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from sim.explain_kernel import attribute, grown
+from sim.explain_kernel import (
+    BY_HI, BY_LO, CHAIN, CPU_AT, END, EVICTED, FIRST_END, FIRST_SEEN, GPU_AT, INFINITE, LAST, PARTIAL, REACH_ALL,
+    REACH_FIRST, START, grown, in_seq_order,
+)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: consecutive ids spread over the table
 
@@ -295,10 +298,6 @@ def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
         c_used = used[0]
         by_used = used[1]
         cap_chunks = cpu_capacity_tokens // chunk if has_cpu else 0
-        if explain:
-            # attribute's scratch, made once per slice: a request's evicted span has at most a run per block.
-            run_seqs = np.empty(blocks.size, np.int64)
-            run_tokens = np.empty(blocks.size, np.int64)
 
         for r in range(first, stop):
             lo = offsets[r]
@@ -354,13 +353,86 @@ def _make_replay_from(explain: bool) -> Callable[..., np.ndarray]:
                         _push_back(c_nxt, c_prv, c_sentinel, k)
             hit_end = max(gpu_hit, aligned)
             if explain:
-                # At lookup time, before this request's own evictions: what each tier holds and lost.
-                if by_used + 2 * alloc > by.shape[0]:  # room for attribute's rows: at most one per block per tier
+                # sim.explain_kernel's step (the columns of ``explained[r]``, runs of ``by``), at lookup time,
+                # before this request's own evictions, from what each tier holds and the request that evicted each
+                # id last. Written here, not called: numba counts references to each array a call is passed, which
+                # cost more than the step itself (about 110 ns a request, measured).
+                if by_used + 2 * alloc > by.shape[0]:  # room for the step's rows: at most one per block per tier
                     by = grown(by, by_used, by_used + 2 * alloc)
-                by_used = attribute(
-                    explained, r, keys, lo, n, block, chunk_blocks, h, hit_end, cached, g_gone, c_in, c_gone,
-                    has_cpu, by, by_used, run_seqs, run_tokens,
-                )
+                # Attributor._gpu (the blocks [h, limit) missed), then Attributor._offload with one tier (the chunks
+                # holding [hit_end, end), token-exact at its ends): structural causes first (sim.explain.causes),
+                # then each unit by what its tier holds and lost; a row of by per run of units one request evicted.
+                explained[r, GPU_AT + PARTIAL] = n - nfull * block
+                explained[r, GPU_AT + LAST] = (nfull - limit) * block
+                covered = nck * chunk
+                end = min(covered, n)
+                if has_cpu:
+                    explained[r, CPU_AT + PARTIAL] = max(0, n - max(covered, hit_end))
+                    if end == n:
+                        explained[r, CPU_AT + LAST] = 1
+                        end = n - 1
+                gpu_bound = 0
+                for at in range(GPU_AT, CPU_AT + 1 if has_cpu else GPU_AT + 1, CPU_AT - GPU_AT):
+                    gpu = at == GPU_AT
+                    unit, unit_blocks = (block, 1) if gpu else (chunk, chunk_blocks)
+                    lo_tokens, hi_tokens = (h * block, limit * block) if gpu else (hit_end, end)
+                    j0 = lo_tokens // unit
+                    j1 = -(-hi_tokens // unit) if hi_tokens > lo_tokens else j0
+                    unseen_at = j1 - j0
+                    first_ev = last_ev = -1
+                    chain = evicted = unseen = 0
+                    runs_end = by_used
+                    for j in range(j0, j1):
+                        k = keys[lo + (j + 1) * unit_blocks - 1]
+                        tokens = min((j + 1) * unit, hi_tokens) - max(j * unit, lo_tokens)
+                        if (cached[k] >= 0) if gpu else c_in[k]:
+                            chain += tokens
+                            continue
+                        seq = g_gone[k] if gpu else c_gone[k]
+                        if seq < 0:
+                            if not unseen:
+                                unseen_at = j - j0
+                            unseen += tokens
+                            continue
+                        if not evicted:
+                            first_ev = j - j0
+                        evicted += tokens
+                        last_ev = j - j0
+                        if runs_end > by_used and by[runs_end - 1, 0] == seq:
+                            by[runs_end - 1, 1] += tokens
+                        else:
+                            by[runs_end, 0] = seq
+                            by[runs_end, 1] = tokens
+                            runs_end += 1
+                    explained[r, at + FIRST_SEEN] = unseen
+                    explained[r, at + EVICTED] = evicted
+                    explained[r, at + CHAIN] = chain
+                    explained[r, at + BY_LO] = by_used
+                    if evicted:
+                        explained[r, at + START] = max((j0 + first_ev) * unit, lo_tokens)
+                        explained[r, at + END] = min((j0 + last_ev + 1) * unit, hi_tokens)
+                        explained[r, at + FIRST_END] = min((j0 + first_ev + 1) * unit, hi_tokens)
+                        explained[r, at + REACH_FIRST] = unseen_at > first_ev
+                        explained[r, at + REACH_ALL] = unseen_at > last_ev
+                        by_used = in_seq_order(by, by_used, runs_end) if runs_end - by_used > 1 else runs_end
+                    explained[r, at + BY_HI] = by_used
+                    if gpu:
+                        gpu_bound = (j0 + unseen_at) * block
+                        explained[r, INFINITE] = gpu_bound
+                if has_cpu:
+                    # Attributor._offload_bound: past the GPU's bound only if every full chunk's block was ever in
+                    # the GPU.
+                    reach = gpu_bound // chunk
+                    if gpu_bound == limit * block and nck:
+                        every = True
+                        for j in range(reach, nck):
+                            k = keys[lo + (j + 1) * chunk_blocks - 1]
+                            if cached[k] < 0 and g_gone[k] < 0:
+                                every = False
+                                break
+                        if every:
+                            reach = nck
+                    explained[r, INFINITE] = max(gpu_bound, min(covered if reach == nck else reach * chunk, n - 1))
 
             # GpuBlockPool.allocate: pop from the front; a cached block popped is evicted (a copy is only dropped).
             ev_blocks = 0

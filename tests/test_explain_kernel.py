@@ -113,9 +113,9 @@ def test_explaining_changes_no_figure_and_slices_change_no_cause(tiers: ReplayTi
 @settings(max_examples=300, deadline=None)
 @given(runs=st.lists(st.tuples(st.integers(0, 12), st.integers(1, 2000)), max_size=30), used=st.integers(0, 5))
 def test_by_rows_are_the_runs_summed_per_request_in_request_order(runs: list[tuple[int, int]], used: int) -> None:
-    # attribute hands _append_by an evicted span's runs in prefix order, no two adjacent with the same evicting
-    # request; whatever their order (ascending, descending: no sort; any other: sorted), the rows appended are
-    # sorted(by.items()) of the observer's by, the tokens summed per request: derived here with a dict.
+    # The replay kernel writes an evicted span's runs to by in prefix order, no two adjacent with the same
+    # evicting request; whatever their order (ascending, descending: no sort; any other: sorted), in_seq_order
+    # makes them sorted(by.items()) of the observer's by, the tokens summed per request: derived here with a dict.
     import numpy as np
 
     from sim import explain_kernel
@@ -126,7 +126,8 @@ def test_by_rows_are_the_runs_summed_per_request_in_request_order(runs: list[tup
         summed[seq] = summed.get(seq, 0) + tokens
     by = explain_kernel.grown(np.full((1, 2), -7, np.int64), 1, used + len(runs))
     assert by.shape[0] >= used + len(runs) and by[0].tolist() == [-7, -7]  # room made, the rows before kept
-    seqs = np.array([s for s, _ in runs] or [0], np.int64)
-    tokens = np.array([t for _, t in runs] or [0], np.int64)
-    end = explain_kernel._append_by(by, used, seqs, tokens, len(runs))
+    by[used : used + len(runs)] = runs or np.empty((0, 2), np.int64)
+    before = by[:used].tolist()
+    end = explain_kernel.in_seq_order(by, used, used + len(runs))
     assert by[used:end].tolist() == [[s, t] for s, t in sorted(summed.items())]
+    assert by[:used].tolist() == before
