@@ -67,28 +67,39 @@
     plot.draw(el, traces, layout);
   }
 
-  // The advisor's Pareto front (no candidate is both cheaper and faster at p90) and the ranked configurations.
+  // The advisor's Pareto front (no candidate is both cheaper and faster) and the ranked configurations, both by the
+  // TTFT figure the target bounds (sim/advise/candidate.py Target.figure), with the bound drawn as a line: a point
+  // marked as meeting the target lies on or under it.
   function paretoChart(el) {
     const data = JSON.parse(el.dataset.pareto);
+    const figure = data.figure ?? "p90_ms";
+    const name = figure.replace("_ms", "");
     const costOf = (r) => (data.priced ? r.dollars_per_hour : r.config.gpu_gib + r.config.cpu_gib_total + r.config.disk_gib_total);
     const label = (c) => `GPU ${c.gpu_tokens.toLocaleString()} tokens${c.cpu_tokens ? `, CPU ${c.cpu_gib_total.toFixed(2)} GiB` : ""}`;
+    const hover = `%{text}<br>%{x:.4f}: ${name} %{y:,.1f} ms<extra></extra>`;
+    const bound = data.target_ms;
     const traces = [
       {
-        type: "scatter", mode: "lines+markers", name: "Pareto front", x: data.front.map((p) => p.cost), y: data.front.map((p) => p.p90_ms),
+        type: "scatter", mode: "lines+markers", name: "Pareto front", x: data.front.map((p) => p.cost), y: data.front.map((p) => p[figure]),
         text: data.front.map((p) => label(p.config)), line: { color: palette.series(0), shape: "hv", width: 2 },
-        marker: { color: palette.series(0), symbol: SYMBOLS[0], size: 7 }, hovertemplate: "%{text}<br>%{x:.4f}: p90 %{y:,.1f} ms<extra></extra>",
+        marker: { color: palette.series(0), symbol: SYMBOLS[0], size: 7 }, hovertemplate: hover,
       },
       {
-        type: "scatter", mode: "markers", name: "meets the target", x: data.meets.map(costOf), y: data.meets.map((r) => r.p90_ms),
+        type: "scatter", mode: "markers", name: bound == null ? "meets the target" : `meets the target (${name} ≤ ${bound.toLocaleString()} ms)`,
+        x: data.meets.map(costOf), y: data.meets.map((r) => r[figure]),
         text: data.meets.map((r) => label(r.config)), marker: { color: palette.series(1), symbol: SYMBOLS[1], size: 9 },
-        hovertemplate: "%{text}<br>%{x:.4f}: p90 %{y:,.1f} ms<extra></extra>",
+        hovertemplate: hover,
       },
     ];
+    const shapes = bound == null ? [] : [{
+      type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: bound, y1: bound, layer: "below",
+      line: { color: palette.rule(), width: 1, dash: "dash" },
+    }];
     const layout = plot.layout(el, {
-      ...TITLED, height: 360, title: { text: "Cost against predicted p90 TTFT", font: { size: 14 } },
+      ...TITLED, height: 360, shapes, title: { text: `Cost against predicted ${name} TTFT`, font: { size: 14 } },
       // From 0: Plotly's own range starts just left of the cheapest point with its first tick beyond it, unlabelled.
       xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, range: plot.fromZero(traces.flatMap((t) => t.x)) },
-      yaxis: { title: { text: "p90 TTFT, ms" }, rangemode: "tozero" },
+      yaxis: { title: { text: `${name} TTFT, ms` }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
   }
