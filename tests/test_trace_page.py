@@ -153,3 +153,30 @@ def test_the_ttft_axis_writes_every_tick_one_way(panel: Page) -> None:
     ticks = panel.evaluate("[...document.querySelectorAll('#replay-ttft-chart .ytick text')].map(t => t.textContent)")
     assert "1,000" in ticks and "10,000" in ticks, ticks
     assert all(t.replace(",", "").isdigit() for t in ticks), ticks
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (390, 844)], ids=["1024x768", "390x844"])
+def test_the_trace_name_and_the_tier_table_are_whole(panel: Page, width: int, height: int) -> None:
+    """At 1024 and 390 the select showed "mooncake-synthe…" (one of two columns of its fieldset), and on a phone the
+    tier table ran past the panel's edge. The select is wide enough for its longest name (text, padding and arrow), and
+    the table sits in a box of its own that ends inside the window (it scrolls there if it must)."""
+    panel.set_viewport_size({"width": width, "height": height})
+    fits = panel.evaluate(
+        """() => { const s = document.getElementById('replay-trace'), style = getComputedStyle(s);
+             const probe = document.createElement('span'); probe.style.font = style.font; probe.style.whiteSpace = 'pre';
+             document.body.append(probe);
+             const longest = Math.max(...[...s.options].map(o => { probe.textContent = o.text; return probe.getBoundingClientRect().width; }));
+             probe.remove();
+             // The text, the select's side paddings and borders, and about 20 px of arrow.
+             const room = s.getBoundingClientRect().width - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)
+                          - parseFloat(style.borderLeftWidth) - parseFloat(style.borderRightWidth) - 20;
+             return [longest, room]; }"""
+    )
+    assert fits[0] <= fits[1], fits
+    replay_on_page(panel, "2000", "20000")
+    box = panel.evaluate(
+        """() => { const w = document.getElementById('replay-tiers').closest('.table-wrap');
+             return w && [getComputedStyle(w).overflowX, w.getBoundingClientRect().right, document.documentElement.scrollWidth]; }"""
+    )
+    assert box is not None, "the tier table has no box of its own"
+    assert box[0] == "auto" and box[1] <= width and box[2] <= width, box
