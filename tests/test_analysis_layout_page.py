@@ -63,6 +63,14 @@ def test_the_advisor_uses_the_whole_width_and_labels_its_cheapest_point(page: Pa
     assert met["name"] == "meets the target (p50 ≤ 100 ms)" and met["y"] and max(met["y"]) <= 100, met
     expect(page.locator("#advise-pareto .gtitle")).to_have_text("Cost against predicted p50 TTFT")
     expect(page.locator("#advise-pareto .ytitle")).to_have_text("p50 TTFT, ms")
+    # Its lines of text ("N candidates simulated...", "Why not cheaper: ...") are no larger than its table's cells;
+    # they were at the body's full size.
+    expect(page.locator("#advise-answer .advise-why")).to_be_visible()
+    sizes = page.evaluate(
+        """() => { const px = (el) => parseFloat(getComputedStyle(el).fontSize);
+             return [px(document.querySelector('#advise-table td')), ...[...document.querySelectorAll('#advise-answer > p, #advise-answer li')].map(px)]; }"""
+    )
+    assert len(sizes) >= 3 and max(sizes[1:]) <= sizes[0], sizes
     # At 1440 wide the table of candidates (eleven columns) fits the panel without scrolling sideways.
     if width >= 1440:
         assert page.evaluate("(w => w.scrollWidth <= w.clientWidth)(document.getElementById('advise-table').closest('.table-wrap'))")
