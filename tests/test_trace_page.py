@@ -68,6 +68,10 @@ def test_page_shows_the_clis_records_for_the_bundled_trace(panel: Page) -> None:
             r["prompt_tokens"], r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["computed_tokens"], r["ttft_ms"], r["source"],
         )
         assert p["at_s"] == r["timestamp_ms"] / 1000
+    # The hover names a request by its number from 1, as the event log does ("req 1" is seq 0).
+    shown = panel.evaluate("document.getElementById('replay-ttft-chart').data.flatMap(t => t.customdata.map(c => [c[0], c[5]]))")
+    assert all(number == seq + 1 for seq, number in shown)
+    assert all("request %{customdata[5]}" in t for t in panel.evaluate("document.getElementById('replay-ttft-chart').data.map(t => t.hovertemplate)"))
     # The tier table and the hit-ratio chart show the CLI's tiers and timeline.
     rows = panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert rows == [

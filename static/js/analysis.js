@@ -19,12 +19,12 @@
     const traces = data.series.map((s, i) => ({
       type: "scatter", mode: "markers", name: s.config, meta: s.config, x: s.x, y: s.ttft_ms, customdata: s.info,
       marker: { color: palette.config(s.config), symbol: SYMBOLS[i % SYMBOLS.length], size: 7, opacity: 0.85 },
-      hovertemplate: `<b>${s.config}</b> · pass %{customdata[0]} %{customdata[1]} · doc %{customdata[2]} · seq %{customdata[3]}`
+      hovertemplate: `<b>${s.config}</b> · request %{x} · pass %{customdata[0]} %{customdata[1]} · doc %{customdata[2]}`
         + "<br>%{y:.1f} ms<extra></extra>",
     }));
     const layout = plot.layout(el, {
       ...TITLED, height: 360, title: { text: "Time to first token, per request", font: { size: 14 } },
-      xaxis: { title: { text: "request (file order)" } },
+      xaxis: { title: { text: "request (in file order, per configuration)" } },
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
