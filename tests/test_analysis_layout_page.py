@@ -120,3 +120,28 @@ def test_the_capacity_marks_are_whole(page: Page, live_server: str, width: int, 
              return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; }).map(s => s.textContent)"""
     )
     assert broken == []
+
+
+def test_the_capacity_labels_lie_clear_of_the_lines_and_the_charts_apart(page: Page, live_server: str) -> None:
+    """At 1440 the marks' labels ("this scenario's GPU cache", the thresholds) sat on the pass lines' plateaus, and the
+    second chart's title sat close under the first chart's x-axis title. Every label lies above every point of its
+    chart (the lines join the points in steps, so none rises higher), and the title is at least 24 px under the axis
+    title above it."""
+    open_area(page, live_server, 1440, 900)
+    page.fill("#capacity-points", "12")
+    page.click("#capacity-form button[type=submit]")
+    page.wait_for_selector("#capacity-ttft .xtick text")
+    for chart in ("capacity-hits", "capacity-ttft"):
+        found = page.evaluate(
+            """(id) => { const el = document.getElementById(id), y = el._fullLayout.yaxis, top = el.getBoundingClientRect().top;
+                 const highest = Math.min(...el.data.flatMap(t => [...t.y].map(v => top + el._fullLayout.margin.t + y.l2p(v))));
+                 return [highest, [...el.querySelectorAll('.annotation-text')].map(a => a.getBoundingClientRect().bottom)]; }""",
+            chart,
+        )
+        highest, bottoms = found
+        assert len(bottoms) == 3 and max(bottoms) <= highest, (chart, found)
+    gap = page.evaluate(
+        """() => document.querySelector('#capacity-ttft .gtitle').getBoundingClientRect().top
+                 - document.querySelector('#capacity-hits .xtitle').getBoundingClientRect().bottom"""
+    )
+    assert gap >= 24, gap

@@ -54,15 +54,21 @@
     // On a phone the plot is narrower than a label: the list above the chart names each line by its dash instead.
     const range = plot.fromZero([...curve.lines.flatMap((l) => l.x), ...curve.marks.map((m) => m.x)]);
     const middle = range ? (range[0] + range[1]) / 2 : Infinity;
+    const STEP = 0.09; // paper height of one label's row
     const annotations = el.clientWidth < 560 ? [] : curve.marks.map((m, i) => ({
-      x: m.x, xref: "x", y: 1 - 0.09 * i, yref: "paper", text: m.label, showarrow: false, hovertext: m.label,
+      x: m.x, xref: "x", y: 1 - STEP * i, yref: "paper", yanchor: "top", text: m.label, showarrow: false, hovertext: m.label,
       xanchor: m.x > middle ? "right" : "left", font: { size: 11, color: markColour(i) }, bgcolor: palette.labelBackground(),
     }));
+    // The labels get a band of their own at the top of the plot: the y axis reaches above the highest point by their
+    // rows, so no label lies over a line (they sat on the pass lines' plateaus).
+    const top = Math.max(0, ...traces.flatMap((t) => t.y.filter(Number.isFinite)));
+    const band = annotations.length ? STEP * annotations.length + 0.02 : 0;
+    const yaxis = top > 0 && band ? { range: [0, top * 1.02 / (1 - band)] } : { rangemode: "tozero" };
     const layout = plot.layout(el, {
       ...TITLED, height: 380, shapes, annotations,
       title: { text: hits ? `${curve.tier === "gpu" ? "GPU" : "CPU"} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
       xaxis: { title: { text: curve.x_title }, range }, // from 0: the smallest capacity has a tick left of it
-      yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, rangemode: "tozero" },
+      yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, ...yaxis },
     });
     plot.draw(el, traces, layout);
   }
