@@ -99,10 +99,14 @@
     ];
     const shapes = bound == null ? [] : [{
       type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: bound, y1: bound, layer: "below",
-      line: { color: palette.rule(), width: 1, dash: "dash" },
+      line: { color: palette.inkSoft(), width: 1.5, dash: "dash" },
+    }];
+    const annotations = bound == null ? [] : [{
+      xref: "paper", x: 1, xanchor: "right", yref: "y", y: bound, yanchor: "bottom", showarrow: false,
+      text: `${name} target ${bound.toLocaleString()} ms`, font: { size: 11, color: palette.inkSoft() }, bgcolor: palette.labelBackground(),
     }];
     const layout = plot.layout(el, {
-      ...TITLED, height: 360, shapes, title: { text: `Cost against predicted ${name} TTFT`, font: { size: 14 } },
+      ...TITLED, height: 360, shapes, annotations, title: { text: `Cost against predicted ${name} TTFT`, font: { size: 14 } },
       // From 0: Plotly's own range starts just left of the cheapest point with its first tick beyond it, unlabelled.
       xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, range: plot.fromZero(traces.flatMap((t) => t.x)) },
       yaxis: { title: { text: `${name} TTFT, ms` }, rangemode: "tozero" },
