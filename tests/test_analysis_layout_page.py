@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from page_checks import select_room
+
 pytestmark = pytest.mark.browser
 
 
@@ -145,3 +147,12 @@ def test_the_capacity_labels_lie_clear_of_the_lines_and_the_charts_apart(page: P
                  - document.querySelector('#capacity-hits .xtitle').getBoundingClientRect().bottom"""
     )
     assert gap >= 24, gap
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (1024, 768), (390, 844)], ids=["1440x900", "1024x768", "390x844"])
+def test_the_advisors_workload_choice_is_whole(page: Page, live_server: str, width: int, height: int) -> None:
+    """The workload select showed "the sidebar's scen…" on a phone and cut "trace: mooncake-synthetic" when chosen on
+    a desktop: it spans two fields' width (the whole form on a phone)."""
+    open_area(page, live_server, width, height)
+    longest, room = select_room(page, "advise-trace")
+    assert longest <= room, (longest, room)

@@ -12,6 +12,8 @@ from playwright.sync_api import Page, expect
 from app.cli import main
 from sim.replay import MAX_CHUNK_BLOCKS
 
+from page_checks import select_room
+
 pytestmark = pytest.mark.browser
 
 
@@ -165,17 +167,7 @@ def test_the_trace_name_and_the_tier_table_are_whole(panel: Page, width: int, he
     tier table ran past the panel's edge. The select is wide enough for its longest name (text, padding and arrow), and
     the table sits in a box of its own that ends inside the window (it scrolls there if it must)."""
     panel.set_viewport_size({"width": width, "height": height})
-    fits = panel.evaluate(
-        """() => { const s = document.getElementById('replay-trace'), style = getComputedStyle(s);
-             const probe = document.createElement('span'); probe.style.font = style.font; probe.style.whiteSpace = 'pre';
-             document.body.append(probe);
-             const longest = Math.max(...[...s.options].map(o => { probe.textContent = o.text; return probe.getBoundingClientRect().width; }));
-             probe.remove();
-             // The text, the select's side paddings and borders, and about 20 px of arrow.
-             const room = s.getBoundingClientRect().width - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)
-                          - parseFloat(style.borderLeftWidth) - parseFloat(style.borderRightWidth) - 20;
-             return [longest, room]; }"""
-    )
+    fits = select_room(panel, "replay-trace")
     assert fits[0] <= fits[1], fits
     replay_on_page(panel, "2000", "20000")
     box = panel.evaluate(
