@@ -248,3 +248,16 @@ def test_run_does_not_push_the_panels_down(page: Page, live_server: str, width: 
     page.wait_for_selector(DONE, timeout=60_000)
     expect(page.locator("[data-role=scenario-link]")).to_be_visible()
     assert page.evaluate(where) == before
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_the_event_log_fits_its_box(page: Page, live_server: str, width: int, height: int) -> None:
+    """At 1024 px the log's column beside the TTFT chart is 226 px wide: a request's line (badge, words, TTFT side by
+    side) needed 257, ran past the box's right edge (its TTFT cut) and left its words 95 px, a word or two per line.
+    Every line fits the box, and a request's words have most of its width."""
+    run_seed_lab(page, live_server, width, height)
+    log = page.evaluate(
+        """(() => { const l = document.getElementById('event-log'), text = l.querySelector('li[data-seq] .log-text');
+             return [l.scrollWidth, l.clientWidth, text.getBoundingClientRect().width]; })()"""
+    )
+    assert log[0] <= log[1] and log[2] >= 0.6 * log[1], log
