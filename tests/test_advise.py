@@ -314,3 +314,21 @@ def test_a_default_search_keeps_the_scenarios_own_backend() -> None:
     # Asked for, every backend is crossed (vllm-native only with its own policies, sim.tiers.native.backend_runs).
     asked = candidates(workload, Space(("gpu", "cpu"), 3, backends=("lmcache", "vllm-native")))
     assert {c.cpu_backend for c in asked} == {"lmcache", "vllm-native"}
+
+
+@pytest.mark.parametrize(("target", "figure"), [(Target(p50_ms=100, pass_=2), "p50_ms"), (Target(p90_ms=100, pass_=2), "p90_ms"),
+                                                (Target(p50_ms=100, p90_ms=700, pass_=2), "p90_ms")])
+def test_the_pareto_front_is_drawn_by_the_figure_the_target_bounds(target: Target, figure: str) -> None:
+    """The front was drawn by p90 whatever the target: with a p50 target, candidates meeting it (p50 49.5 ms) stood on
+    the chart at their p90 (601.6 ms with an MRU CPU tier), six times over the 100 ms the legend said they met. The
+    front is now by the bounded figure: each point is cheaper than the next and strictly faster in that figure, every
+    meeting candidate lies on or above it, and none of them is above the bound."""
+    advice = advise(ScenarioWorkload(seed()), target, Space(buy=("gpu", "cpu"), points=3), Deployment(), None)
+    assert advice.pareto_figure == figure and advice.pareto_target_ms == getattr(target, figure)
+    front = advice.pareto
+    assert all(a["cost"] <= b["cost"] and a[figure] > b[figure] for a, b in zip(front, front[1:])), front
+    assert advice.meets and all(m[figure] <= getattr(target, figure) for m in advice.meets)
+    # No meeting candidate is both cheaper than a front point and faster in the figure (else the front would hold it).
+    memory = lambda r: r["config"]["gpu_gib"] + r["config"]["cpu_gib_total"] + r["config"]["disk_gib_total"]  # noqa: E731
+    for m in advice.meets:
+        assert not any(memory(m) < p["cost"] - 1e-6 and m[figure] < p[figure] for p in front), m

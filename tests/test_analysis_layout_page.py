@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from page_checks import select_room
+
 pytestmark = pytest.mark.browser
 
 
@@ -57,6 +59,20 @@ def test_the_advisor_uses_the_whole_width_and_labels_its_cheapest_point(page: Pa
     assert min(xs) < 0.2, xs
     assert any(t <= min(xs) for t in ticks), (ticks, min(xs))
     assert corner_zeros_apart(page, "advise-pareto")
+    # The chart plots the figure the target bounds (p50 here): every point marked as meeting the target lies at or under
+    # 100 ms on it. It plotted p90 while marking by p50, so meeting points stood at 601.6 ms (an MRU CPU tier's p90).
+    met = page.evaluate("document.getElementById('advise-pareto').data.find(t => t.name.startsWith('meets the target'))")
+    assert met["name"] == "meets the target (p50 ≤ 100 ms)" and met["y"] and max(met["y"]) <= 100, met
+    expect(page.locator("#advise-pareto .gtitle")).to_have_text("Cost against predicted p50 TTFT")
+    expect(page.locator("#advise-pareto .ytitle")).to_have_text("p50 TTFT, ms")
+    # Its lines of text ("N candidates simulated...", "Why not cheaper: ...") are no larger than its table's cells;
+    # they were at the body's full size.
+    expect(page.locator("#advise-answer .advise-why")).to_be_visible()
+    sizes = page.evaluate(
+        """() => { const px = (el) => parseFloat(getComputedStyle(el).fontSize);
+             return [px(document.querySelector('#advise-table td')), ...[...document.querySelectorAll('#advise-answer > p, #advise-answer li')].map(px)]; }"""
+    )
+    assert len(sizes) >= 3 and max(sizes[1:]) <= sizes[0], sizes
     # At 1440 wide the table of candidates (eleven columns) fits the panel without scrolling sideways.
     if width >= 1440:
         assert page.evaluate("(w => w.scrollWidth <= w.clientWidth)(document.getElementById('advise-table').closest('.table-wrap'))")
@@ -106,3 +122,37 @@ def test_the_capacity_marks_are_whole(page: Page, live_server: str, width: int, 
              return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; }).map(s => s.textContent)"""
     )
     assert broken == []
+
+
+def test_the_capacity_labels_lie_clear_of_the_lines_and_the_charts_apart(page: Page, live_server: str) -> None:
+    """At 1440 the marks' labels ("this scenario's GPU cache", the thresholds) sat on the pass lines' plateaus, and the
+    second chart's title sat close under the first chart's x-axis title. Every label lies above every point of its
+    chart (the lines join the points in steps, so none rises higher), and the title is at least 24 px under the axis
+    title above it."""
+    open_area(page, live_server, 1440, 900)
+    page.fill("#capacity-points", "12")
+    page.click("#capacity-form button[type=submit]")
+    page.wait_for_selector("#capacity-ttft .xtick text")
+    for chart in ("capacity-hits", "capacity-ttft"):
+        found = page.evaluate(
+            """(id) => { const el = document.getElementById(id), y = el._fullLayout.yaxis, top = el.getBoundingClientRect().top;
+                 const highest = Math.min(...el.data.flatMap(t => [...t.y].map(v => top + el._fullLayout.margin.t + y.l2p(v))));
+                 return [highest, [...el.querySelectorAll('.annotation-text')].map(a => a.getBoundingClientRect().bottom)]; }""",
+            chart,
+        )
+        highest, bottoms = found
+        assert len(bottoms) == 3 and max(bottoms) <= highest, (chart, found)
+    gap = page.evaluate(
+        """() => document.querySelector('#capacity-ttft .gtitle').getBoundingClientRect().top
+                 - document.querySelector('#capacity-hits .xtitle').getBoundingClientRect().bottom"""
+    )
+    assert gap >= 24, gap
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (1024, 768), (390, 844)], ids=["1440x900", "1024x768", "390x844"])
+def test_the_advisors_workload_choice_is_whole(page: Page, live_server: str, width: int, height: int) -> None:
+    """The workload select showed "the sidebar's scen…" on a phone and cut "trace: mooncake-synthetic" when chosen on
+    a desktop: it spans two fields' width (the whole form on a phone)."""
+    open_area(page, live_server, width, height)
+    longest, room = select_room(page, "advise-trace")
+    assert longest <= room, (longest, room)

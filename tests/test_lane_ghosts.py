@@ -67,12 +67,13 @@ def test_the_last_evictions_stay_as_ghosts_joined_to_their_cpu_copy(page: Page, 
     expect(lines).to_have_count(len(kept))
     assert sorted(int(d) for d in lines.evaluate_all("ls => ls.map(l => l.dataset.doc)")) == sorted(kept)
     assert [g["doc"] for g in shown(page, "gpu+cpu", "gpu") if g["copy"]] == kept
-    # Each line runs from its ghost down to the CPU tile of the same document.
+    # Each line runs from its ghost down to the CPU tier's labels, ending right above the CPU tile of the same document.
     ends = page.evaluate(
         """() => { const lane = document.querySelector('.lane[data-run="gpu+cpu"]'); const box = lane.getBoundingClientRect();
+            const head = lane.querySelector('.tier[data-tier="cpu"] .tier-head').getBoundingClientRect();
             return [...lane.querySelectorAll('svg.relations line')].map(l => {
               const tile = lane.querySelector(`.tier[data-tier="cpu"] .tile[data-doc="${l.dataset.doc}"]`).getBoundingClientRect();
-              return [Number(l.getAttribute('x2')) + box.left - tile.left, tile.width, Number(l.getAttribute('y2')) + box.top - tile.top]; }); }"""
+              return [Number(l.getAttribute('x2')) + box.left - tile.left, tile.width, Number(l.getAttribute('y2')) + box.top - head.top]; }); }"""
     )
     for x_in_tile, width, y_off in ends:
         assert 0 <= x_in_tile <= width and abs(y_off) < 1
@@ -95,14 +96,20 @@ def test_the_lines_to_the_cpu_never_draw_over_its_labels(page: Page, live_server
     lines = page.locator('.lane[data-run="gpu+cpu"] svg.relations line')
     expect(lines).to_have_count(3)
     page.locator('.lane[data-run="gpu+cpu"]').scroll_into_view_if_needed()
-    # The lines do cross the head's box (else this test could not fail): some line spans its top and bottom edges.
-    crossing = page.evaluate(
+    # Each line is read whole: it ends at the top edge of the CPU's labels (drawn on to the tile it ran behind them and
+    # showed as two short dashes), right above the CPU tile it points at, which is outlined; and it is no short dash.
+    ends = page.evaluate(
         """() => { const lane = document.querySelector('.lane[data-run="gpu+cpu"]'); const box = lane.getBoundingClientRect();
             const head = lane.querySelector('.tier[data-tier="cpu"] .tier-head').getBoundingClientRect();
-            return [...lane.querySelectorAll('svg.relations line')].some(l =>
-              Number(l.getAttribute('y1')) + box.top < head.top && Number(l.getAttribute('y2')) + box.top > head.bottom); }"""
+            return [...lane.querySelectorAll('svg.relations line')].map(l => {
+              const [x1, y1, x2, y2] = ['x1', 'y1', 'x2', 'y2'].map(a => Number(l.getAttribute(a)));
+              const tile = lane.querySelector(`.tier[data-tier="cpu"] .tile[data-doc="${l.dataset.doc}"]`).getBoundingClientRect();
+              return {bottom: y2 + box.top - head.top, x: x2 + box.left, tile: [tile.left, tile.right], length: Math.hypot(x2 - x1, y2 - y1),
+                      outlined: getComputedStyle(lane.querySelector(`.tier[data-tier="cpu"] .tile[data-doc="${l.dataset.doc}"]`)).outlineStyle}; }); }"""
     )
-    assert crossing
+    for end in ends:
+        assert abs(end["bottom"]) <= 0.5 and end["tile"][0] <= end["x"] <= end["tile"][1], end
+        assert end["outlined"] == "solid" and end["length"] >= 8, end
     drawn = _label_pixels(page, "gpu+cpu")
     page.evaluate("""document.querySelector('.lane[data-run="gpu+cpu"] svg.relations').style.visibility = 'hidden'""")
     assert _label_pixels(page, "gpu+cpu") == drawn

@@ -232,3 +232,32 @@ def test_phone_legends_are_compact_and_whole(page: Page, live_server: str) -> No
         assert texts and max(texts) <= right, (chart, texts, right)
     rows = page.evaluate("new Set([...document.querySelectorAll('#ttft-chart .legend .traces')].map(t => Math.round(t.getBoundingClientRect().top))).size")
     assert rows <= 3, rows
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (390, 844)], ids=["1440x900", "390x844"])
+def test_run_does_not_push_the_panels_down(page: Page, live_server: str, width: int, height: int) -> None:
+    """The "Link to this scenario" line appeared only after Run and pushed everything under it down by a line. Its
+    place is held from the first load: the facts and the lanes start at the same height before and after Run."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    where = "() => [document.querySelector('#run-view .facts').getBoundingClientRect().top + scrollY, document.querySelector('.lane').getBoundingClientRect().top + scrollY]"
+    before = page.evaluate(where)
+    page.select_option("#speed", "max")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=60_000)
+    expect(page.locator("[data-role=scenario-link]")).to_be_visible()
+    assert page.evaluate(where) == before
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_the_event_log_fits_its_box(page: Page, live_server: str, width: int, height: int) -> None:
+    """At 1024 px the log's column beside the TTFT chart is 226 px wide: a request's line (badge, words, TTFT side by
+    side) needed 257, ran past the box's right edge (its TTFT cut) and left its words 95 px, a word or two per line.
+    Every line fits the box, and a request's words have most of its width."""
+    run_seed_lab(page, live_server, width, height)
+    log = page.evaluate(
+        """(() => { const l = document.getElementById('event-log'), text = l.querySelector('li[data-seq] .log-text');
+             return [l.scrollWidth, l.clientWidth, text.getBoundingClientRect().width]; })()"""
+    )
+    assert log[0] <= log[1] and log[2] >= 0.6 * log[1], log

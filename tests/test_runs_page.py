@@ -223,7 +223,7 @@ BROKEN_WORDS = """() => { const broken = [];
   return broken; }"""
 
 
-@pytest.mark.parametrize(("width", "height"), [(1024, 768), (390, 844)], ids=["1024x768", "390x844"])
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (1024, 768), (390, 844)], ids=["1440x900", "1024x768", "390x844"])
 def test_the_list_wraps_between_words(page: Page, url: str, width: int, height: int) -> None:
     """At 1024 wide the Runs area is about 640 px and its scenario column was squeezed to 60 px: "forward,forward,reverse"
     came out as "forward,for / ward,revers / e" and the date as "2026-12- / 01". Words stay whole at every width."""
@@ -238,6 +238,19 @@ def test_the_list_wraps_between_words(page: Page, url: str, width: int, height: 
     line = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#runs-list-box td')).lineHeight)")
     heights = page.eval_on_selector_all("#runs-list-box tr[data-run]", "rows => rows.map(r => r.getBoundingClientRect().height)")
     assert max(heights) <= 5 * line + 12, (heights, line)
+    # A number stays on the line of its unit: at 1440 wide "1.5 / GiB" came out on two lines.
+    split = page.evaluate(
+        """() => [...document.querySelectorAll('#runs-list-box tr[data-run] td')].flatMap(td => {
+             const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT), out = [];
+             for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+               for (const m of n.data.matchAll(/\\d[\\d,.]*\\s(tok|GiB|docs|requests)\\b/g)) {
+                 const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+                 if (new Set([...r.getClientRects()].filter(c => c.width > 0).map(c => Math.round(c.top))).size > 1) out.push(m[0]);
+               }
+             }
+             return out; })"""
+    )
+    assert split == [], split
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     if width >= 1024:  # the whole list fits the area: Open and Delete in view without scrolling it sideways
         assert page.evaluate("(w => w.scrollWidth <= w.clientWidth)(document.querySelector('#runs-list-box .table-wrap'))")

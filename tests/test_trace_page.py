@@ -12,6 +12,8 @@ from playwright.sync_api import Page, expect
 from app.cli import main
 from sim.replay import MAX_CHUNK_BLOCKS
 
+from page_checks import select_room
+
 pytestmark = pytest.mark.browser
 
 
@@ -68,6 +70,10 @@ def test_page_shows_the_clis_records_for_the_bundled_trace(panel: Page) -> None:
             r["prompt_tokens"], r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["computed_tokens"], r["ttft_ms"], r["source"],
         )
         assert p["at_s"] == r["timestamp_ms"] / 1000
+    # The hover names a request by its number from 1, as the event log does ("req 1" is seq 0).
+    shown = panel.evaluate("document.getElementById('replay-ttft-chart').data.flatMap(t => t.customdata.map(c => [c[0], c[5]]))")
+    assert all(number == seq + 1 for seq, number in shown)
+    assert all("request %{customdata[5]}" in t for t in panel.evaluate("document.getElementById('replay-ttft-chart').data.map(t => t.hovertemplate)"))
     # The tier table and the hit-ratio chart show the CLI's tiers and timeline.
     rows = panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert rows == [
@@ -153,3 +159,20 @@ def test_the_ttft_axis_writes_every_tick_one_way(panel: Page) -> None:
     ticks = panel.evaluate("[...document.querySelectorAll('#replay-ttft-chart .ytick text')].map(t => t.textContent)")
     assert "1,000" in ticks and "10,000" in ticks, ticks
     assert all(t.replace(",", "").isdigit() for t in ticks), ticks
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (390, 844)], ids=["1024x768", "390x844"])
+def test_the_trace_name_and_the_tier_table_are_whole(panel: Page, width: int, height: int) -> None:
+    """At 1024 and 390 the select showed "mooncake-synthe…" (one of two columns of its fieldset), and on a phone the
+    tier table ran past the panel's edge. The select is wide enough for its longest name (text, padding and arrow), and
+    the table sits in a box of its own that ends inside the window (it scrolls there if it must)."""
+    panel.set_viewport_size({"width": width, "height": height})
+    fits = select_room(panel, "replay-trace")
+    assert fits[0] <= fits[1], fits
+    replay_on_page(panel, "2000", "20000")
+    box = panel.evaluate(
+        """() => { const w = document.getElementById('replay-tiers').closest('.table-wrap');
+             return w && [getComputedStyle(w).overflowX, w.getBoundingClientRect().right, document.documentElement.scrollWidth]; }"""
+    )
+    assert box is not None, "the tier table has no box of its own"
+    assert box[0] == "auto" and box[1] <= width and box[2] <= width, box

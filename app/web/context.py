@@ -63,9 +63,18 @@ def list_breaks(value: str) -> Markup:
     return Markup(re.sub(r",(?=[^\d\s])", ",<wbr>", str(escape(value))))
 
 
+# A unit the server writes after a number ("5,011 tok", "1.5 GiB", "10 docs"): the two stay on one line.
+UNIT = re.compile(r"(\d) (tok|tokens|GiB|GB|MiB|docs|requests|ms)\b")
+
+
+def whole_units(value: str) -> Markup:
+    """The text with a no-break space between each number and its unit: a narrow column breaks ``1.5 GiB`` elsewhere."""
+    return Markup(UNIT.sub("\\1&nbsp;\\2", str(escape(value))))
+
+
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=TEMPLATES_DIR)
-    templates.env.filters.update(tokens=tokens, ms=ms, times=times, list_breaks=list_breaks)
+    templates.env.filters.update(tokens=tokens, ms=ms, times=times, list_breaks=list_breaks, whole_units=whole_units)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
     causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
     templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL,

@@ -37,6 +37,12 @@ class Target:
         if self.hit_ratio is not None and not 0 <= self.hit_ratio <= 1:
             raise ValueError(f"hit_ratio must be from 0 to 1, got {self.hit_ratio}")
 
+    @property
+    def figure(self) -> str:
+        """The TTFT figure the target bounds, by which the Pareto front is drawn: p90 when a p90 is given (a candidate
+        meeting both bounds is then also under its p90 line), else p50; p90 for a hit-ratio-only target."""
+        return "p50_ms" if self.p90_ms is None and self.p50_ms is not None else "p90_ms"
+
     def misses(self, outcome: Outcome) -> list[str]:
         """Why ``outcome`` fails, one phrase per unmet bound (empty: it meets)."""
         out = []

@@ -156,6 +156,9 @@ class Advice:
     warnings: list[str]
     commands: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    # The TTFT figure the front is drawn by ("p50_ms" or "p90_ms": the one the target bounds) and its bound, if any.
+    pareto_figure: str = "p90_ms"
+    pareto_target_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -214,16 +217,16 @@ def row(c: Candidate, o: Outcome, pricing: Pricing, target: Target) -> dict[str,
     }
 
 
-def pareto(rows: list[dict[str, Any]], pricing: Pricing) -> list[dict[str, Any]]:
-    """The rows no other row beats on both cost (or memory) and p90."""
+def pareto(rows: list[dict[str, Any]], pricing: Pricing, figure: str = "p90_ms") -> list[dict[str, Any]]:
+    """The rows no other row beats on both cost (or memory) and ``figure`` (the TTFT percentile the target bounds)."""
     def cost(r: dict[str, Any]) -> float:
         return r["dollars_per_hour"] if r["dollars_per_hour"] is not None else r["config"]["gpu_gib"] + r["config"]["cpu_gib_total"] + r["config"]["disk_gib_total"]
 
     front, best = [], math.inf
-    for r in sorted(rows, key=lambda r: (cost(r), r["p90_ms"])):
-        if r["p90_ms"] < best:
-            front.append({"cost": round(cost(r), 6), "p90_ms": r["p90_ms"], "config": r["config"]})
-            best = r["p90_ms"]
+    for r in sorted(rows, key=lambda r: (cost(r), r[figure])):
+        if r[figure] < best:
+            front.append({"cost": round(cost(r), 6), "p50_ms": r["p50_ms"], "p90_ms": r["p90_ms"], "config": r["config"]})
+            best = r[figure]
     return front
 
 
@@ -295,8 +298,9 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     notes = _break_even([row(c, o, pricing, target) for c, o in every_meet], pricing) if prices is not None else []
     best = ranked[0][0] if ranked else (min(rows, key=lambda p: target.shortfall(p[1]))[0])
     return Advice(
-        len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing),
+        len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing, target.figure),
         workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype), notes,
+        target.figure, getattr(target, target.figure),
     )
 
 

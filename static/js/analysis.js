@@ -19,12 +19,12 @@
     const traces = data.series.map((s, i) => ({
       type: "scatter", mode: "markers", name: s.config, meta: s.config, x: s.x, y: s.ttft_ms, customdata: s.info,
       marker: { color: palette.config(s.config), symbol: SYMBOLS[i % SYMBOLS.length], size: 7, opacity: 0.85 },
-      hovertemplate: `<b>${s.config}</b> · pass %{customdata[0]} %{customdata[1]} · doc %{customdata[2]} · seq %{customdata[3]}`
+      hovertemplate: `<b>${s.config}</b> · request %{x} · pass %{customdata[0]} %{customdata[1]} · doc %{customdata[2]}`
         + "<br>%{y:.1f} ms<extra></extra>",
     }));
     const layout = plot.layout(el, {
       ...TITLED, height: 360, title: { text: "Time to first token, per request", font: { size: 14 } },
-      xaxis: { title: { text: "request (file order)" } },
+      xaxis: { title: { text: "request (in file order, per configuration)" } },
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
@@ -54,41 +54,62 @@
     // On a phone the plot is narrower than a label: the list above the chart names each line by its dash instead.
     const range = plot.fromZero([...curve.lines.flatMap((l) => l.x), ...curve.marks.map((m) => m.x)]);
     const middle = range ? (range[0] + range[1]) / 2 : Infinity;
+    const STEP = 0.09; // paper height of one label's row
     const annotations = el.clientWidth < 560 ? [] : curve.marks.map((m, i) => ({
-      x: m.x, xref: "x", y: 1 - 0.09 * i, yref: "paper", text: m.label, showarrow: false, hovertext: m.label,
+      x: m.x, xref: "x", y: 1 - STEP * i, yref: "paper", yanchor: "top", text: m.label, showarrow: false, hovertext: m.label,
       xanchor: m.x > middle ? "right" : "left", font: { size: 11, color: markColour(i) }, bgcolor: palette.labelBackground(),
     }));
+    // The labels get a band of their own at the top of the plot: the y axis reaches above the highest point by their
+    // rows, so no label lies over a line (they sat on the pass lines' plateaus).
+    const top = Math.max(0, ...traces.flatMap((t) => t.y.filter(Number.isFinite)));
+    const band = annotations.length ? STEP * annotations.length + 0.02 : 0;
+    const yaxis = top > 0 && band ? { range: [0, top * 1.02 / (1 - band)] } : { rangemode: "tozero" };
     const layout = plot.layout(el, {
       ...TITLED, height: 380, shapes, annotations,
       title: { text: hits ? `${curve.tier === "gpu" ? "GPU" : "CPU"} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
       xaxis: { title: { text: curve.x_title }, range }, // from 0: the smallest capacity has a tick left of it
-      yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, rangemode: "tozero" },
+      yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, ...yaxis },
     });
     plot.draw(el, traces, layout);
   }
 
-  // The advisor's Pareto front (no candidate is both cheaper and faster at p90) and the ranked configurations.
+  // The advisor's Pareto front (no candidate is both cheaper and faster) and the ranked configurations, both by the
+  // TTFT figure the target bounds (sim/advise/candidate.py Target.figure), with the bound drawn as a line: a point
+  // marked as meeting the target lies on or under it.
   function paretoChart(el) {
     const data = JSON.parse(el.dataset.pareto);
+    const figure = data.figure ?? "p90_ms";
+    const name = figure.replace("_ms", "");
     const costOf = (r) => (data.priced ? r.dollars_per_hour : r.config.gpu_gib + r.config.cpu_gib_total + r.config.disk_gib_total);
     const label = (c) => `GPU ${c.gpu_tokens.toLocaleString()} tokens${c.cpu_tokens ? `, CPU ${c.cpu_gib_total.toFixed(2)} GiB` : ""}`;
+    const hover = `%{text}<br>%{x:.4f}: ${name} %{y:,.1f} ms<extra></extra>`;
+    const bound = data.target_ms;
     const traces = [
       {
-        type: "scatter", mode: "lines+markers", name: "Pareto front", x: data.front.map((p) => p.cost), y: data.front.map((p) => p.p90_ms),
+        type: "scatter", mode: "lines+markers", name: "Pareto front", x: data.front.map((p) => p.cost), y: data.front.map((p) => p[figure]),
         text: data.front.map((p) => label(p.config)), line: { color: palette.series(0), shape: "hv", width: 2 },
-        marker: { color: palette.series(0), symbol: SYMBOLS[0], size: 7 }, hovertemplate: "%{text}<br>%{x:.4f}: p90 %{y:,.1f} ms<extra></extra>",
+        marker: { color: palette.series(0), symbol: SYMBOLS[0], size: 7 }, hovertemplate: hover,
       },
       {
-        type: "scatter", mode: "markers", name: "meets the target", x: data.meets.map(costOf), y: data.meets.map((r) => r.p90_ms),
+        type: "scatter", mode: "markers", name: bound == null ? "meets the target" : `meets the target (${name} ≤ ${bound.toLocaleString()} ms)`,
+        x: data.meets.map(costOf), y: data.meets.map((r) => r[figure]),
         text: data.meets.map((r) => label(r.config)), marker: { color: palette.series(1), symbol: SYMBOLS[1], size: 9 },
-        hovertemplate: "%{text}<br>%{x:.4f}: p90 %{y:,.1f} ms<extra></extra>",
+        hovertemplate: hover,
       },
     ];
+    const shapes = bound == null ? [] : [{
+      type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: bound, y1: bound, layer: "below",
+      line: { color: palette.inkSoft(), width: 1.5, dash: "dash" },
+    }];
+    const annotations = bound == null ? [] : [{
+      xref: "paper", x: 1, xanchor: "right", yref: "y", y: bound, yanchor: "bottom", showarrow: false,
+      text: `${name} target ${bound.toLocaleString()} ms`, font: { size: 11, color: palette.inkSoft() }, bgcolor: palette.labelBackground(),
+    }];
     const layout = plot.layout(el, {
-      ...TITLED, height: 360, title: { text: "Cost against predicted p90 TTFT", font: { size: 14 } },
+      ...TITLED, height: 360, shapes, annotations, title: { text: `Cost against predicted ${name} TTFT`, font: { size: 14 } },
       // From 0: Plotly's own range starts just left of the cheapest point with its first tick beyond it, unlabelled.
       xaxis: { title: { text: data.priced ? "$ per hour" : "memory, GiB" }, range: plot.fromZero(traces.flatMap((t) => t.x)) },
-      yaxis: { title: { text: "p90 TTFT, ms" }, rangemode: "tozero" },
+      yaxis: { title: { text: `${name} TTFT, ms` }, rangemode: "tozero" },
     });
     plot.draw(el, traces, layout);
   }

@@ -27,7 +27,7 @@
     if (!div || !window.Plotly) return;
     const x = bars.map((b) => b.label);
     const traces = causesOf(div).filter(([cause]) => bars.some((b) => b.computed[cause])).map(([cause, colour, label]) => ({
-      type: "bar", name: label, x, y: bars.map((b) => b.computed[cause] ?? 0), marker: { color: colour },
+      type: "bar", name: label, x, y: bars.map((b) => b.computed[cause] ?? 0), marker: { color: colour, line: { color: palette.rule(), width: 0.5 } }, // a pale cause's edge on white
       hovertemplate: `${label}: %{y:,} tokens<extra>%{x}</extra>`,
     }));
     const layout = plot.layout(div, {

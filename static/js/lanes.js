@@ -96,13 +96,17 @@
     tier.ghosts.setAttribute("aria-label", `Last evictions from ${tier.label}: ${[...tier.ghosts.children].map((c) => c.title).join("; ")}`);
   }
 
-  /** Lines from each GPU ghost whose document the CPU still holds to that document's CPU tile. */
+  /** Lines from each GPU ghost whose document the CPU still holds to that document's CPU tile: each ends, with a dot,
+   *  at the top edge of the CPU tier's labels right above the tile, which is outlined. Drawn on to the tile, a line ran
+   *  behind the labels and showed only as two short dashes, one above them and one below. */
   function relate(lane) {
     const gpu = lane.tiers.get("gpu");
     const cpu = lane.tiers.get("cpu");
     lane.relations.replaceChildren();
+    if (cpu) for (const t of cpu.tiles.values()) t.classList.remove("ghost-copy");
     if (!gpu || !cpu) return;
     const box = lane.el.getBoundingClientRect();
+    const head = cpu.el.querySelector(".tier-head")?.getBoundingClientRect();
     lane.relations.setAttribute("viewBox", `0 0 ${box.width} ${box.height}`);
     for (const g of gpu.ghosts.children) {
       const doc = Number(g.dataset.doc);
@@ -113,13 +117,20 @@
       const a = g.getBoundingClientRect();
       const b = tile.getBoundingClientRect();
       if (a.right > gpu.ghosts.getBoundingClientRect().right + 1) continue; // cut off by a narrow strip: no line to nowhere
+      const x2 = b.left + b.width / 2 - box.left;
+      const y2 = (head ? head.top : b.top) - box.top;
       const line = document.createElementNS(SVG, "line");
       line.setAttribute("x1", String(a.left + a.width / 2 - box.left));
       line.setAttribute("y1", String(a.bottom - box.top));
-      line.setAttribute("x2", String(b.left + b.width / 2 - box.left));
-      line.setAttribute("y2", String(b.top - box.top));
+      line.setAttribute("x2", String(x2));
+      line.setAttribute("y2", String(y2));
       line.dataset.doc = g.dataset.doc;
-      lane.relations.append(line);
+      const end = document.createElementNS(SVG, "circle");
+      end.setAttribute("cx", String(x2));
+      end.setAttribute("cy", String(y2));
+      end.setAttribute("r", "3");
+      lane.relations.append(line, end);
+      tile.classList.add("ghost-copy");
     }
   }
 

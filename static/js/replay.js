@@ -50,9 +50,10 @@
       return {
         type: "scatter", mode: "markers", name: label, meta: source,
         x: mine.map((r) => r.timestamp_ms / 1000), y: mine.map((r) => r.ttft_ms),
-        customdata: mine.map((r) => [r.seq, r.prompt_tokens, r.gpu_hit_tokens, r.cpu_hit_tokens, r.computed_tokens]),
+        // The record's seq, and (last) the request's number as the page says it everywhere: from 1.
+        customdata: mine.map((r) => [r.seq, r.prompt_tokens, r.gpu_hit_tokens, r.cpu_hit_tokens, r.computed_tokens, r.seq + 1]),
         marker: { color, symbol, size: 6, opacity: 0.75 },
-        hovertemplate: "request %{customdata[0]} · %{customdata[1]:,} tokens<br>%{y:.1f} ms · GPU %{customdata[2]:,}"
+        hovertemplate: "request %{customdata[5]} · %{customdata[1]:,} tokens<br>%{y:.1f} ms · GPU %{customdata[2]:,}"
           + " · CPU %{customdata[3]:,} · computed %{customdata[4]:,}<extra></extra>",
       };
     });
