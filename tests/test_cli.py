@@ -142,6 +142,25 @@ def test_every_command_has_help() -> None:
         assert code == 0 and "Usage:" in text
 
 
+def _subcommands(help_text: str) -> list[str]:
+    return [line.split()[0] for line in help_text.split("Commands:")[1].splitlines() if line.strip()] if "Commands:" in help_text else []
+
+
+def test_no_help_shows_docstring_markup() -> None:
+    # click prints a docstring as written: ``x`` (reStructuredText, fine in the source) reaches the user's terminal
+    # as two backquotes on each side. Every command's and every subcommand's --help, and the groups' command lists.
+    pending = [[name] for name in _subcommands(run("--help")[1])]
+    seen = []
+    while pending:
+        path = pending.pop()
+        code, text = run(*path, "--help")
+        assert code == 0, path
+        assert "``" not in text, (path, [line for line in text.splitlines() if "``" in line])
+        pending += [[*path, sub] for sub in _subcommands(text)]
+        seen.append(path)
+    assert ["runs", "export"] in seen  # the walk reaches a group's subcommands
+
+
 def test_size_reports_bytes_per_token_and_cpu_need() -> None:
     code, out = run("size", "--model", "qwen2.5-1.5b", "--json")
     assert code == 0

@@ -153,7 +153,7 @@ def diff(ctx: click.Context, a: int, b: int, as_json: bool) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write here (never overwrites) instead of printing")
 @click.pass_context
 def export_run(ctx: click.Context, run_id: int, fmt: export.Format, out: Path | None) -> None:
-    """A run's requests (``kvscope analyze`` reads them), or the whole run as JSON (``runs import`` reads it back)."""
+    """A run's requests as a measurement file (kvscope analyze reads it), or the whole run as JSON (runs import reads it)."""
     try:
         text = export.export(_store(ctx), run_id, fmt)
     except NoSuchRun as exc:
