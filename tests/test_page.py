@@ -30,6 +30,9 @@ def open_dashboard(page: Page, url: str, speed: str = "max") -> None:
 
 def run_points(page: Page) -> dict[str, int]:
     """Points per configuration in the TTFT chart's data, and drawn as markers in its SVG."""
+    # The chart draws a step's points on the next animation frame, after the step is applied: on a loaded machine
+    # that frame can come after the status says so. Read once nothing is left to draw.
+    page.evaluate("() => window.kvscope.plot.settled()")
     data = page.evaluate("[...document.getElementById('ttft-chart').data].filter(t => t.meta === 'run').map(t => [t.name, t.x.length])")
     drawn = page.evaluate("[...document.querySelectorAll('#ttft-chart .scatterlayer .trace')].map(t => t.querySelectorAll('.points path').length)")
     points = dict(data)
