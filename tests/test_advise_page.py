@@ -62,6 +62,8 @@ def test_panel_ranks_draws_and_starts(live_server: str, page: Page, tmp_path: Pa
     expect(page.locator("#advise-pareto .main-svg").first).to_be_attached()
     expect(page.locator("#advise-lmcache")).to_contain_text("LMCACHE_MAX_LOCAL_CPU_SIZE=1.3")
     expect(page.locator("#advise-vllm")).to_contain_text("--kv-offloading-size 1.3")
+    # The CPU tier is sized here, so the front's note names no tier kept at the scenario's size.
+    expect(page.locator("#advise-front-note")).not_to_contain_text("keeps the scenario's")
     # A config.json changes the KV size: Llama-3.1-8B's 131,072 B per token.
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}))
@@ -82,3 +84,28 @@ def test_panel_says_when_nothing_meets_and_names_a_bad_price(live_server: str, p
     page.fill("#advise-dram", "0.01")
     page.click("#advise-form button[type=submit]")
     expect(page.locator(".analysis-problem")).to_contain_text("gpu_hour")
+
+
+def test_front_note_says_what_the_front_holds(live_server: str, page: Page) -> None:
+    """The form's defaults (seed lab, pass 2 p50 <= 100 ms, only the GPU sized, no prices) give a front of two points,
+    both above 1.5 GiB, and the note under the chart says why.
+
+    By hand: the seed lab has a 1.5 GiB CPU tier (sim/presets.py, cpu_gb 1.5); the CPU box is not ticked, so every
+    candidate keeps it and each one's memory is its GPU GiB + 1.5: none costs less than 1.5 GiB. The GPU sizes run
+    from one request (5,040 tokens) up; below 45,248 GPU tokens pass 2 never hits in the GPU (README, the advisor's
+    example) and its prompts load from the 1.5 GiB CPU tier, which holds the 48,640 tokens pass 2 needs: the same p50
+    at every such size. From 49,568 GPU tokens up the GPU alone serves pass 2: a lower p50, again the same at every
+    bigger size. A dearer candidate enters the front only with a lower p50 than every cheaper one, so the front is
+    the smallest GPU (5,040 tokens, CPU-served) and the smallest grid GPU of at least 49,568 tokens: two points.
+    """
+    open_area(page, live_server)
+    page.click("#advise-form button[type=submit]")
+    note = page.locator("#advise-front-note")
+    expect(note).to_contain_text("The front holds 2 points", timeout=60_000)
+    expect(note).to_contain_text("keeps the scenario's cpu tier of 1.50 GiB, counted in its memory")
+    front = json.loads(page.locator("#advise-pareto").get_attribute("data-pareto") or "{}")["front"]
+    assert len(front) == 2
+    first, second = (p["config"] for p in front)
+    assert first["gpu_tokens"] == 5_040 and second["gpu_tokens"] >= 49_568
+    assert all(p["config"]["cpu_gib_total"] == 1.5 and p["cost"] > 1.5 for p in front)
+    assert front[1]["p50_ms"] < front[0]["p50_ms"]

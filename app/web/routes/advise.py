@@ -79,7 +79,7 @@ def _search(body: AdviseInput, workload: Workload, budget: Budget) -> dict[str, 
         message = str(exc)
         field = message.split(":")[0] if ":" in message.split(" ")[0] else ""
         raise Problem(field, message) from None
-    return {**advice.to_dict(), "kv_bytes_per_token": workload.bytes_per_token, "priced": body.prices is not None}
+    return {**advice.to_dict(), "kv_bytes_per_token": workload.bytes_per_token, "priced": body.prices is not None, "buy": list(body.buy)}
 
 
 def panel_context() -> dict[str, Any]:
