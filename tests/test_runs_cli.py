@@ -137,3 +137,18 @@ def test_kvscope_live_keeps_each_measured_request(db: str, tmp_path: Path) -> No
     # The same rows, but the target named, not its URL: a kept run may be served to browsers, which never see URLs.
     assert [replace(m, target=None) for m in measurements.read(exported)] == [replace(m, target=None) for m in measurements.read(out)]
     assert {m.target for m in measurements.read(exported)} == {"gpu"} and {m.target for m in measurements.read(out)} == {gpu}
+
+
+@pytest.mark.slow
+def test_kvscope_live_no_save_measures_and_keeps_nothing(db: str, tmp_path: Path) -> None:
+    """``--no-save`` means what it means on simulate, replay and watch: the answer, and no run in the database."""
+    from live_servers import emulator
+
+    out = tmp_path / "live.csv"
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu:
+        result = kvscope("live", "--no-save", "--db", db, "--target", f"gpu={gpu}", "--docs", "3", "--passes", "forward", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    # 3 documents x 1 pass against one target: 3 requests measured and written to --out.
+    assert len(measurements.read(out)) == 3 and "gpu" in result.stdout
+    assert "kept as run" not in result.stderr and "not kept" not in result.stderr
+    assert not Path(db).exists()  # no database was even opened

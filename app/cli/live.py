@@ -12,6 +12,7 @@ from typing import IO, Any
 import click
 
 from app.cli import runs_db
+from app.cli.save_run import no_save_option
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
@@ -38,13 +39,16 @@ from sim.result import comparison
 )
 @click.option("--json", "as_json", is_flag=True, help="print the measured and predicted summaries as JSON")
 @runs_db.db_options
+@no_save_option
 def command(
     target_specs: tuple[str, ...], out: Path | None, concurrency: int, max_tokens: int, timeout_s: float,
-    side_by_side: bool, as_json: bool, db: str | None, keep_runs: int | None, db_max_mb: int | None, **flags: Any,
+    side_by_side: bool, as_json: bool, db: str | None, keep_runs: int | None, db_max_mb: int | None, no_save: bool,
+    **flags: Any,
 ) -> None:
     """Send the scenario's requests to each target (one target after the other, requests one at a time), record TTFT
     and per-request GPU and CPU hit tokens from /metrics, and print them beside a simulation of the same
-    scenario on each server's detected GPU size. Exits 1 if a target failed; what was measured is kept."""
+    scenario on each server's detected GPU size. Exits 1 if a target failed; what was measured is kept (in the runs
+    database unless --no-save)."""
     try:
         targets = parse_targets(target_specs)
     except TargetSpecError as exc:
@@ -56,7 +60,7 @@ def command(
     # "x" refuses a file that appeared since the check; one holding no records is reused.
     fh = open(out, "w" if out.exists() else "x", newline="") if out is not None else None
     writer = measurements.MeasurementWriter(fh, jsonl=out.suffix == ".jsonl") if fh is not None and out is not None else None
-    store = runs_db.configure(db, keep_runs, db_max_mb)
+    store = None if no_save else runs_db.configure(db, keep_runs, db_max_mb)  # --no-save opens no database at all
     recorder = LiveRecorder(store, scenario, [t.name for t in targets], asdict(options))
 
     def sink(row: measurements.Measurement) -> Future[None] | None:
@@ -76,10 +80,12 @@ def command(
         if fh is not None:
             fh.close()
     recorder.finish("failed" if live.failed else "done")
-    store.close()
+    if store is not None:
+        store.close()
     _report(live, predicted, as_json, out)
-    kept = f"kept as run {recorder.run_id} (kvscope runs show {recorder.run_id})" if recorder.problem is None else f"not kept: {recorder.problem}"
-    click.echo(kept, err=True)
+    if store is not None:  # --no-save: nothing to say, as simulate, replay and watch say nothing
+        kept = f"kept as run {recorder.run_id} (kvscope runs show {recorder.run_id})" if recorder.problem is None else f"not kept: {recorder.problem}"
+        click.echo(kept, err=True)
     if live.failed:
         raise SystemExit(1)
 

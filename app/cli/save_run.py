@@ -18,9 +18,14 @@ if TYPE_CHECKING:
     from app.runs.store import RunStore
 
 
+def no_save_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-save``, passed to the command as ``no_save`` (``kvscope live`` has its own ``--db``: runs_db)."""
+    return click.option("--no-save", is_flag=True, help="do not keep this run in the runs database")(command)
+
+
 def save_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--db PATH`` and ``--no-save``, passed to the command as ``db`` and ``no_save``."""
-    command = click.option("--no-save", is_flag=True, help="do not keep this run in the runs database")(command)
+    command = no_save_option(command)
     return click.option(
         "--db", default=None, metavar="PATH",
         help=f"the runs database to keep this run in (default ${ENV_DB}, else $XDG_DATA_HOME/kvscope/runs.db; "

@@ -309,13 +309,13 @@ class LiveRecorder:
     ended and its figures. A store that fails or fills up never stops the measuring: ``problem`` says why the run
     is kept only so far (logged, and said on the run at once)."""
 
-    def __init__(self, store: RunStore, scenario: Scenario, targets: list[str], options: dict[str, Any]) -> None:
+    def __init__(self, store: RunStore | None, scenario: Scenario, targets: list[str], options: dict[str, Any]) -> None:
         self.scenario = scenario
         self.rows: list[Measurement] = []
         self.problem: str | None = None
         self.writer: RunWriter | None = None
-        try:
-            self.writer = store.open(NewRun(
+        try:  # no store (``kvscope live --no-save``): measured and streamed, never kept
+            self.writer = None if store is None else store.open(NewRun(
                 "live", name=" vs ".join(targets) + " · " + scenario_text(scenario), scenario=scenario_fields(scenario),
                 costs=scenario_summary(scenario)["costs"], summary=summary(scenario, [], targets=targets),
                 source={"targets": targets, **options},
