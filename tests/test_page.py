@@ -201,3 +201,15 @@ def test_keyboard_alone_runs_the_dashboard(page: Page, live_server: str) -> None
 def test_vendored_htmx_is_the_pinned_release() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py"), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_table_help_names_every_ttft_figure_the_table_shows(page: Page, live_server: str) -> None:
+    open_dashboard(page, live_server)
+    headers = [h.strip() for h in page.locator("#results-table thead th").all_inner_texts()]
+    # The TTFT columns are the predicted ones in ms ("p50 ms", ...; the lab's columns are "measured ... ms").
+    figures = [h.removesuffix(" ms") for h in headers if h.endswith(" ms") and not h.startswith("measured")]
+    assert figures == ["p50", "mean", "p90", "p99"]  # what the table shows: the reviewed page's four columns
+    help_text = " ".join(page.text_content(".panel-table .panel-help").split())
+    lead, sep, _ = help_text.partition(" TTFT per configuration and pass")
+    assert sep, help_text
+    assert re.split(r", | and ", lead) == figures, help_text  # every figure the table shows, in its order

@@ -17,9 +17,11 @@ from app.live.targets import Target, configured_targets
 from app.runs.store import RunStore
 from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
+from app.web.versus_view import STAT_LABELS
 from app.web.workers import Workers
 from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
+from sim.versus import STATS
 
 
 def _package_dir(name: str) -> Path:
@@ -77,8 +79,11 @@ def make_templates() -> Jinja2Templates:
     templates.env.filters.update(tokens=tokens, ms=ms, times=times, list_breaks=list_breaks, whole_units=whole_units)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
     causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
+    # The per-pass table's TTFT figures, its columns and its help text alike (sim.versus.STATS, in that order).
+    ttft_stats = [{"field": name, "label": STAT_LABELS[name]} for name in STATS]
     templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL,
-                                  number_attrs=number_attrs, field_bounds=bounds)
+                                  number_attrs=number_attrs, field_bounds=bounds,
+                                  ttft_stats=ttft_stats)
     return templates
 
 
