@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -261,3 +263,25 @@ def test_the_event_log_fits_its_box(page: Page, live_server: str, width: int, he
              return [l.scrollWidth, l.clientWidth, text.getBoundingClientRect().width]; })()"""
     )
     assert log[0] <= log[1] and log[2] >= 0.6 * log[1], log
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES[:2], ids=[f"{w}x{h}" for w, h in SIZES[:2]])
+def test_event_log_fills_its_panel_beside_the_ttft_chart(page: Page, live_server: str, artifacts: Path, width: int, height: int) -> None:
+    # At 1024 px and wider the log's panel stands beside the TTFT panel, stretched to its height: the log's box ends at
+    # the panel's content edge (its bottom less border and padding), not some 340 px below its heading.
+    run_seed_lab(page, live_server, width, height)
+    page.locator(".panels").screenshot(path=str(artifacts / f"event-log-{width}x{height}.png"))
+    box = page.evaluate(
+        """() => {
+             const panel = document.querySelector('.panel-log'), log = document.getElementById('event-log');
+             const style = getComputedStyle(panel), p = panel.getBoundingClientRect();
+             const contentBottom = p.bottom - parseFloat(style.borderBottomWidth) - parseFloat(style.paddingBottom);
+             return {logBottom: log.getBoundingClientRect().bottom, contentBottom, panelHeight: p.height,
+                     chartHeight: document.querySelector('.panel-chart').getBoundingClientRect().height,
+                     scrolls: log.scrollHeight > log.clientHeight};
+           }"""
+    )
+    assert abs(box["contentBottom"] - box["logBottom"]) <= 3, box
+    # The log's 120 lines (60 requests, two configurations) scroll inside it: they do not stretch the row past the chart.
+    assert box["scrolls"], box
+    assert abs(box["panelHeight"] - box["chartHeight"]) <= 1, box
