@@ -152,3 +152,24 @@ def test_kvscope_live_no_save_measures_and_keeps_nothing(db: str, tmp_path: Path
     assert len(measurements.read(out)) == 3 and "gpu" in result.stdout
     assert "kept as run" not in result.stderr and "not kept" not in result.stderr
     assert not Path(db).exists()  # no database was even opened
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["directory", "memory"])
+def test_kvscope_live_measures_whatever_its_database_does(kind: str, tmp_path: Path) -> None:
+    """A measurement cannot be repeated: a runs database that cannot be opened (here a directory) gets the warning
+    simulate gives and the run goes ahead; ':memory:' keeps nothing past the process, so nothing is said, as simulate
+    says nothing."""
+    from live_servers import emulator
+
+    db = str(tmp_path) if kind == "directory" else ":memory:"
+    out = tmp_path / "live.csv"
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu:
+        result = kvscope("live", "--db", db, "--target", f"gpu={gpu}", "--docs", "3", "--passes", "forward", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert len(measurements.read(out)) == 3 and "gpu" in result.stdout
+    assert "kept as run" not in result.stderr
+    if kind == "directory":
+        assert "warning: this run was not kept: --db: " in result.stderr, result.stderr
+    else:
+        assert "not kept" not in result.stderr, result.stderr

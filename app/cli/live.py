@@ -12,11 +12,13 @@ from typing import IO, Any
 import click
 
 from app.cli import runs_db
-from app.cli.save_run import no_save_option
+from app.cli.save_run import no_save_option, not_kept, say_kept
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
 from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
 from app.live.targets import Target, TargetSpecError, parse_targets
+from app.runs.paths import MEMORY, default_path
+from app.runs.store import RunStore
 from app.runs.recording import LiveRecorder
 from sim import jsontext, measurements
 from sim.events import Error, Event, Measured, PassDone, RunStarted, RunWarning
@@ -60,7 +62,7 @@ def command(
     # "x" refuses a file that appeared since the check; one holding no records is reused.
     fh = open(out, "w" if out.exists() else "x", newline="") if out is not None else None
     writer = measurements.MeasurementWriter(fh, jsonl=out.suffix == ".jsonl") if fh is not None and out is not None else None
-    store = None if no_save else runs_db.configure(db, keep_runs, db_max_mb)  # --no-save opens no database at all
+    store = None if no_save else _open_runs_db(db, keep_runs, db_max_mb)  # --no-save opens no database at all
     recorder = LiveRecorder(store, scenario, [t.name for t in targets], asdict(options))
 
     def sink(row: measurements.Measurement) -> Future[None] | None:
@@ -83,11 +85,25 @@ def command(
     if store is not None:
         store.close()
     _report(live, predicted, as_json, out)
-    if store is not None:  # --no-save: nothing to say, as simulate, replay and watch say nothing
-        kept = f"kept as run {recorder.run_id} (kvscope runs show {recorder.run_id})" if recorder.problem is None else f"not kept: {recorder.problem}"
-        click.echo(kept, err=True)
+    # As simulate, replay and watch: nothing to say for --no-save, or for ':memory:', which keeps nothing past the
+    # process; a database that could not be opened was said at the start.
+    if store is not None and default_path() != MEMORY:
+        if recorder.problem is None:
+            say_kept(recorder.run_id)
+        else:
+            not_kept(recorder.problem)
     if live.failed:
         raise SystemExit(1)
+
+
+def _open_runs_db(db: str | None, keep_runs: int | None, db_max_mb: int | None) -> RunStore | None:
+    """The runs database, or None with a warning when it cannot be opened: the measurement, which cannot be
+    repeated, goes ahead and is written to --out, as simulate's answer is printed whatever its database does."""
+    try:
+        return runs_db.configure(db, keep_runs, db_max_mb)
+    except click.BadParameter as exc:
+        not_kept(f"{exc.param_hint}: {exc.message}")
+        return None
 
 
 def _holds_data(path: Path) -> bool:
