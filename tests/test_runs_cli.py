@@ -173,3 +173,44 @@ def test_kvscope_live_measures_whatever_its_database_does(kind: str, tmp_path: P
         assert "warning: this run was not kept: --db: " in result.stderr, result.stderr
     else:
         assert "not kept" not in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_kvscope_live_with_a_db_under_a_file_measures_and_warns(tmp_path: Path) -> None:
+    """A runs database that cannot be opened costs live what it costs simulate: a warning, never the measuring of a
+    real server (unrepeatable), its --out file or its exit code."""
+    from live_servers import emulator
+
+    (tmp_path / "plain").write_text("a file, not a folder\n")
+    bad = tmp_path / "plain" / "runs.db"  # its folder is a file: sqlite cannot create it
+    out = tmp_path / "live.csv"
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu:
+        result = kvscope("live", "--db", str(bad), "--target", f"gpu={gpu}", "--docs", "3", "--passes", "forward", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    # 3 documents x 1 pass against one target: 3 requests measured and written to --out.
+    assert len(measurements.read(out)) == 3 and "gpu" in result.stdout
+    assert "warning: this run was not kept: " in result.stderr and "kept as run" not in result.stderr
+
+
+@pytest.mark.slow
+def test_kvscope_live_with_a_full_db_warns_in_the_shared_words(tmp_path: Path) -> None:
+    """A database that opens but refuses the run (already past --db-max-mb 1) says so in the line simulate uses."""
+    from live_servers import emulator
+
+    from app.runs.store import NewRun, RunStore
+
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    store.save(NewRun("import", name="big"), result=["x" * 1000] * 2000)  # about 2 MB of result: past 1 MiB
+    store.close()
+    out = tmp_path / "live.csv"
+    with emulator("--no-cpu-tier", "--speed", "20") as gpu:
+        result = kvscope(
+            "live", "--db", str(db), "--db-max-mb", "1", "--target", f"gpu={gpu}", "--docs", "3", "--passes", "forward",
+            "--out", str(out),
+        )
+    assert result.returncode == 0, result.stderr
+    assert len(measurements.read(out)) == 3
+    lines = [line for line in result.stderr.splitlines() if "not kept" in line]
+    assert lines and all(line.startswith("warning: this run was not kept: ") for line in lines), result.stderr
+    assert "kept as run" not in result.stderr

@@ -35,5 +35,5 @@ def configure(db: str | None, keep_runs: int | None, db_max_mb: int | None) -> R
             os.environ[name] = str(value)
     try:
         return RunStore.from_env()
-    except (StoreError, ValueError) as exc:
+    except (StoreError, ValueError, OSError) as exc:  # OSError: e.g. a folder on the path that is a file
         raise click.BadParameter(str(exc), param_hint="--db" if db else f"${ENV_DB} ({default_path()})") from None
