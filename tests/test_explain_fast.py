@@ -1,5 +1,5 @@
-"""The attribution observer's fast paths (sim.explain.observer) give exactly what it gave before them
-(tests/explain_previous.py): every record's ``gpu_miss``, ``computed``, evicted detail and infinite-cache bound,
+"""The attribution observer's shortcuts for the usual shapes of a miss (sim.explain.observer) give exactly what its
+general path gives: every record's ``gpu_miss``, ``computed``, evicted detail and infinite-cache bound,
 on random scenarios (every CPU backend, decode's blocks, disk tiers), random traces, the presets and the
 Mooncake sample, with the history in a list, in a dict, and bounded (``remember``)."""
 
@@ -14,26 +14,36 @@ from hypothesis import strategies as st
 from sim.costs import default_costs
 from sim.engine import Engine
 from sim.explain import attach
-from sim.explain.observer import key_slots
+from sim.explain.observer import Attributor, key_slots
 from sim.presets import PRESETS, preset_fields
 from sim.replay import ReplayTiers, trace_requests
 from sim.scenario import Scenario
 from sim.simulation import tier_spec
 from sim.trace import Trace, open_trace
 from sim.workload import Request, build_requests
-from tests.explain_previous import Attributor as Previous
 from tests.test_compiled import traces
 from tests.test_properties import scenarios
+
+class General(Attributor):
+    """The observer with its shortcuts off: every request's missed blocks and chunks through the general path."""
+
+    def __init__(self, engine: Engine, remember: int | None = None, slots: int | None = None) -> None:
+        super().__init__(engine, remember, slots)
+        self._single = None  # the one-offload-tier shortcut, and its history read without the other tiers
+
+    def _gpu(self, causes: dict[str, int], missed: list[int], hit: int) -> tuple[dict[str, Any] | None, int]:
+        return self._gpu_states(causes, missed, self.gpu.gone_of(missed), hit)
+
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def both(make: Any, requests: list[Request], slots: int | None, remember: int | None = None) -> list[dict[str, Any]]:
-    """The records of one run with the observer, after checking that the previous observer gives the same."""
+    """The records of one run with the observer, after checking that its general path gives the same."""
     fast = make()
     attach(fast, remember=remember, slots=slots)
     before = make()
-    before.observer = Previous(before, remember, slots)
+    before.observer = General(before, remember, slots)
     expected = [r.to_dict() for r in before.run_all(requests)]
     got = [r.to_dict() for r in fast.run_all(requests)]
     for a, b in zip(got, expected, strict=True):
@@ -73,12 +83,12 @@ def varied_scenarios(draw: st.DrawFn) -> Scenario:
 
 @SETTINGS
 @given(varied_scenarios())
-def test_the_fast_observer_equals_the_previous_one_on_random_scenarios(scenario: Scenario) -> None:
+def test_the_fast_observer_equals_its_general_path_on_random_scenarios(scenario: Scenario) -> None:
     _scenario_runs(scenario)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
-def test_the_fast_observer_equals_the_previous_one_on_every_preset(preset: str) -> None:
+def test_the_fast_observer_equals_its_general_path_on_every_preset(preset: str) -> None:
     _scenario_runs(Scenario(**preset_fields(preset)))
 
 
@@ -95,7 +105,7 @@ def _trace_runs(trace: Trace, tiers: ReplayTiers, remember: int | None = None) -
 @settings(max_examples=150, deadline=None)
 @given(trace=traces(), gpu_extra=st.integers(0, 30), cpu=st.one_of(st.none(), st.integers(1, 40)),
        chunk_blocks=st.integers(1, 3), backend=st.sampled_from(["lmcache", "brief"]))
-def test_the_fast_observer_equals_the_previous_one_on_random_traces(
+def test_the_fast_observer_equals_its_general_path_on_random_traces(
     trace: Trace, gpu_extra: int, cpu: int | None, chunk_blocks: int, backend: str
 ) -> None:
     longest = max(r.alloc_blocks for r in trace_requests(trace, 1))
@@ -109,7 +119,7 @@ def test_the_fast_observer_equals_the_previous_one_on_random_traces(
      (2000, 20000, 1, "lmcache", None), (1000, 6000, 4, "lmcache", None), (400, 4000, 2, "brief", None),
      (400, 4000, 1, "lmcache", 5000)],
 )
-def test_the_fast_observer_equals_the_previous_one_on_the_mooncake_sample(
+def test_the_fast_observer_equals_its_general_path_on_the_mooncake_sample(
     gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int, backend: str, remember: int | None
 ) -> None:
     records = _trace_runs(open_trace("mooncake-synthetic"),
