@@ -57,6 +57,24 @@ def test_a_failed_request_marks_the_earlier_result_stale(live_server: str, page:
     expect(page.locator("#policies-result")).not_to_have_attribute("data-stale", "true")
 
 
+def test_a_refusal_shown_in_the_result_area_replaces_the_result_with_no_stale_note(
+    live_server: str, page: Page, expected_console_errors: list[str]
+) -> None:
+    # The analysis forms answer a bad field with their problem partial (422, HTML) in the result's own place: the earlier
+    # curves are gone, so no note may say "what is shown below is the earlier result" above the error.
+    expected_console_errors.append("status of 422")
+    open_page(page, live_server)
+    page.click("#capacity-form button[type=submit]")
+    expect(page.locator("#capacity-result .main-svg").first).to_be_attached(timeout=60_000)
+    page.fill("#capacity-points", "0")
+    page.click("#capacity-form button[type=submit]")
+    expect(page.locator("#capacity-result .analysis-problem")).to_contain_text("curve_points")
+    expect(page.locator("#capacity-result .main-svg")).to_have_count(0)
+    expect(page.locator("#capacity-result > .stale-note")).to_have_count(0)
+    expect(page.locator("#capacity-result")).not_to_have_attribute("data-stale", "true")
+    expect(page.locator("#capacity-form button[type=submit]")).to_be_enabled()
+
+
 def test_a_refused_run_marks_the_run_shown_stale(live_server: str, page: Page, expected_console_errors: list[str]) -> None:
     expected_console_errors.append("status of 422")
     open_page(page, live_server)

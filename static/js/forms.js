@@ -77,9 +77,14 @@
     if (status >= 400 && !html) evt.preventDefault();
   });
 
+  // htmx 4 fires after:swap on the form, not on what was swapped: the answer went where the request's target ended up
+  // (a server's HX-Retarget moves it, e.g. a refused Run's errors go beside the fields, and the area keeps its result).
   document.addEventListener("htmx:after:swap", (evt) => {
-    const job = pending.get(evt.detail?.ctx);
-    if (job && job.area && (evt.target === job.area || job.area.contains(evt.target))) job.swapped = true;
+    const ctx = evt.detail?.ctx;
+    const job = pending.get(ctx);
+    if (!job || !job.area || String(ctx.swap ?? "").startsWith("none")) return;
+    const target = typeof ctx.target === "string" ? document.querySelector(ctx.target) : ctx.target;
+    if (target instanceof Element && (target === job.area || job.area.contains(target))) job.swapped = true;
   });
 
   document.addEventListener("htmx:finally:request", (evt) => {
