@@ -90,6 +90,9 @@ def test_calibrate_a_file_download_its_profile_and_run_with_its_costs(
     for error in page.locator("#calibrate-cells [data-col$=-error]").all_inner_texts():
         assert abs(float(error.rstrip("%"))) < 1.0
     expect(page.locator('#calibrate-cells tr[data-config="gpu"][data-pass="1"] [data-col=p50]')).to_have_text(f"{GPU_PASS1_P50:.1f}")
+    # Those errors are in-sample (the fit was made from this very file): the panel says so, and where a prediction is tested.
+    expect(page.locator("#calibrate-cells caption")).to_contain_text("in-sample")
+    expect(page.locator("#calibrate-result [data-role=in-sample]")).to_contain_text("made from these very measurements")
 
     # The download is the very file kvscope calibrate saves for the same measurements.
     with page.expect_download() as download:
