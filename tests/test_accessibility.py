@@ -5,15 +5,14 @@ critical impact. The script is evaluated from the test (the page's CSP allows no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page
 
-from live_servers import ROOT, emulator, run_kvscope
+from live_servers import ROOT
+from page_tour import live_app, seed_file, use_every_panel  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -49,71 +48,11 @@ def test_no_serious_or_critical_violation_after_load_and_after_a_run(page: Page,
     assert violations(page) == []
 
 
-@pytest.fixture(scope="module")
-def live_app(live_server_factory: Callable[..., AbstractContextManager[str]]) -> Iterator[str]:
-    """A dashboard with two live targets (emulators, fast), so that the live panel has its form and a run to show."""
-    with emulator("--no-cpu-tier", "--speed", "50") as gpu, emulator("--cpu-gb", "1.5", "--speed", "50") as cpu, \
-            live_server_factory("--target", f"gpu={gpu}", "--target", f"gpu+cpu={cpu}") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def seed_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("a11y") / "seed.csv"
-    assert run_kvscope(["simulate", "--out", str(path)]).returncode == 0
-    return path
-
-
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_no_serious_or_critical_violation_with_every_panel_used(page: Page, live_app: str, seed_file: Path, width: int, height: int) -> None:
     # Each state's findings are gathered and asserted together, so that one run names every panel that fails.
     found: dict[str, list[dict[str, Any]]] = {}
-
-    def check(state: str) -> None:
-        found[state] = violations(page)
-
-    page.set_viewport_size({"width": width, "height": height})
-    page.goto(live_app + "/")
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    page.select_option("#speed", "max")
-    page.click("button[data-action=run]")
-    page.wait_for_selector(DONE, timeout=60_000)
-    page.click("#replay-form button[type=submit]")
-    page.wait_for_selector("#replay[data-state=done]", timeout=60_000)
-    check("replay")
-    page.set_input_files("#measure-file", str(seed_file))
-    page.click("#measure-form button[type=submit]")
-    expect(page.locator("#versus-passes")).to_be_visible(timeout=60_000)
-    check("measurements")
-    page.set_input_files("#calibrate-file", str(seed_file))
-    page.click("#calibrate-form button[type=submit]")
-    expect(page.locator("#calibrate-cells")).to_be_visible(timeout=60_000)
-    check("calibration")
-    page.click("#capacity-form button[type=submit]")
-    page.wait_for_selector("#capacity-result .main-svg", timeout=60_000)
-    page.click("#policies-form button[type=submit]")
-    page.wait_for_selector("#policies-result table", timeout=60_000)
-    page.fill("#advise-points", "3")
-    page.click("#advise-form button[type=submit]")
-    page.wait_for_selector("#advise-table tbody tr", timeout=90_000)
-    check("curves, what-if, advisor")
-    page.fill("#live-docs", "2")
-    page.click("#live-form button[type=submit]")
-    expect(page.locator("#live-table")).to_be_visible(timeout=60_000)
-    expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
-    check("live run")
-    page.click("#runs-area [data-role=refresh]")
-    picks = page.locator("#runs-compare input[name=pick]")
-    expect(picks.nth(1)).to_be_attached()
-    picks.nth(0).check()
-    picks.nth(1).check()
-    page.click("#runs-compare [data-role=compare]")
-    page.wait_for_selector("#runs-detail .runs-passes", timeout=30_000)
-    page.set_input_files("#runs-import-file", str(seed_file))
-    page.click("#runs-import button[type=submit]")
-    expect(page.locator("#runs-list-box")).to_contain_text("kept")
-    page.wait_for_timeout(600)  # the tiles' width transitions and the eviction lines settle
-    check("runs compared and imported")
+    use_every_panel(page, live_app, seed_file, width, height, lambda state: found.update({state: violations(page)}))
     assert {state: v for state, v in found.items() if v} == {}
 
 
