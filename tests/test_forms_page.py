@@ -57,6 +57,26 @@ def test_a_failed_request_marks_the_earlier_result_stale(live_server: str, page:
     expect(page.locator("#policies-result")).not_to_have_attribute("data-stale", "true")
 
 
+def test_a_first_request_that_fails_says_so_where_its_answer_would_be(
+    live_server: str, page: Page, expected_console_errors: list[str]
+) -> None:
+    # With no earlier result to mark stale, a busy server's 503 left the area empty: the click seemed to do nothing.
+    expected_console_errors.append("status of 503")
+    open_page(page, live_server)
+    page.route("**/ui/analysis/capacity", lambda route: route.fulfill(status=503, body='{"detail": "busy"}', content_type="application/json"))
+    page.click("#capacity-form button[type=submit]")
+    note = page.locator("#capacity-result > .stale-note")
+    expect(note).to_have_text("No answer: the server answered 503. Try again.")
+    expect(page.locator("#capacity-result")).not_to_have_attribute("data-stale", "true")  # nothing under it to grey
+    # A second failure says the same, not that the note is an earlier result; the next answer replaces the note.
+    page.click("#capacity-form button[type=submit]")
+    expect(note).to_have_text("No answer: the server answered 503. Try again.")
+    page.unroute("**/ui/analysis/capacity")
+    page.click("#capacity-form button[type=submit]")
+    expect(page.locator("#capacity-result .main-svg").first).to_be_attached(timeout=60_000)
+    expect(note).to_have_count(0)
+
+
 def test_a_refusal_shown_in_the_result_area_replaces_the_result_with_no_stale_note(
     live_server: str, page: Page, expected_console_errors: list[str]
 ) -> None:

@@ -1,7 +1,8 @@
 // Every form's working state, one mechanism for the page: while a form's request runs, the form is aria-busy, its
 // submit buttons are disabled (and show a spinner), and the area its answer goes to is marked busy. When the request
 // fails without an answer in that area (a network error, a 5xx, or a 422 whose errors went beside the fields), the
-// result still shown there is marked stale: greyed, with a line saying why, until the next answer replaces it.
+// result still shown there is marked stale: greyed, with a line saying why, until the next answer replaces it; an area
+// with nothing in it yet gets the line alone.
 // htmx forms (every form of the page) are followed through htmx 4's request events; a script that posted with fetch
 // would call kvscope.forms.start(form, area) and kvscope.forms.finish(form, area, error) itself.
 (() => {
@@ -31,17 +32,24 @@
     else fresh(area);
   }
 
+  // With nothing shown yet (a first request that failed), the note says so where the answer would have been: a busy
+  // server's 503 must not look like a click that did nothing.
   function stale(area, why) {
-    if (!area.textContent.trim()) return; // nothing shown: nothing to mistake for an answer
-    area.dataset.stale = "true";
     let note = area.querySelector(":scope > .stale-note");
+    const earlier = [...area.childNodes].some((n) => n !== note && n.textContent.trim());
     if (!note) {
       note = document.createElement("p");
       note.className = "stale-note";
       note.setAttribute("role", "status");
       area.prepend(note);
     }
-    note.textContent = `Out of date: ${why}. What is shown below is the earlier result.`;
+    if (earlier) {
+      area.dataset.stale = "true";
+      note.textContent = `Out of date: ${why}. What is shown below is the earlier result.`;
+    } else {
+      delete area.dataset.stale;
+      note.textContent = `No answer: ${why}. Try again.`;
+    }
   }
 
   function fresh(area) {
