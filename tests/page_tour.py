@@ -32,13 +32,18 @@ def seed_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: int, check: Callable[[str], None]) -> None:
+def run_seed_lab(page: Page, url: str, width: int, height: int) -> None:
+    """The page at this size, the seed lab run at full speed to its end."""
     page.set_viewport_size({"width": width, "height": height})
     page.goto(url + "/")
     page.wait_for_function("() => window.Plotly && window.htmx")
     page.select_option("#speed", "max")
     page.click("button[data-action=run]")
     page.wait_for_selector(DONE, timeout=60_000)
+
+
+def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: int, check: Callable[[str], None]) -> None:
+    run_seed_lab(page, url, width, height)
     check("run")
     page.click("#replay-form button[type=submit]")
     page.wait_for_selector("#replay[data-state=done]", timeout=60_000)

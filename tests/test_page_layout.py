@@ -16,22 +16,13 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import run_kvscope
-from page_tour import live_app, seed_file, use_every_panel  # noqa: F401 (fixtures)
+from page_tour import live_app, run_seed_lab, seed_file, use_every_panel  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
 
 DONE = "#player-status[data-state=done]"
 SIZES = [(1440, 900), (1024, 768), (390, 844)]
 PLAYBACK = ["button[data-action=step]", "button[data-action=play]", "button[data-action=pause]", "#speed", "#player-status"]
-
-
-def run_seed_lab(page: Page, url: str, width: int, height: int) -> None:
-    page.set_viewport_size({"width": width, "height": height})
-    page.goto(url + "/")
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    page.select_option("#speed", "max")
-    page.click("button[data-action=run]")
-    page.wait_for_selector(DONE, timeout=60_000)
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
