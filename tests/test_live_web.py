@@ -255,6 +255,28 @@ def test_a_live_seed_lab_run_from_the_page(page: Page, app_url: str, artifacts: 
     page.screenshot(path=str(artifacts / "live-seed-lab.png"), full_page=True)
 
 
+@pytest.mark.browser
+def test_a_target_named_for_a_configuration_has_its_colour_in_any_order(
+    page: Page, emulators: dict[str, str], live_server_factory: ServerFactory
+) -> None:
+    # Listed gpu+cpu first, the targets took colours by position: gpu+cpu the vermillion that means gpu on every other
+    # chart and badge. A configuration's name keeps its colour (--run-0 gpu, --run-1 gpu+cpu); another name, its place.
+    with live_server_factory(
+        "--target", f"gpu+cpu={emulators['gpu+cpu']}", "--target", f"gpu={emulators['gpu']}", "--target", f"mine={emulators['gpu']}"
+    ) as url:
+        page.goto(url + "/")
+        page.wait_for_function("() => window.Plotly && window.htmx")
+        expect(page.locator('#live-targets input[value="mine"]')).to_be_checked()
+        page.fill("#live-docs", "1")
+        page.get_by_role("button", name="Run live").click()
+        expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
+        lines = dict(page.evaluate("[...document.getElementById('live-chart').data].map(t => [t.name, t.line.color.toUpperCase()])"))
+        run = page.evaluate("[0, 1, 2].map(i => getComputedStyle(document.documentElement).getPropertyValue(`--run-${i}`).trim().toUpperCase())")
+        assert (lines["gpu measured"], lines["gpu+cpu measured"], lines["mine measured"]) == (run[0], run[1], run[2])
+        badges = page.evaluate("Object.fromEntries([...document.querySelectorAll('#live-table .live-badge')].map(b => [b.textContent, b.className]))")
+        assert badges == {"gpu+cpu": "live-badge live-run-1", "gpu": "live-badge live-run-0", "mine": "live-badge live-run-2"}
+
+
 def _apart(a: dict, b: dict) -> bool:
     return a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"]
 

@@ -32,7 +32,7 @@
     if (!chart || !window.Plotly) return;
     const traces = [];
     targets.forEach((t, i) => {
-      const colour = palette.run(i);
+      const colour = palette.run(palette.runIndex(t, i)); // a target named gpu is the gpu configuration's colour
       traces.push({
         type: "scatter", mode: "lines+markers", name: `${t} measured`, x: [], y: [], customdata: [],
         line: { color: colour, width: 2 }, marker: { color: colour, size: 8, symbol: "circle" },
@@ -106,7 +106,7 @@
     const th = document.createElement("th");
     th.scope = "row";
     const badge = document.createElement("span");
-    badge.className = `live-badge live-run-${run.targets.indexOf(ev.run) % 4}`; // --run-0 .. --run-3
+    badge.className = `live-badge live-run-${palette.runIndex(ev.run, run.targets.indexOf(ev.run))}`; // --run-0 .. --run-3
     badge.textContent = ev.run;
     th.appendChild(badge);
     row.appendChild(th);

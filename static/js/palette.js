@@ -21,12 +21,19 @@
   const RUNS = 4; // --run-0 .. --run-3
   const SERIES = 8; // --series-0 .. --series-7
 
+  /** The --run-N index for a run named `name`, the i-th of its list: a configuration's name ("gpu", "gpu+cpu", ...)
+   *  has its configuration's colour wherever it is listed (a live target named so too), by how many tiers it has;
+   *  any other name (a live target's own) takes the i-th. */
+  const configIndex = (name) => Math.min(String(name).split("+").length - 1, RUNS - 1);
+  const runIndex = (name, i) => (/^gpu(\+[a-z]+)*$/.test(String(name)) ? configIndex(name) : i % RUNS);
+
   const palette = {
     /** The colour of the i-th configuration of a run (gpu, gpu+cpu, ...), the same on every chart and badge. */
     run: (i) => css(`--run-${i % RUNS}`),
     /** The colour of a configuration named as sim/scenario.py's run_names name them ("gpu", "gpu+cpu",
      *  "gpu+cpu+disk"): by how many tiers it has, so that "gpu" is the same colour wherever it is listed first or not. */
-    config: (name) => css(`--run-${Math.min(String(name).split("+").length - 1, RUNS - 1)}`),
+    config: (name) => css(`--run-${configIndex(name)}`),
+    runIndex,
     /** The colour, label and marker of a source (gpu, cpu, disk, computed). */
     // A source not listed is a further tier behind the CPU: drawn as the disk is, named by its tier.
     source: (name) => SOURCES[name]
