@@ -159,8 +159,30 @@ def test_phone_status_lines_are_whole_after_each_panel_is_used(page: Page, live_
     # The checks saw the long lines that a one-line style would cut on a phone, and they were whole.
     assert any(text.startswith("Replayed") for text in seen), seen
     assert any(text.startswith("60 requests") for text in seen), seen
-    # The playback bar stays compact: its own status is still one line.
-    assert page.evaluate("getComputedStyle(document.getElementById('player-status')).whiteSpace") == "nowrap"
+    # The playback bar stays compact: its own status is two lines high, whatever it says.
+    lines = page.evaluate("(s => (s.clientHeight - parseFloat(getComputedStyle(s).paddingTop) * 2) / parseFloat(getComputedStyle(s).lineHeight))(document.getElementById('player-status'))")
+    assert lines == pytest.approx(2, abs=0.05), lines
+
+
+def test_phone_playback_status_is_read_whole(page: Page, live_server: str) -> None:
+    """On a phone the bar's status was one line cut with "…": "Done: 30 requests in every configuration. Play repla…".
+    It has two lines, and what it says fits them: after Run, and paused mid-run with the request's pass and document."""
+    run_seed_lab(page, live_server, 390, 844)
+    status = page.locator("#player-status")
+    whole = "(s => s.scrollHeight <= s.clientHeight && s.scrollWidth <= s.clientWidth)(document.getElementById('player-status'))"
+    expect(status).to_have_text("Done: 30 requests in every configuration. Play replays it.")
+    assert page.evaluate(whole)
+    page.select_option("#speed", "1")
+    page.click("button[data-action=play]")
+    expect(status).to_contain_text("Request 2 of 30", timeout=10_000)
+    page.click("button[data-action=pause]")
+    expect(status).to_contain_text("Paused. Request")
+    assert page.evaluate(whole), status.text_content()
+    # The lanes still end above the bar at the page's end: the page leaves room for its two lines.
+    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+    last = page.locator("main.layout > :last-child").bounding_box()
+    playback = page.locator("#playback").bounding_box()
+    assert last is not None and playback is not None and last["y"] + last["height"] <= playback["y"] + 0.5, (last, playback)
 
 
 def test_why_card_says_what_the_bars_show(page: Page, live_server: str) -> None:
