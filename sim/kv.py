@@ -174,13 +174,23 @@ MAX_HEADS = 1_024
 MAX_HEAD_DIM = 65_536
 
 
+def _shown(value: int) -> str:
+    """A count as an error shows it: int(1e308) is 309 digits, shown as the file has it."""
+    if abs(value) < 10**15:
+        return f"{value:,}"
+    try:
+        return f"{float(value):g}"
+    except OverflowError:
+        return "over 1e+308"
+
+
 def _field(cfg: dict[str, Any], key: str, name: str) -> int:
     try:
         return int(cfg[key])
     except KeyError:
         raise ValueError(f"{name}: not a transformer config: the field {key} is missing") from None
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name}: {key} must be a whole number, got {cfg[key]!r}") from None
+        raise ValueError(f"{name}: {key} must be a whole number, got {repr(cfg[key])[:80]}") from None
 
 
 def _sliding_layers(cfg: dict[str, Any], layers: int) -> int:
@@ -217,10 +227,10 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
         rank, rope = _field(cfg, "kv_lora_rank", name), _field(cfg, "qk_rope_head_dim", name)
         for field, value in (("num_hidden_layers", layers), ("kv_lora_rank", rank), ("qk_rope_head_dim", rope)):
             if not 1 <= value <= (MAX_LAYERS if field == "num_hidden_layers" else MAX_HEAD_DIM):
-                raise ValueError(f"{name}: {field} must be from 1 to {MAX_LAYERS if field == 'num_hidden_layers' else MAX_HEAD_DIM:,}, got {value:,}")
+                raise ValueError(f"{name}: {field} must be from 1 to {MAX_LAYERS if field == 'num_hidden_layers' else MAX_HEAD_DIM:,}, got {_shown(value)}")
         return KvShape(name, layers, 1, rank + rope, dtype_bytes, "mla", rank, rope)
     heads = _field(cfg, "num_attention_heads", name)
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    kv_heads = _field(cfg, "num_key_value_heads", name) if cfg.get("num_key_value_heads") else heads
     if cfg.get("head_dim"):
         head_dim = _field(cfg, "head_dim", name)
     else:
@@ -231,9 +241,9 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
         ("num_hidden_layers", layers, MAX_LAYERS), ("num_key_value_heads", kv_heads, MAX_HEADS), ("head_dim", head_dim, MAX_HEAD_DIM),
     ):
         if not 1 <= value <= most:
-            raise ValueError(f"{name}: {field} must be from 1 to {most:,}, got {value:,}")
+            raise ValueError(f"{name}: {field} must be from 1 to {most:,}, got {_shown(value)}")
     sliding = _sliding_layers(cfg, layers)
-    window = int(cfg["sliding_window"]) if sliding else None
+    window = _field(cfg, "sliding_window", name) if sliding else None
     return KvShape(name, layers, kv_heads, head_dim, dtype_bytes, sliding_window=window, sliding_layers=sliding)
 
 

@@ -144,12 +144,29 @@ def test_1e308_ttfts_are_422_naming_the_line(server: tuple[str, int]) -> None:
     assert "line 2: p50_ms must be from 0 to 3,600,000 ms" in _detail(response)
 
 
-@pytest.mark.parametrize(("layers", "shown"), [("1e308", "1e+308"), ("-28", "-28")])
+# 1e308 is shown as the file has it, not as the 309 digits of int(1e308).
+@pytest.mark.parametrize(("layers", "shown"), [("1e308", "got 1e+308<"), ("-28", "got -28<")])
 def test_a_config_json_with_impossible_layers_is_422(server: tuple[str, int], layers: str, shown: str) -> None:
     config = f'{{"num_hidden_layers": {layers}, "num_attention_heads": 12, "num_key_value_heads": 2, "hidden_size": 1536}}'
     response = httpx.post(f"{server[0]}/ui/analysis/size", files={"config": ("config.json", config)}, timeout=10)
     assert response.status_code == 422
     assert "num_hidden_layers must be from 1 to 1,000" in response.text
+    assert shown in response.text and len(response.content) < 500
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ('"num_key_value_heads": [2]', "config.json: num_key_value_heads must be a whole number, got [2]"),
+        ('"num_key_value_heads": 1e308', "config.json: num_key_value_heads must be from 1 to 1,024, got 1e+308"),
+        ('"sliding_window": "x", "use_sliding_window": true', "config.json: sliding_window must be a whole number, got &#39;x&#39;"),
+    ],
+)
+def test_a_config_json_with_a_malformed_field_is_422_naming_it(server: tuple[str, int], fields: str, said: str) -> None:
+    config = f'{{"num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "hidden_size": 1536, {fields}}}'
+    response = httpx.post(f"{server[0]}/ui/analysis/size", files={"config": ("config.json", config)}, timeout=10)
+    assert response.status_code == 422, response.text[:300]
+    assert said in response.text
 
 
 @pytest.mark.parametrize(

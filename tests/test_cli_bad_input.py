@@ -138,12 +138,19 @@ def test_calibrate_refuses_a_table_with_no_cells(tmp_path: Path) -> None:
     assert "the table has no cells" in refused("calibrate", str(path))
 
 
-@pytest.mark.parametrize("layers, shown", [("1e308", "1e308"), ("-28", "-28")])
+@pytest.mark.parametrize("layers, shown", [("1e308", "got 1e+308"), ("-28", "got -28")])
 def test_size_refuses_a_config_out_of_range(tmp_path: Path, layers: str, shown: str) -> None:
     config = tmp_path / "config.json"
     config.write_text(f'{{"num_hidden_layers": {layers}, "num_attention_heads": 8, "hidden_size": 1024}}')
     message = refused("size", "--config", str(config))
     assert "config.json: num_hidden_layers must be from 1 to 1,000" in message
+    assert message.rstrip().endswith(shown)  # as the file has it, not int(1e308)'s 309 digits
+
+
+def test_size_names_a_config_field_that_is_not_a_number(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"num_hidden_layers": 28, "num_attention_heads": 8, "num_key_value_heads": [2], "hidden_size": 1024}')
+    assert "config.json: num_key_value_heads must be a whole number, got [2]" in refused("size", "--config", str(config))
 
 
 def test_a_utf8_bom_is_dropped_as_the_page_drops_it(tmp_path: Path) -> None:
