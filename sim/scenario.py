@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -40,6 +40,25 @@ MAX_QUESTION_TOKENS = 100_000
 MAX_ADMISSION = 1000  # offers before a chunk is stored (a tier's admission, vLLM's store_threshold)
 # ``--passes`` as text: 100 passes of explicit lists of ~1,000 documents. Checked before the text is parsed.
 MAX_PASSES_TEXT = 1_000_000
+# ``--question-tokens`` as text: one length of up to 6 digits per document, with a comma and a space.
+MAX_QUESTION_TEXT = 8 * MAX_DOCS
+# ``--storage-tier`` as text: NAME:SIZE:POLICY:LOAD:admission=N:unit_tokens=T is about 100 characters.
+MAX_TIERS_TEXT = 256 * MAX_STORAGE_TIERS
+
+
+def _within(text: str, limit: int) -> str:
+    """``text``, or a ValueError naming its length and ``limit``: checked before any of it is parsed."""
+    if len(text) > limit:
+        raise ValueError(f"the text is {len(text):,} characters long; the limit is {limit:,}")
+    return text
+
+
+def _at_most(items: list[Any], limit: int, what: str) -> list[Any]:
+    """``items``, or a ValueError naming their count and ``limit``: counted before any is parsed (a megabyte of
+    them held the server for seconds)."""
+    if len(items) > limit:
+        raise ValueError(f"{len(items):,} {what}; the limit is {limit:,}")
+    return items
 
 _ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@(\d+))?$")
 # LMCache long_doc_qa's query round: tile*2, interleave*3, random*2@SEED, any of them with :HIT:MISS.
@@ -82,6 +101,8 @@ class PassSpec(BaseModel):
     def parse(cls, text: str) -> PassSpec:
         """``forward``, ``reverse``, ``random@7``, ``zipf@3``, an explicit list ``3/1/2``, or ``tile*2`` (long_doc_qa)."""
         text = text.strip()
+        if text.count("/") >= MAX_REQUESTS_PER_PASS:
+            raise ValueError(f"the list has {text.count('/') + 1:,} documents; the limit is {MAX_REQUESTS_PER_PASS:,}")
         if re.fullmatch(r"\d+(/\d+)*", text):
             return cls(order="list", docs=tuple(int(d) for d in text.split("/")))
         repeat = _REPEAT_RE.match(text)
@@ -122,7 +143,7 @@ def parse_passes(text: str) -> list[PassSpec]:
     items = [t for t in text.split(",") if t.strip()]
     if not items:
         raise ValueError("no passes given; e.g. forward,forward,reverse")
-    return [PassSpec.parse(t) for t in items]
+    return [PassSpec.parse(t) for t in _at_most(items, MAX_PASSES, "passes in the passes text")]
 
 
 class StorageTier(BaseModel):
@@ -268,7 +289,7 @@ class Scenario(BaseModel):
         if isinstance(value, str):
             return parse_passes(value)
         if isinstance(value, list):
-            return [PassSpec.parse(v) if isinstance(v, str) else v for v in value]
+            return [PassSpec.parse(v) if isinstance(v, str) else v for v in _at_most(value, MAX_PASSES, "passes")]
         return value
 
     @field_validator("question_tokens", mode="before")
@@ -276,7 +297,7 @@ class Scenario(BaseModel):
     def _parse_question_lengths(cls, value: object) -> object:
         """``"13"`` and ``[13]`` are one length for every document; ``"13,40,7"`` one per document."""
         if isinstance(value, str):
-            parts = [p.strip() for p in value.split(",") if p.strip()]
+            parts = [p.strip() for p in _within(value, MAX_QUESTION_TEXT).split(",") if p.strip()]
             if not parts or not all(re.fullmatch(r"-?\d+", p) for p in parts):
                 raise ValueError("lengths are whole numbers of tokens, one or one per document (13 or 13,40,7)")
             value = [int(p) for p in parts]
@@ -291,9 +312,9 @@ class Scenario(BaseModel):
     @classmethod
     def _parse_tier_strings(cls, value: object) -> object:
         if isinstance(value, str):
-            value = [t for t in value.split(",") if t.strip()]
+            value = [t for t in _within(value, MAX_TIERS_TEXT).split(",") if t.strip()]
         if isinstance(value, list):
-            return [StorageTier.parse(v) if isinstance(v, str) else v for v in value]
+            return [StorageTier.parse(v) if isinstance(v, str) else v for v in _at_most(value, MAX_STORAGE_TIERS, "tiers")]
         return value
 
     @field_validator("model")
