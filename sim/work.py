@@ -170,6 +170,12 @@ def trace_cost(requests: int, references: int, runs: int = 1) -> Cost:
     return Cost(work, memory, runs * requests * RECORD_JSON_BYTES)
 
 
+def capacity_search_cost(runs: int, references: int, max_runs: int, max_lookups: int) -> Cost:
+    """``explain``'s capacity search (``sim.explain.capacity.fill_needs``): per run at most ``max_runs`` re-simulations
+    of ``references`` blocks and ``max_lookups`` block lookups in all, each holding what the run held."""
+    return Cost(runs * min(max_runs * references, max_lookups), 0, 0)
+
+
 def block_stream_cost(references: int, points: int) -> Cost:
     """A plain-LRU curve (``sim.curve``) of ``references`` block references: the stream, its stack distances."""
     return Cost(references * 2, references * (KEY_BYTES + BLOCK_BYTES), points * 100)

@@ -256,6 +256,8 @@ def test_live_stopped_before_its_first_record_does_not_block_a_rerun(tmp_path: P
         (["calibrate", "{f}", "--docs", "20"], "--docs"),
         (["simulate", "--docs", "20"], "--docs"),
         (["advise", "--p50-ms", "100", "--workers", "1"], "--points"),
+        (["explain", "--docs", "20"], "--docs"),
+        (["explain", "--trace", "mooncake-synthetic", "--gpu-blocks", "100"], "mooncake-synthetic"),
     ],
 )
 def test_work_over_the_cli_budget_exits_2_naming_the_input_and_the_limit(

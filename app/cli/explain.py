@@ -10,7 +10,7 @@ import click
 from sim import jsontext
 from app.cli.replay import REPLAY_FLAGS
 from app.cli.trace_options import format_option, load
-from app.cli.scenario_flags import build_scenario, scenario_options
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.explain.capacity import DEFAULT_MAX_RUNS, MAX_SEARCH_BLOCKS
 from sim.explain.causes import PRECEDENCE
@@ -19,6 +19,7 @@ from sim.explain.report import explain_run, time_windows
 from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, replay_engine, trace_requests
 from sim.simulation import engines, scenario_summary
 from sim.trace import TraceFormat
+from sim.work import capacity_search_cost, simulation_cost, trace_cost
 from sim.workload import build_requests
 
 MAX_WINDOWS = 1000
@@ -61,8 +62,10 @@ def command(
             if value is not None:
                 raise click.UsageError(f"{name}: only with --trace")
         scenario = build_scenario(**flags)
-        requests = build_requests(scenario)
         limit = DEFAULT_MAX_RUNS if max_runs is None else max_runs
+        runs = len(scenario.run_names)
+        within_budget(simulation_cost(scenario) + capacity_search_cost(runs, scenario.total_blocks, limit, MAX_SEARCH_BLOCKS))
+        requests = build_requests(scenario)
         result = {
             "scenario": scenario_summary(scenario),
             "runs": [explain_run(e, requests, max_runs=limit, seqs=seqs) for e in engines(scenario)],
@@ -85,6 +88,8 @@ def _trace(name: str, block_size: int | None, fmt: TraceFormat | None, gpu_block
     if gpu_blocks is None:
         raise click.UsageError("--gpu-blocks: needed with --trace")
     trace = load(name, block_size, fmt)
+    cost = trace_cost(len(trace), trace.total_blocks) + capacity_search_cost(1, trace.total_blocks, max_runs, MAX_SEARCH_BLOCKS)
+    within_budget(cost, "a smaller trace", where=name)
     tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks)
     try:
         engine = replay_engine(trace, tiers)
