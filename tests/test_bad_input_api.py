@@ -179,6 +179,9 @@ def test_a_config_json_with_a_malformed_field_is_422_naming_it(server: tuple[str
         ("/ui/analysis/measurements", "file", {}),
         ("/ui/analysis/profile", "profile", {}),
         ("/ui/analysis/size", "config", {}),
+        ("/ui/analysis/advise", "advise_config", {"advise_p50_ms": "100"}),
+        ("/api/compare", "file", {}),
+        ("/api/runs/import", "file", {}),
     ],
 )
 def test_json_nested_100000_deep_in_an_upload_is_422(server: tuple[str, int], path: str, field: str, extra: dict) -> None:

@@ -11,7 +11,8 @@ from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.web import scenario_form
 from app.web.inputs import InputErrors, check, errors_of
-from sim import textfile
+from sim import jsontext, textfile
+from sim.kv import KvShape, shape_from_config
 from sim.scenario import Scenario
 
 MAX_UPLOAD_BYTES = 16 * 2**20  # a per-request file of ~100,000 requests
@@ -52,6 +53,19 @@ async def uploaded_files(*files: Any) -> list[tuple[str, bytes]]:
             await file.seek(0)
             out.append((file.filename, await file.read(MAX_UPLOAD_BYTES + 1)))
     return out
+
+
+def config_shape(upload: tuple[str, str], field: str) -> KvShape:
+    """The KV shape of an uploaded ``config.json``, or a ``Problem`` at ``field`` naming the file and what is wrong."""
+    name, text = upload
+    try:
+        config = jsontext.loads(text)
+    except ValueError as exc:
+        raise Problem(field, f"{name}: {exc}") from None
+    try:
+        return shape_from_config(config, name)
+    except (ValueError, AttributeError) as exc:
+        raise Problem(field, str(exc) if isinstance(exc, ValueError) else f"{name}: not a JSON object") from None
 
 
 def form_values(form: Any) -> dict[str, str]:

@@ -3,7 +3,6 @@ panel starts a search, polls its progress and shows the ranked table and the Par
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -15,13 +14,13 @@ from app.web.advise_jobs import Jobs
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.json_response import JSONResponse
-from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text
+from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text
 from app.web.workers import Busy, report
 from sim.advise.candidate import TIERS, Target, field_choices
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices
 from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
-from sim.kv import KV_CACHE_DTYPES, shape_from_config
+from sim.kv import KV_CACHE_DTYPES
 from sim.measurements import MAX_TTFT_MS
 from sim.scenario import Scenario
 from sim.trace import BUNDLED_TRACES
@@ -126,11 +125,7 @@ def router(*, web: Web) -> APIRouter:
             body = _panel_input(values)
             upload = await upload_text(form.get("advise_config"), "advise_config")  # type: ignore[arg-type]
             if upload is not None:
-                name, text = upload
-                try:
-                    shape = shape_from_config(json.loads(text), name)
-                except (ValueError, AttributeError) as exc:
-                    raise Problem("advise_config", str(exc)) from None
+                shape = config_shape(upload, "advise_config")
                 scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.bytes_per_token})
             workload = _workload(body, scenario)
             _target(body)

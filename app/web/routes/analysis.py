@@ -22,12 +22,12 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.model_fields import bounds
 from app.runs.recording import keep, run_headers, save_rows
-from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
+from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
 from app.web.versus_view import versus_view
-from sim import jsontext, measurements
+from sim import measurements
 from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
-from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, shape_from_config, sizing
+from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, sizing
 from sim.longdocqa import REPEAT_MODES, Failure, parse_run
 from sim.longdocqa import Run as LongDocQaRun
 from sim.measurements import Measurement, MeasurementError
@@ -376,15 +376,7 @@ def _long_doc_qa_run(values: dict[str, str], warmup: tuple[str, str], query: tup
 
 def _shape(model: str, config: tuple[str, str] | None) -> KvShape:
     if config is not None:
-        name, text = config
-        try:
-            config = jsontext.loads(text)
-        except ValueError as exc:
-            raise Problem("config", f"{name}: {exc}") from None
-        try:
-            return shape_from_config(config, name)
-        except (ValueError, AttributeError) as exc:
-            raise Problem("config", str(exc) if isinstance(exc, ValueError) else f"{name}: not a JSON object") from None
+        return config_shape(config, "config")
     try:
         return model_shape(model)
     except ValueError as exc:
