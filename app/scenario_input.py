@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 
 from sim.costs import CostModel
 from sim.presets import PRESETS, preset_fields
-from sim.scenario import MAX_PASSES, MAX_PASSES_TEXT, PassSpec, Scenario, StorageTier
+from sim.scenario import MAX_DOCS, MAX_PASSES, MAX_PASSES_TEXT, PassSpec, Scenario, StorageTier
 
 # The scenario fields a preset provides and a flag (``--doc-tokens``) or body field (``doc_tokens``) overrides.
 OVERRIDE_FIELDS: tuple[str, ...] = (
@@ -91,7 +91,7 @@ _override_fields: dict[str, Any] = {
     name: _optional(name) for name in OVERRIDE_FIELDS if name not in ("passes", "storage_tiers", "question_tokens")
 }
 _override_fields["question_tokens"] = (
-    str | int | list[int] | None,
+    str | int | Annotated[list[int], Len(max_length=MAX_DOCS)] | None,
     Field(
         default=None, description="tokens of the question after each document, or one length per document: 13 or '13,40,7'",
         examples=[13],

@@ -103,8 +103,9 @@ class PassSpec(BaseModel):
         text = text.strip()
         if text.count("/") >= MAX_REQUESTS_PER_PASS:
             raise ValueError(f"the list has {text.count('/') + 1:,} documents; the limit is {MAX_REQUESTS_PER_PASS:,}")
-        if re.fullmatch(r"\d+(/\d+)*", text):
-            return cls(order="list", docs=tuple(int(d) for d in text.split("/")))
+        # Digits between single slashes, checked by str methods: the regex \d+(/\d+)* took 65 ms on 100,000 documents.
+        if text.isascii() and text.replace("/", "").isdigit() and "//" not in text and text[0] != "/" != text[-1]:
+            return cls(order="list", docs=tuple(map(int, text.split("/"))))
         repeat = _REPEAT_RE.match(text)
         if repeat:
             return cls(
@@ -301,7 +302,7 @@ class Scenario(BaseModel):
             if not parts or not all(re.fullmatch(r"-?\d+", p) for p in parts):
                 raise ValueError("lengths are whole numbers of tokens, one or one per document (13 or 13,40,7)")
             value = [int(p) for p in parts]
-        if isinstance(value, list) and len(value) == 1:
+        if isinstance(value, list) and len(_at_most(value, MAX_DOCS, "lengths (one per document)")) == 1:
             value = value[0]
         for length in value if isinstance(value, list) else [value]:
             if isinstance(length, int) and not 0 <= length <= MAX_QUESTION_TOKENS:

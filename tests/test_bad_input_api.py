@@ -256,6 +256,7 @@ def test_a_passes_text_over_its_length_limit_is_422_before_parsing(server: tuple
         ("passes", ["0/" * 120_000 + "x"], "the list has 120,001 documents; the limit is 100,000"),
         ("passes", ["forward"] * 120_000 + ["sideways"], "at most 100 items after validation, not 120001"),
         ("question_tokens", "13," * 300_000 + "x", "the text is 900,001 characters long; the limit is 80,000"),
+        ("question_tokens", [13] * 300_000, "List should have at most 10000 items after validation, not 300000"),
         ("storage_tiers", "far:1," * 200_000 + "x", "the text is 1,200,001 characters long; the limit is 1,024"),
         ("storage_tiers", ["far:1"] * 200_000 + ["x"], "200,001 tiers; the limit is 4"),
     ],
