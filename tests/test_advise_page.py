@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -38,6 +39,21 @@ def test_api_names_the_bad_field(live_server: str) -> None:
         response = httpx.post(f"{live_server}/api/advise", json=body, timeout=60)
         assert response.status_code == 422, (body, response.text)
         assert field in response.text, (body, response.text)
+
+
+def test_panel_names_the_field_of_a_search_over_the_budget(live_server: str) -> None:
+    # The search's estimate is made in the worker, after the panel answered with its progress: the poll's 422 still
+    # names the panel's field to lower (advise_points), as a refusal before the search would.
+    started = httpx.post(f"{live_server}/ui/analysis/advise", data={"docs": "2000", "doc_tokens": "10000", "advise_p50_ms": "100"}, timeout=30)
+    assert started.status_code == 200, started.text[:300]
+    poll = started.text.split('hx-get="', 1)[1].split('"', 1)[0]
+    for _ in range(100):
+        answer = httpx.get(f"{live_server}{poll}", timeout=30)
+        if 'class="advise-progress"' not in answer.text:
+            break
+        time.sleep(0.1)
+    assert answer.status_code == 422
+    assert 'data-field="advise_points"' in answer.text and "the limit here is" in answer.text
 
 
 def open_area(page: Page, url: str) -> None:

@@ -23,6 +23,7 @@ class Job:
     total: int = 0
     result: Any = None
     error: str | None = None
+    error_field: str = ""  # the input the error names, if any (a Problem's field, e.g. points)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
     def progress(self, done: int, total: int) -> None:
@@ -50,7 +51,7 @@ class Jobs:
             try:
                 job.result = await workers.run(fn, *args, seconds=seconds, watch=job.progress)
             except (Problem, ValueError, Busy, TimedOut) as exc:
-                job.error = str(exc)
+                job.error, job.error_field = str(exc), getattr(exc, "field", "")
             except Exception as exc:  # noqa: BLE001 - the page shows why; nothing else would
                 job.error = f"the search failed ({type(exc).__name__}: {exc})"
             finally:

@@ -145,7 +145,7 @@ def router(*, web: Web) -> APIRouter:
         if not job.finished.is_set():
             return render(request, "analysis/advise_progress.html", job_id=job_id, job=job)
         if job.error is not None:
-            return problem(request, Problem("", job.error))
+            return problem(request, Problem(f"advise_{job.error_field}" if job.error_field else "", job.error))  # the panel's name
         return render(request, "analysis/advise.html", advice=job.result)
 
     return routes
