@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import click
 import uvicorn
@@ -69,7 +72,7 @@ def command(
         costs_profile.configure(costs_file)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--costs" if costs_file else costs_profile.ENV_VAR) from None
-    uvicorn.run(
+    config = uvicorn.Config(
         "app.web.app:make_app",
         factory=True,
         host=host,
@@ -77,6 +80,25 @@ def command(
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    from app.web.workers import stop_all  # the web's modules load in the server only, not for every command
+
+    server = _Server(config, stop_all)
+    server.run()
+    if not server.started:
+        sys.exit(3)  # as uvicorn.run: it could not start (the port is taken, say), and said why
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose SIGTERM also answers the calls waiting for a worker (503) at once: otherwise each
+    would hold the shutdown for its grace period, and the workers' ending would come after it."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self.on_exit()
 
 
 def _configure_guard(host: str, allowed_hosts: tuple[str, ...], auth_token: str | None) -> None:

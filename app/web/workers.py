@@ -27,6 +27,7 @@ import importlib
 import multiprocessing
 import os
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
@@ -86,6 +87,9 @@ class Workers:
         self._free_slots = list(range(self.limit))
         self._processes = context.Pool(budget.concurrency, initializer=_start_worker, initargs=(self._progress,))
         self._closed = False
+        self._waiting: set[asyncio.Future[Any]] = set()  # the calls admitted and not yet answered
+        self._loop: asyncio.AbstractEventLoop | None = None
+        _POOLS.add(self)
 
     @property
     def limit(self) -> int:
@@ -107,8 +111,9 @@ class Workers:
         self.stats.running += 1
         slot = self._free_slots.pop()
         self._progress[2 * slot] = self._progress[2 * slot + 1] = 0
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        self._waiting.add(future)
 
         def settle(result: Any = None, error: BaseException | None = None) -> None:  # on the loop
             self.stats.running -= 1
@@ -135,6 +140,7 @@ class Workers:
             self.stats.timed_out += 1
             raise TimedOut(f"not done after {seconds:g} s; the limit here is {seconds:g} s: ask for less") from None
         finally:
+            self._waiting.discard(future)
             if watcher is not None:
                 watcher.cancel()
         self.stats.completed += 1
@@ -152,10 +158,28 @@ class Workers:
         body = await self.run(_json_bytes, fn, args, seconds=seconds)
         return Response(body, media_type="application/json")
 
+    def stopping(self) -> None:
+        """On the loop, as the server starts to stop: take no more calls, and answer those admitted at once (503), so
+        that no request holds the shutdown's grace period for a simulation nobody will read."""
+        self._closed = True
+        for future in self._waiting:
+            if not future.done():
+                future.set_exception(TimedOut("the server is stopping; retry shortly"))
+
     def close(self) -> None:
         """Stop every call at its next checkpoint and take no more (the server is stopping)."""
         self._closed = True
         self._processes.terminate()
+
+
+_POOLS: weakref.WeakSet[Workers] = weakref.WeakSet()
+
+
+def stop_all() -> None:
+    """From the server's SIGTERM (or Ctrl-C) handler: every pool's ``stopping``, on its own event loop."""
+    for pool in list(_POOLS):
+        if pool._loop is not None and not pool._loop.is_closed():
+            pool._loop.call_soon_threadsafe(pool.stopping)
 
 
 # What the routes send to a worker: imported when it starts, not on its first call.
