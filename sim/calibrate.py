@@ -121,7 +121,9 @@ def parse_profile(text: str, name: str) -> tuple[CostModel, dict[str, Any]]:
     try:
         costs = CostModel(**values)
     except ValidationError as exc:
-        detail = "; ".join(f"{where}{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        detail = "; ".join(  # an error of the whole model (two constants together) has no field to name
+            ((f"{where}{'.'.join(map(str, e['loc']))}: " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")) for e in exc.errors()
+        )
         raise ValueError(f"{name}: not a cost profile ({detail})") from None
     fit = data.get("fit") if "costs" in data else None
     return costs, fit if isinstance(fit, dict) else {}

@@ -114,7 +114,7 @@ def test_simulate_json_refuses_zero_costs_and_never_prints_infinity(tmp_path: Pa
                                 "load_disk_ms_per_token": 0, "store_ms_per_token": 0}))
     result = run_kvscope(["simulate", "--costs", str(zero), "--json"])
     assert result.returncode == 2
-    assert "overhead_ms + prefill_ms_per_token must be at least 0.001 ms" in result.stderr
+    assert "zero.json: not a cost profile (overhead_ms + prefill_ms_per_token must be at least 0.001 ms" in result.stderr
     result = run_kvscope(["simulate", "--json", "--docs", "3"])
     assert result.returncode == 0
     json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in simulate --json"))
