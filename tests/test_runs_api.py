@@ -136,6 +136,21 @@ def test_import_a_measurement_file_and_a_simulate_json(url: str, tmp_path: Path)
     assert kept["kind"] == "simulate" and kept["result"] == json.loads(result)
 
 
+def test_a_run_the_server_kept_and_exported_is_imported_back_whatever_its_size(url: str) -> None:
+    # 3,000 one-token documents x 3 passes x 2 runs: 18,000 request records, an export of several MB. The upload
+    # routes take up to 16 MiB; the import routes were held to the 2 MiB of a JSON body and refused it (413).
+    answer = httpx.post(f"{url}/api/simulate", params={"explain": "false"}, json={"docs": 3000, "doc_tokens": 1, "question_tokens": 0}, timeout=60)
+    assert answer.status_code == 200, answer.text[:300]
+    exported = httpx.get(f"{url}/api/runs/{answer.headers['X-Kvscope-Run']}/export", params={"format": "json"}, timeout=60).content
+    assert len(exported) > 2 * 2**20
+    imported = httpx.post(f"{url}/api/runs/import", files={"file": ("run.json", exported, "application/json")}, timeout=60)
+    assert imported.status_code == 201, imported.text[:300]
+    kept = httpx.get(f"{url}/api/runs/{imported.json()['id']}", timeout=60).json()
+    assert kept["result"] == answer.json()
+    page = httpx.post(f"{url}/ui/runs/import", files={"file": ("run.json", exported, "application/json")}, timeout=60)
+    assert page.status_code == 200, page.text[:300]
+
+
 def test_a_bad_import_is_422_naming_the_line_and_keeps_nothing(url: str) -> None:
     before = len(httpx.get(f"{url}/api/runs", params={"limit": 10_000}).json())
     bad = "config,pass,order,seq,doc,prompt_tokens,ttft_ms\ngpu,1,forward,0,0,5024,fast\n"

@@ -51,6 +51,7 @@ BODY_LIMIT_BYTES = 2 * 2**20
 UPLOAD_PATHS = frozenset({
     "/api/analyze", "/api/calibrate", "/api/replay", "/api/curve", "/ui/replay",
     "/ui/analysis/measurements", "/ui/analysis/calibrate", "/ui/analysis/profile", "/ui/analysis/size",
+    "/api/runs/import", "/ui/runs/import",  # a run exported as JSON is as large as its answer was (up to 16 MiB here)
 })
 PROXIED_PREFIXES = ("/v1/", "/upstream/")  # app/web/proxied.py: forwarded with the proxy's own body bound
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

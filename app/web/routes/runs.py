@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Upl
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.runs import compare, export, importer, recording
@@ -134,7 +135,7 @@ def router(*, web: Web) -> APIRouter:
         if len(data) > MAX_UPLOAD_BYTES:
             raise _invalid("file", f"{name}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
         try:
-            run_id = importer.import_bytes(store, name, data)
+            run_id = await run_in_threadpool(importer.import_bytes, store, name, data)  # MBs parsed: not on the loop
         except importer.ImportProblem as exc:
             raise _invalid("file", str(exc)) from None
         except StoreFull as exc:
@@ -185,7 +186,7 @@ def router(*, web: Web) -> APIRouter:
             try:
                 if len(data) > MAX_UPLOAD_BYTES:
                     raise importer.ImportProblem(f"{upload.filename}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
-                importer.import_bytes(store, upload.filename, data)
+                await run_in_threadpool(importer.import_bytes, store, upload.filename, data)
             except (importer.ImportProblem, StoreError) as exc:
                 problem = f"file: {exc}"
         return render(request, "runs/list.html", status_code=422 if problem else 200, problem=problem,
