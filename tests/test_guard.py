@@ -56,6 +56,22 @@ def test_no_page_may_frame_this_one_or_learn_its_addresses(live_server: str) -> 
     assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
 
 
+def test_the_guards_own_refusals_carry_the_same_headers(live_server: str) -> None:
+    # The refusals are this server's pages too (a 401 is what a browser shows): no framing, no sniffing, no referrer.
+    port = live_server.rsplit(":", 1)[1]
+    refusals = [
+        httpx.get(f"{live_server}/", headers={"host": f"evil.example:{port}"}, timeout=10),  # 400: a foreign Host
+        httpx.post(f"{live_server}/ui/run", data={}, headers={"origin": "http://evil.example"}, timeout=10),  # 403
+        httpx.post(f"{live_server}/api/simulate", content=b" " * (2 * 2**20 + 1), headers={"content-type": "application/json"}, timeout=10),  # 413
+    ]
+    for response in refusals:
+        assert response.status_code in (400, 403, 413), response.text
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"], response.status_code
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "same-origin"
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
 def test_with_a_token_every_request_but_healthz_needs_it(live_server_factory: Callable[..., AbstractContextManager[str]]) -> None:
     with live_server_factory("--auth-token", "s3cret") as url:
         assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200  # the container's health check

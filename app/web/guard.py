@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.web.headers import RAW_HEADERS
 from app.web.panel_input import MAX_UPLOAD_BYTES
 from sim import jsontext
 
@@ -144,7 +145,7 @@ class RequestGuard:
 
     @staticmethod
     async def _send_raw(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-        await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.start", "status": status, "headers": [*headers, *RAW_HEADERS, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int, json_body: bool = False) -> None:
@@ -244,6 +245,6 @@ async def _send_json(send: Send, status: int, detail: object) -> None:
     await send({
         "type": "http.response.start",
         "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        "headers": [(b"content-type", b"application/json"), *RAW_HEADERS, (b"content-length", str(len(body)).encode())],
     })
     await send({"type": "http.response.body", "body": body})
