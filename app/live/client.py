@@ -258,7 +258,7 @@ class VllmClient:
     def _chunk(self, path: str, data: str) -> dict[str, Any]:
         try:
             chunk = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise self._fail("POST", path, "a streamed chunk is not JSON; is this a vLLM server?") from None
         if not isinstance(chunk, dict):
             raise self._fail("POST", path, "a streamed chunk is not a JSON object")
@@ -336,7 +336,7 @@ def _error_message(text: str) -> str:
     """The message of an OpenAI-style error body (``{"error": {"message"}}`` or vLLM's older flat one), shortened."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text.strip()[:200] or "(empty body)"
     if isinstance(data, dict):
         inner = data.get("error")

@@ -218,7 +218,7 @@ def _has_text(line: bytes) -> bool:
         return False
     try:
         data = json.loads(line[5:])
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     if not isinstance(data, dict):
         return False

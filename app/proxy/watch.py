@@ -410,7 +410,7 @@ def _differ(server: set[Any], twin: set[Any], exact: bool) -> int:
 def _json_body(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a client's body nested past the parser's stack is no prompt we can read
         return {}
     return data if isinstance(data, dict) else {}
 
