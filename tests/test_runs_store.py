@@ -15,10 +15,13 @@ from typing import Any
 import pytest
 
 from app.runs import schema
-from app.runs.recording import StreamRecorder, events_from_result, figures, result_of, rows_from_events, save_simulation
+from app.runs.recording import (
+    StreamRecorder, events_from_result, figures, result_of, rows_from_events, save_simulation, scenario_text,
+)
 from app.runs.store import NewRun, RunStore, StoreError, StoreFull, check_id
 from app.scenario_input import resolve
 from sim import measurements
+from sim.scenario import Scenario
 from sim.simulation import simulate, stream
 
 
@@ -318,3 +321,15 @@ def test_good_ids_read_as_numbers() -> None:
 def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(StoreError, match="kind must be one of"):
         RunStore().save(NewRun("simulate'); DROP TABLE runs; --"))
+
+
+def test_the_runs_list_line_says_the_tier_sizes_the_run_used_and_every_tier_behind_the_cpu() -> None:
+    # --cpu-tokens 10000 overrides the default cpu_gb of 1.5 (Scenario.cpu_capacity_tokens reads cpu_tokens
+    # first), so the line must say 10,000 tokens, not 1.5 GiB; and each storage tier is a tier of the run
+    # (gpu+cpu+disk+nvme), so the line names it with its size as the disk's is named.
+    scenario = Scenario(docs=2, cpu_tokens=10_000, disk_tokens=20_000, storage_tiers=["nvme:30000t:fifo"], passes="forward")
+    assert scenario.cpu_gb == 1.5 and scenario.cpu_capacity_tokens == 10_000
+    assert scenario_text(scenario) == "2 docs x 5,011 tok · GPU 21,520 tok · CPU 10,000 tok · disk 20,000 tok · nvme 30,000 tok · forward"
+    # Sized in GiB, the CPU tier is said in GiB (LMCache's max_local_cpu_size), a storage tier too.
+    in_gib = Scenario(docs=2, storage_tiers=["s3:8"], passes="forward")
+    assert scenario_text(in_gib) == "2 docs x 5,011 tok · GPU 21,520 tok · CPU 1.5 GiB · s3 8 GiB · forward"

@@ -40,9 +40,12 @@ def scenario_text(scenario: Scenario) -> str:
     """One line for the runs list: documents, GPU and offload sizes, passes."""
     parts = [f"{scenario.docs} docs x {scenario.doc_tokens:,} tok", f"GPU {scenario.gpu_tokens:,} tok"]
     if scenario.cpu_capacity_tokens:
-        parts.append(f"CPU {scenario.cpu_gb} GiB" if scenario.cpu_gb else f"CPU {scenario.cpu_capacity_tokens:,} tok")
+        # cpu_tokens overrides cpu_gb (which keeps its default beside it): say the size the run used.
+        cpu_in_gib = scenario.cpu_tokens is None and scenario.cpu_gb
+        parts.append(f"CPU {scenario.cpu_gb} GiB" if cpu_in_gib else f"CPU {scenario.cpu_capacity_tokens:,} tok")
     if scenario.disk_capacity_tokens:
         parts.append(f"disk {scenario.disk_capacity_tokens:,} tok")
+    parts += [f"{t.name} {t.tokens:,} tok" if t.tokens is not None else f"{t.name} {t.gb:g} GiB" for t in scenario.storage_tiers]
     parts.append(",".join(p.text for p in scenario.passes))
     return " · ".join(parts)
 
