@@ -69,6 +69,9 @@ class Measurement:
     started_at: str | None = None
     disk_hit_tokens: int | None = None
     stored_tokens: int | None = None
+    # Tokens loaded from each offload tier, by name, when the row comes from the simulator (its records or result);
+    # not a file column: a file keeps them flattened, as cpu_hit_tokens and disk_hit_tokens.
+    tier_hits: dict[str, int] | None = None
 
     @property
     def has_hits(self) -> bool:
@@ -119,7 +122,7 @@ def from_records(config: str, records: Iterable[Any], source: str = "sim", **ext
         Measurement(
             config, r.pass_, r.order, r.seq, r.doc, r.prompt_tokens, r.ttft_ms,
             r.gpu_hit_tokens, r.cpu_hit_tokens, r.computed_tokens, source,
-            disk_hit_tokens=r.disk_hit_tokens, stored_tokens=r.stored_tokens, **extra,
+            disk_hit_tokens=r.disk_hit_tokens, stored_tokens=r.stored_tokens, tier_hits=r.tier_hits, **extra,
         )
         for r in records
     ]
@@ -131,7 +134,8 @@ def from_result(result: dict[str, Any], source: str = "sim", **extra: Any) -> li
         Measurement(
             run["name"], r["pass"], r["order"], r["seq"], r["doc"], r["prompt_tokens"], r["ttft_ms"],
             r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["computed_tokens"], source,
-            disk_hit_tokens=r.get("disk_hit_tokens"), stored_tokens=r.get("stored_tokens"), **extra,
+            disk_hit_tokens=r.get("disk_hit_tokens"), stored_tokens=r.get("stored_tokens"), tier_hits=r.get("tier_hits"),
+            **extra,
         )
         for run in result["runs"]
         for r in run["requests"]

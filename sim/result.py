@@ -21,13 +21,14 @@ class RecordLike(Protocol):
 def tier_hits(records: Iterable[RecordLike]) -> dict[str, int]:
     """Tokens loaded from each offload tier, by name, in the order the tiers first served a hit.
 
-    Records without a per-tier map (live measurements) count their CPU hits.
+    Records without a per-tier map (live measurements, measurement files) count their CPU hits, and their
+    ``disk_hit_tokens`` (every tier behind the CPU, flattened) as ``disk``.
     """
     out: dict[str, int] = {}
     for r in records:
         hits = getattr(r, "tier_hits", None)
         if hits is None:
-            hits = {"cpu": r.cpu_hit_tokens} if r.cpu_hit_tokens else {}
+            hits = {name: t for name, t in (("cpu", r.cpu_hit_tokens), ("disk", r.disk_hit_tokens)) if t}
         for name, tokens in hits.items():
             out[name] = out.get(name, 0) + tokens
     return out

@@ -194,3 +194,21 @@ def test_an_analysis_keeps_its_failed_requests_and_shows_them(url: str, db_path:
     assert "failed requests, left out of the statistics: 1" in shown.stdout
     assert "prompt_id 1 (query_round.csv line 3): successful is False" in shown.stdout
     assert '"failures"' not in shown.stdout  # listed once, as lines, not again in the source's JSON
+
+
+def test_the_compare_table_has_a_column_per_tier_behind_the_cpu(url: str) -> None:
+    # As tests/test_runs_cli.py derives it: six seed documents read forward twice, GPU and CPU too small for a cycle
+    # of six; an nvme tier of 100,000 tokens serves pass 2 whole (6 x 4,864 = 29,184), one of 5,000 nothing.
+    ids = []
+    for nvme in ("100000t", "5000t"):
+        body = {"docs": 6, "cpu_gb": None, "cpu_tokens": 10_000, "gpu_tokens": 12_000, "passes": "forward,forward",
+                "storage_tiers": [f"nvme:{nvme}"]}
+        ids.append(int(httpx.post(f"{url}/api/simulate", json=body, timeout=60).headers["X-Kvscope-Run"]))
+    a, b = ids
+    one = httpx.get(f"{url}/ui/runs/compare", params={"a": a}, timeout=30).text
+    assert '<th scope="col" data-tier="nvme">nvme hit tok</th>' in one
+    assert '<td class="num" data-tier="nvme">29,184</td>' in one
+    two = httpx.get(f"{url}/ui/runs/compare", params={"a": a, "b": b}, timeout=30).text
+    assert '<th scope="col" data-tier="nvme">nvme hit tok a / b</th>' in two
+    assert '<td class="num changed" data-tier="nvme">29,184 / 0</td>' in two
+    assert httpx.get(f"{url}/api/runs/{a}/diff/{b}", timeout=30).json()["tiers"] == ["cpu", "nvme"]

@@ -48,7 +48,9 @@ def test_show_prints_the_pass_table(db: str, two_runs: tuple[Path, Path]) -> Non
     out = kvscope("runs", "--db", db, "show", "1").stdout
     assert "run 1: simulate, done" in out
     row = next(line for line in out.splitlines() if line.startswith("gpu+cpu  2 forward"))
-    assert row.split()[3:6] == ["10", "49.5", "49.5"] and row.split()[-1] == "48,640"
+    # n, p50, mean, GPU hit, CPU hit, computed: pass 2 loads every document's 19 chunks from CPU (10 x 4,864) and
+    # computes the other 160 tokens of each 5,024-token prompt.
+    assert row.split()[3:9] == ["10", "49.5", "49.5", "0", "48,640", "1,600"]
 
 
 def test_diff_of_runs_with_and_without_scenario(db: str, two_runs: tuple[Path, Path]) -> None:
@@ -56,7 +58,7 @@ def test_diff_of_runs_with_and_without_scenario(db: str, two_runs: tuple[Path, P
     assert "one of them has no scenario" in out
     # Run 2 has no gpu+cpu configuration: those rows are only in run 1, so they differ; gpu rows are equal.
     gpu2 = next(line for line in out.splitlines() if line.startswith("gpu      2 forward"))
-    assert gpu2.split()[-1] == "1.000"
+    assert gpu2.split()[8] == "1.000" and not gpu2.rstrip().endswith("*")  # mean b/a; hits "0 / 0" follow
     cpu2 = next(line for line in out.splitlines() if line.startswith("gpu+cpu  2 forward"))
     assert cpu2.rstrip().endswith("*")
 
@@ -214,3 +216,27 @@ def test_kvscope_live_with_a_full_db_warns_in_the_shared_words(tmp_path: Path) -
     lines = [line for line in result.stderr.splitlines() if "not kept" in line]
     assert lines and all(line.startswith("warning: this run was not kept: ") for line in lines), result.stderr
     assert "kept as run" not in result.stderr
+
+
+def test_show_and_diff_give_each_tier_behind_the_cpu_its_own_column(db: str) -> None:
+    # Six seed documents (5,024-token prompts, 19 full chunks = 4,864 tokens each), read forward twice. The GPU
+    # (12,000 tokens: 749 usable blocks, 2.4 prompts) and the CPU (10,000 tokens: two documents' chunks) are LRU
+    # on a cycle of six: pass 2 hits neither. Run 1's nvme (100,000 tokens) holds all six documents, so pass 2
+    # loads each from it: 6 x 4,864 = 29,184 tokens, and computes the other 160 of each prompt (960). Run 2's
+    # nvme (5,000 tokens) holds one document, the last stored: a cycle again, nothing hit.
+    base = ("simulate", "--db", db, "--docs", "6", "--cpu-tokens", "10000", "--gpu-tokens", "12000", "--passes", "forward,forward")
+    assert kvscope(*base, "--storage-tier", "nvme:100000t").returncode == 0
+    assert kvscope(*base, "--storage-tier", "nvme:5000t").returncode == 0
+    show = kvscope("runs", "--db", db, "show", "1").stdout.splitlines()
+    header = next(line for line in show if line.startswith("config"))
+    assert header.endswith("GPU hit tok  CPU hit tok  nvme hit tok  computed tok")
+    row = next(line for line in show if line.startswith("gpu+cpu+nvme  2 forward"))
+    assert row.split()[-4:] == ["0", "0", "29,184", "960"]
+    out = kvscope("runs", "--db", db, "diff", "1", "2").stdout.splitlines()
+    assert "nvme hit tok 1 / 2" in next(line for line in out if line.startswith("config"))
+    row = next(line for line in out if line.startswith("gpu+cpu+nvme  2 forward"))
+    assert "29,184 / 0" in row and row.rstrip().endswith("*")
+    diffed = json.loads(kvscope("runs", "--db", db, "diff", "1", "2", "--json").stdout)
+    assert diffed["tiers"] == ["cpu", "nvme"]
+    cell = next(p for p in diffed["passes"] if p["config"] == "gpu+cpu+nvme" and p["pass"] == 2)
+    assert cell["tier_hits"]["nvme"] == {"a": 29_184, "b": 0, "change": 0.0}

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from app.cli import runs_db
-from app.cli.table import format_table
+from app.cli.table import cell_text, format_table, tier_label
 from app.runs import compare, export, importer
 from app.runs.recording import result_of
 from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunStore, StoreError, StoreFull, check_id
@@ -109,8 +109,11 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
             click.echo(f"  {failure_text(f)}")
     click.echo("")
     rows = [[p["config"], f"{p['pass']} {p['order'] or ''}", p["requests"]["a"], p["p50_ms"]["a"], p["mean_ms"]["a"],
-             p["gpu_hit_tokens"]["a"], p["cpu_hit_tokens"]["a"]] for p in view["passes"]]
-    click.echo(format_table(["config", "pass", "n", "p50 ms", "mean ms", "GPU hit tok", "CPU hit tok"], rows) if rows else "no requests")
+             p["gpu_hit_tokens"]["a"], *(p["tier_hits"][t]["a"] for t in view["tiers"]), p["computed_tokens"]["a"]]
+            for p in view["passes"]]
+    headers = ["config", "pass", "n", "p50 ms", "mean ms", "GPU hit tok", *(f"{tier_label(t)} hit tok" for t in view["tiers"]),
+               "computed tok"]
+    click.echo(format_table(headers, rows) if rows else "no requests")
 
 
 @command.command("diff")
@@ -138,12 +141,16 @@ def diff(ctx: click.Context, a: int, b: int, as_json: bool) -> None:
         click.echo(line)
     click.echo("")
     ratio = lambda c: "" if c is None else f"{c:.3f}"  # noqa: E731
+    both = lambda c: f"{cell_text(c['a'])} / {cell_text(c['b'])}"  # noqa: E731
     rows = [
         [p["config"], f"{p['pass']} {p['order'] or ''}", p["p50_ms"]["a"], p["p50_ms"]["b"], ratio(p["p50_ms"]["change"]),
-         p["mean_ms"]["a"], p["mean_ms"]["b"], ratio(p["mean_ms"]["change"]), "*" if p["differs"] else ""]
+         p["mean_ms"]["a"], p["mean_ms"]["b"], ratio(p["mean_ms"]["change"]), both(p["gpu_hit_tokens"]),
+         *(both(p["tier_hits"][t]) for t in view["tiers"]), "*" if p["differs"] else ""]
         for p in view["passes"]
     ]
-    click.echo(format_table(["config", "pass", f"p50 ms {a}", f"p50 ms {b}", "b/a", f"mean ms {a}", f"mean ms {b}", "b/a", "differs"], rows))
+    headers = ["config", "pass", f"p50 ms {a}", f"p50 ms {b}", "b/a", f"mean ms {a}", f"mean ms {b}", "b/a",
+               f"GPU hit tok {a} / {b}", *(f"{tier_label(t)} hit tok {a} / {b}" for t in view["tiers"]), "differs"]
+    click.echo(format_table(headers, rows))
 
 
 @command.command("export")

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool] | None = None) -> str:
-    cells = [[str(h) for h in headers]] + [[_fmt(v) for v in row] for row in rows]
+    cells = [[str(h) for h in headers]] + [[cell_text(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     right = right or [i > 1 for i in range(len(headers))]
     lines = []
@@ -18,7 +18,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
     return "\n".join(lines)
 
 
-def _fmt(value: Any) -> str:
+def cell_text(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.1f}"
     if isinstance(value, int):

@@ -63,11 +63,26 @@ def series(rows: list[Measurement]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def offload_tiers(cells: list[dict[str, Any]]) -> list[str]:
+    """The offload tiers any pass loaded from, in the order first seen (the CPU always, as the tables' first)."""
+    names = ["cpu"]
+    for cell in cells:
+        names += [n for n in cell["tier_hits"] if n not in names]
+    return names
+
+
+def _tier_cell(ca: dict[str, Any] | None, cb: dict[str, Any] | None, tier: str) -> dict[str, Any]:
+    va = None if ca is None else ca["tier_hits"].get(tier, 0)
+    vb = None if cb is None else cb["tier_hits"].get(tier, 0)
+    return {"a": va, "b": vb, "change": _change(va, vb)}
+
+
 def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
     """``/api/runs/{a}/diff/{b}`` and ``kvscope runs diff A B``."""
     a, b = store.get(a_id), store.get(b_id)
     rows_a, rows_b = rows_of(store, a_id), rows_of(store, b_id)
     cells_a, cells_b = _cells(rows_a), _cells(rows_b)
+    tiers = offload_tiers([*cells_a.values(), *cells_b.values()])
     passes = []
     for key in sorted(set(cells_a) | set(cells_b), key=lambda k: (k[1], k[0])):
         ca, cb = cells_a.get(key), cells_b.get(key)
@@ -75,9 +90,12 @@ def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
         for name in ("requests", "p50_ms", "mean_ms", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens"):
             va, vb = (ca or {}).get(name), (cb or {}).get(name)
             row[name] = {"a": va, "b": vb, "change": _change(va, vb)}
+        # Every offload tier's hits, keyed by its name (the CPU's are also cpu_hit_tokens above).
+        row["tier_hits"] = {t: _tier_cell(ca, cb, t) for t in tiers}
+        compared = [row[n] for n in ("requests", "p50_ms", "mean_ms", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")]
         row["differs"] = ca is None or cb is None or any(
-            row[n]["a"] != row[n]["b"] and (row[n]["change"] is None or abs(row[n]["change"] - 1) > SAME_WITHIN)
-            for n in ("requests", "p50_ms", "mean_ms", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+            c["a"] != c["b"] and (c["change"] is None or abs(c["change"] - 1) > SAME_WITHIN)
+            for c in [*compared, *row["tier_hits"].values()]
         )
         row["p50_speedup_b_over_a"] = None if not (ca and cb) else round(speedup(ca["p50_ms"], cb["p50_ms"]), 3)
         passes.append(row)
@@ -87,6 +105,7 @@ def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
         "scenarios_known": bool(a.scenario and b.scenario),  # an imported measurement file has none
         "scenario": _changes(_scenario(a.scenario), _scenario(b.scenario)),
         "costs": _changes(a.costs, b.costs),
+        "tiers": tiers,
         "passes": passes,
         "ttft": {"a": series(rows_a), "b": series(rows_b)},
     }

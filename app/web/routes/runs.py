@@ -27,6 +27,7 @@ from app.runs.watch_replay import watch_events
 from app.web.context import Web
 from app.web.json_response import JSONResponse
 from app.web.panel_input import MAX_UPLOAD_BYTES
+from app.web.run_view import TIER_LABELS
 from app.web.sse import event_stream
 
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="a run's id, as /api/runs lists it")]
@@ -172,7 +173,7 @@ def router(*, web: Web) -> APIRouter:
             view = compare.diff(store, a, b if b is not None else a)
         except NoSuchRun as exc:
             return render(request, "runs/problem.html", status_code=404, message=str(exc))
-        return render(request, "runs/compare.html", diff=view, single=b is None)
+        return render(request, "runs/compare.html", diff=view, single=b is None, tier_labels=TIER_LABELS)
 
     @api.post("/ui/runs/import", response_class=HTMLResponse, include_in_schema=False)
     async def runs_import(request: Request) -> HTMLResponse:
