@@ -27,7 +27,6 @@ from sim.free_queue import FreeBlockQueue, FreshBlocks
 if TYPE_CHECKING:
     from sim.workload import Request
 
-GpuPolicy = Literal["lru", "fifo", "mru", "belady"]
 NEVER = 1 << 62  # the next use of a block no later request asks for
 
 
@@ -271,6 +270,7 @@ GPU_POLICIES: dict[str, QueueFactory] = {
     "belady": BeladyQueue,
 }
 GPU_POLICY_NAMES: tuple[str, ...] = tuple(GPU_POLICIES)
+GpuPolicy = Literal[GPU_POLICY_NAMES]  # type: ignore[valid-type]  # the registry's names
 
 
 def free_queue(policy: str, block_ids: Iterable[int] | FreshBlocks, pool: BlockTable) -> FreeQueue:

@@ -224,3 +224,29 @@ def test_simulate_reports_the_policy_of_each_tier() -> None:
     result = simulate(Scenario(gpu_policy="belady", cpu_policy="fifo"))
     tiers = {run["name"]: {t["name"]: t["policy"] for t in run["tiers"]} for run in result["runs"]}
     assert tiers == {"gpu": {"gpu": "belady"}, "gpu+cpu": {"gpu": "belady", "cpu": "fifo"}}
+
+
+def test_every_list_of_policy_or_backend_names_is_written_once() -> None:
+    # One definition each: the GPU policies (sim.policies' registry), the chunk policies (sim.tiers.policies')
+    # and the CPU backends (sim.chunk_store's CpuBackend). Any other file writing two of a list's names in a
+    # row, quoted, repeats the list, and would miss a name added to the registry.
+    import re
+    from pathlib import Path
+    from typing import get_args
+
+    from app.cli.scenario_flags import FLAGS
+    from sim.chunk_store import CPU_BACKENDS
+
+    root = Path(__file__).resolve().parent.parent
+    runs = re.compile(r"""["']lru["']\s*,\s*["'](fifo|lfu|mru|arc)["']|["']lmcache["']\s*,\s*["']vllm-native["']""")
+    found = sorted(
+        str(path.relative_to(root))
+        for folder in ("sim", "app", "templates", "static/js")
+        for path in (root / folder).rglob("*")
+        if path.suffix in (".py", ".html", ".js") and runs.search(path.read_text())
+    )
+    assert found == ["sim/chunk_store.py"]
+    assert get_args(Scenario.model_fields["gpu_policy"].annotation) == GPU_POLICY_NAMES
+    flag = next(kind for name, _, kind, _ in FLAGS if name == "--gpu-policy")
+    assert tuple(flag.choices) == GPU_POLICY_NAMES
+    assert get_args(Scenario.model_fields["cpu_backend"].annotation) == CPU_BACKENDS

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sim.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
+from sim.policies import GPU_POLICY_NAMES
 from sim.presets import PRESETS, UnknownPreset
 from sim.questions import QUESTION_MODES, REPEAT_MODES
 
@@ -45,7 +46,7 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--model", "model", str, "model whose KV bytes per token size the tiers"),
     ("--kv-bytes-per-token", "kv_bytes_per_token", int, "override the model's KV bytes per token"),
     ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
-    ("--gpu-policy", "gpu_policy", click.Choice(["lru", "fifo", "mru", "belady"]), "GPU eviction policy (lru is vLLM's)"),
+    ("--gpu-policy", "gpu_policy", click.Choice(GPU_POLICY_NAMES), "GPU eviction policy (lru is vLLM's)"),
     ("--cpu-policy", "cpu_policy", click.Choice(CHUNK_POLICIES), "CPU tier eviction policy (lru is LMCache's default)"),
     (
         "--cpu-backend", "cpu_backend", click.Choice(CPU_BACKENDS),
