@@ -17,8 +17,9 @@ from sim.work import policies_cost
 @scenario_options
 @click.option("--json", "as_json", is_flag=True, help="print every policy's pass summaries as JSON")
 def command(as_json: bool, **flags: Any) -> None:
-    """What if the GPU evicted by FIFO, MRU or Belady's offline optimum instead of LRU, and the CPU tier by FIFO
-    or MRU: GPU hits per pass of the GPU tier alone, and CPU hits per pass with the CPU tier (* = the scenario's)."""
+    """What if the GPU evicted by FIFO, MRU or Belady's offline optimum instead of LRU, and the CPU tier by each
+    policy its backend offers (lmcache and brief: six, LRU to ARC; vllm-native: LRU and ARC): GPU hits per
+    pass of the GPU tier alone, and CPU hits per pass with the CPU tier (* = the scenario's)."""
     scenario = build_scenario(**flags)
     within_budget(policies_cost(scenario))
     result = compare(scenario)

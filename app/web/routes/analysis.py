@@ -332,8 +332,8 @@ def router(*, web: Web) -> APIRouter:
 
     @routes.post("/api/policies", summary="Every eviction policy on a scenario", response_class=JSONResponse)
     async def policies_route(body: ScenarioInput) -> JSONResponse:
-        """``kvscope policies --json``: the GPU tier alone under lru, fifo, mru and belady, and the CPU tier under
-        lru, fifo and mru; per policy, pass summaries and totals (``current`` marks the scenario's policy)."""
+        """``kvscope policies --json``: the GPU tier alone under each GPU policy, and the CPU tier under each
+        policy its backend offers; per policy, pass summaries and totals (``current`` marks the scenario's policy)."""
         try:
             scenario = check(body)
             _policies_checked(web.workers.budget.per_request, scenario)
