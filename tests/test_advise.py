@@ -332,3 +332,31 @@ def test_the_pareto_front_is_drawn_by_the_figure_the_target_bounds(target: Targe
     memory = lambda r: r["config"]["gpu_gib"] + r["config"]["cpu_gib_total"] + r["config"]["disk_gib_total"]  # noqa: E731
     for m in advice.meets:
         assert not any(memory(m) < p["cost"] - 1e-6 and m[figure] < p[figure] for p in front), m
+
+
+@pytest.mark.parametrize(("policy", "line"), [("lfu", "LMCACHE_CACHE_POLICY=LFU "), ("arc", None), ("s3fifo", None)])
+def test_the_lmcache_command_names_only_a_policy_lmcache_ships(policy: str, line: str | None) -> None:
+    # LMCache 0.5.6 maps LMCACHE_CACHE_POLICY to LRU, LFU, FIFO or MRU and raises ValueError on any other
+    # (cache_policy/__init__.py 13-18, 36-45): a command setting ARC or S3FIFO would not start. kvscope's arc and
+    # s3fifo follow libCacheSim, so a candidate using them gets no LMCache command, and says why.
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--policies", policy,
+                    "--json", "--top", "1")
+    assert code == 0, out
+    data = json.loads(out[out.index("{"):])
+    assert data["meets"][0]["config"]["cpu_policy"] == policy
+    command = data["commands"]["lmcache"]
+    if line is not None:
+        assert line in command and command.endswith("'{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'")
+    else:
+        assert "LMCACHE_CACHE_POLICY" not in command and "vllm serve" not in command
+        assert f"LMCache 0.5.6 has no {policy} cache policy" in command
+
+
+def test_the_policies_lmcache_names_are_lmcaches_own() -> None:
+    from sim.tiers.policies import POLICIES
+
+    text = _source("lmcache/v1/storage_backend/cache_policy/__init__.py")
+    if text is None:
+        pytest.skip(f"LMCache's cache_policy/__init__.py is not unpacked under ${REF_ENV}")
+    mapping = set(re.findall(r'^\s+"([A-Z0-9]+)": \w+CachePolicy,$', text, re.M))
+    assert mapping == {p.lmcache_name for p in POLICIES.values() if p.lmcache_name}

@@ -6,6 +6,8 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from sim.tiers.policies import POLICIES
+
 
 @dataclass(frozen=True, slots=True)
 class Name:
@@ -37,6 +39,7 @@ LMCACHE_CONNECTOR = Name("LMCacheConnectorV1", "vllm/distributed/kv_transfer/kv_
 # LMCache: lmcache/v1/config.py's _CONFIG_DEFINITIONS; each is read from the env as LMCACHE_<NAME upper>
 # (get_env_name, lmcache/v1/config.py:1002-1003). max_local_cpu_size is in GB per LMCache engine, and every
 # tensor-parallel rank runs its own engine: the size is per rank.
+LMCACHE_POLICY_NAMES = tuple(p.lmcache_name for p in POLICIES.values() if p.lmcache_name)
 LMCACHE_SETTINGS: dict[str, Name] = {
     "chunk_size": Name("chunk_size", "lmcache/v1/config.py", 90),
     "local_cpu": Name("local_cpu", "lmcache/v1/config.py", 91),
@@ -75,12 +78,16 @@ def vllm_native(model: str, tp: int, block_size: int, gpu_kv_bytes: int, cpu_gib
 
 def lmcache(model: str, tp: int, block_size: int, gpu_kv_bytes: int, chunk_size: int,
             cpu_gib_per_rank: float | None, disk_gib_per_rank: float | None, policy: str, kv_cache_dtype: str = "auto") -> str:
-    """LMCache's environment and ``vllm serve`` with its connector; sizes are per tensor-parallel rank."""
+    """LMCache's environment and ``vllm serve`` with its connector; sizes are per tensor-parallel rank. A CPU
+    policy LMCache does not ship gets no command (it would not start), but a sentence saying so."""
     env = {lmcache_env("chunk_size"): str(chunk_size)}
     if cpu_gib_per_rank:
+        name = POLICIES[policy].lmcache_name
+        if name is None:
+            return f"LMCache 0.5.6 has no {policy} cache policy (only {', '.join(LMCACHE_POLICY_NAMES)}): this configuration is a what-if"
         env[lmcache_env("local_cpu")] = "True"
         env[lmcache_env("max_local_cpu_size")] = _gib(cpu_gib_per_rank)
-        env[lmcache_env("cache_policy")] = policy.upper()
+        env[lmcache_env("cache_policy")] = name
     if disk_gib_per_rank:
         env[lmcache_env("local_disk")] = "file:///tmp/lmcache/"
         env[lmcache_env("max_local_disk_size")] = _gib(disk_gib_per_rank)

@@ -31,6 +31,9 @@ class ChunkPolicy(ABC):
 
     name: ClassVar[str]
     origin: ClassVar[str]  # whose implementation it follows, with file and line
+    # LMCACHE_CACHE_POLICY's value for it; None where LMCache 0.5.6 has no such policy (its POLICY_MAPPING,
+    # cache_policy/__init__.py 13-18, raises ValueError on any other name, 36-45).
+    lmcache_name: ClassVar[str | None] = None
 
     def __init__(self, capacity_tokens: int) -> None:
         self.capacity_tokens = capacity_tokens

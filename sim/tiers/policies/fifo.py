@@ -10,6 +10,7 @@ from sim.tiers.policies.base import ChunkPolicy, StoredChunk
 class Fifo(ChunkPolicy):
     name = "fifo"
     origin = "LMCache cache_policy/fifo.py 20-58: an insertion-ordered dict, hits ignored, evict from the front"
+    lmcache_name = "FIFO"
 
     def hits(self, keys: Iterable[int]) -> None:
         pass

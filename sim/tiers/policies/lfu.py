@@ -16,6 +16,7 @@ from sim.tiers.policies.base import ChunkPolicy, StoredChunk
 class Lfu(ChunkPolicy):
     name = "lfu"
     origin = "LMCache cache_policy/lfu.py 16-105: frequency buckets, FIFO within a bucket"
+    lmcache_name = "LFU"
 
     def __init__(self, capacity_tokens: int) -> None:
         super().__init__(capacity_tokens)

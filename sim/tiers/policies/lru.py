@@ -11,6 +11,7 @@ from sim.tiers.policies.base import ChunkPolicy, StoredChunk
 class Lru(ChunkPolicy):
     name = "lru"
     origin = "LMCache cache_policy/lru.py 45-81: move_to_end on hit, the first evictable key from the front"
+    lmcache_name = "LRU"
 
     def __init__(self, capacity_tokens: int) -> None:
         super().__init__(capacity_tokens)

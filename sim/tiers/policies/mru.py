@@ -11,6 +11,7 @@ class Mru(Lru):
 
     name = "mru"
     origin = "LMCache cache_policy/mru.py 24-61: move_to_end on hit, the first evictable key from the back"
+    lmcache_name = "MRU"
 
     def evict(self) -> tuple[int, StoredChunk]:
         return self.chunks.popitem(last=True)
