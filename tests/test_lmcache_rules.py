@@ -136,6 +136,40 @@ def test_rule_3_reservations_made_before_any_put_change_what_mru_evicts() -> Non
     assert brief[4]["cpu_hit_tokens"] == 0 and lm[4]["cpu_hit_tokens"] == 512
 
 
+def test_the_issues_third_reproduction_keeps_whole_documents_and_hits_where_lmcache_would() -> None:
+    # Four documents of 4,097 tokens + 3-token questions: 4,100-token prompts, 16 full chunks (4,096 tokens; the
+    # 4-token rest is never stored, save_unfull_chunk off). The CPU's 12,300 tokens hold 48 chunks: three documents.
+    # Orders: pass 1 (random*1@8) 0, 2, 3, 1; pass 2 forward; pass 3 (random*1@6) 3, 2, 1, 0; pass 4 3/2/1/0/1/3.
+    # LMCache's rules, LRU, front first (a document's 16 reservations evict one whole document: 16 chunks):
+    #   pass 1: 0, 2, 3 fill the tier; 1 evicts 0                        -> [2, 3, 1]
+    #   seq 4 (doc 0) misses, evicts 2                                    -> [3, 1, 0]
+    #   seq 5 (doc 1) hits its 16 chunks (3,040 on the GPU, 1,056 loaded); the lookup refreshes all 16 (rule 2),
+    #     and nothing is stored (num_saved_tokens 4,096, 4,100 < the next chunk boundary: vllm_v1_adapter.py 326-340)
+    #                                                                     -> [3, 0, 1]
+    #   seq 6 (doc 2) evicts 3, seq 7 (doc 3) evicts 0                   -> [1, 2, 3]
+    #   seq 8 (doc 3, a whole GPU hit) and seq 9 (doc 2) refresh theirs   -> [1, 3, 2]
+    #   seq 10 (doc 1): a CPU hit of all 4,096 tokens                     -> [3, 2, 1]
+    #   then every request misses and evicts the front document, but seq 16 (doc 1, 1,056 from CPU again).
+    # The brief refreshed only the 5 chunks doc 1 loaded at seq 5, so seq 7 evicted doc 1's first 11 chunks and
+    # 5 of doc 0's, and seq 10 found doc 1 without its head: no hit.
+    scenario = Scenario(
+        docs=4, doc_tokens=4097, question_tokens=3, gpu_tokens=7179, cpu_gb=None, cpu_tokens=12_300, seed=2,
+        passes="random*1@8,forward,random*1@6,3/2/1/0/1/3",
+    )
+    lm = _requests(scenario)
+    brief = _requests(scenario.replace(cpu_backend="brief"))
+    assert [r["doc"] for r in lm] == [0, 2, 3, 1, 0, 1, 2, 3, 3, 2, 1, 0, 3, 2, 1, 0, 1, 3]
+    assert [r["gpu_hit_tokens"] for r in lm] == [r["gpu_hit_tokens"] for r in brief]
+    whole = 16 * 256
+    assert [[(doc, tokens) for doc, tokens, _ in _cpu_evicted(r)] for r in lm] == [
+        [], [], [], [(0, whole)], [(2, whole)], [], [(3, whole)], [(0, whole)], [], [], [], [(3, whole)],
+        [(2, whole)], [(1, whole)], [(0, whole)], [(3, whole)], [], [(2, whole)],
+    ]
+    assert [r["cpu_hit_tokens"] for r in lm] == [0] * 5 + [4096 - 3040] + [0] * 3 + [4096 - 3040, whole] + [0] * 5 + [1056, 0]
+    assert _cpu_evicted(brief[7]) == [(1, 11 * 256, "head"), (0, 5 * 256, "head")]
+    assert brief[10]["cpu_hit_tokens"] == 0
+
+
 def test_the_seed_lab_table_does_not_move_under_lmcache() -> None:
     # In seed-lab the CPU tier (56,173 tokens) holds all ten documents' 19 chunks
     # (48,640 tokens): nothing is evicted, so neither the reservation nor the refresh
