@@ -360,3 +360,19 @@ def test_the_policies_lmcache_names_are_lmcaches_own() -> None:
         pytest.skip(f"LMCache's cache_policy/__init__.py is not unpacked under ${REF_ENV}")
     mapping = set(re.findall(r'^\s+"([A-Z0-9]+)": \w+CachePolicy,$', text, re.M))
     assert mapping == {p.lmcache_name for p in POLICIES.values() if p.lmcache_name}
+
+
+def test_a_storage_tier_behind_the_cpu_has_its_own_hit_ratio_and_column() -> None:
+    # Six seed documents (5,024-token prompts, 19 full chunks = 4,864 tokens each) read forward twice; GPU 12,000
+    # tokens and CPU 10,000 are LRU on a cycle of six and hit nothing in pass 2, the nvme tier (100,000 tokens)
+    # holds all six and serves each document's 19 chunks: 29,184 of pass 2's 30,144 prompt tokens, 0.9682
+    # (tests/test_runs_cli.py derives the same run). The disk tier is not there: nothing is the disk's.
+    scenario = seed(docs=6, passes="forward,forward", storage_tiers=["nvme:100000t"])
+    outcome = ScenarioWorkload(scenario).evaluate(Candidate(12_000, 10_000, None, "lru", "lmcache"), 2)
+    assert outcome.tier_hit_ratio == {"gpu": 0.0, "cpu": 0.0, "disk": 0.0, "nvme": round(29_184 / 30_144, 4)}
+    assert outcome.hit_ratio == round(29_184 / 30_144, 4)
+    code, out = cli("--docs", "6", "--passes", "forward,forward", "--storage-tier", "nvme:100000t", "--gpu-tokens", "12000",
+                    "--cpu-tokens", "10000", "--buy", "cpu", "--points", "2", "--p50-ms", "1000", "--pass", "2")
+    assert code == 0, out
+    header = next(line for line in out.splitlines() if line.startswith("#"))
+    assert "hit gpu/cpu/disk/nvme" in header

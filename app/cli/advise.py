@@ -160,12 +160,14 @@ def command(
 
 
 def _print(advice: Any, priced: bool) -> None:
-    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", "hit gpu/cpu/disk", "$/hour" if priced else "GiB"]
+    tiers = list((advice.meets[0] if advice.meets else advice.closest)["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
+    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(tiers)}",
+            "$/hour" if priced else "GiB"]
     def cells(i: int, r: dict[str, Any]) -> list[Any]:
         c, h = r["config"], r["tier_hit_ratio"]
         cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
         return [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
-                c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", f"{h['gpu']:.2f}/{h['cpu']:.2f}/{h['disk']:.2f}", cost]
+                c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
     click.echo(f"{advice.candidates} candidates simulated")
     if advice.meets:
         click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * 7 + [True] * 4))

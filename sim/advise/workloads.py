@@ -42,7 +42,12 @@ class ScenarioWorkload:
         if not records:
             raise ValueError(f"pass must be from 1 to {len(self.scenario.passes)}, got {pass_}")
         prompt = sum(r.prompt_tokens for r in records)
-        hits = {t: sum(getattr(r, f"{t}_hit_tokens") or 0 for r in records) for t in TIERS}
+        # The GPU, CPU and disk always (the table's columns), then each storage tier behind them by its name.
+        hits = dict.fromkeys(TIERS + tuple(t.name for t in scenario.storage_tiers), 0)
+        for r in records:
+            hits["gpu"] += r.gpu_hit_tokens
+            for name, tokens in r.tier_hits.items():
+                hits[name] += tokens
         ttfts = [r.ttft_ms for r in records]
         return Outcome(
             round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
