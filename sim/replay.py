@@ -18,6 +18,7 @@ last token).
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,8 +33,10 @@ from sim.events import CPU, GPU
 from sim.explain.columns import ExplainedColumns
 from sim.explain.observer import attach, key_slots
 from sim.explain.summary import totals as explain_totals
+from sim.offload import OffloadTier
 from sim.replay_rows import request_texts
 from sim.result import totals_of
+from sim.scenario import StorageTier
 from sim.trace import Trace
 from sim.workload import SHARED_DOC, Request, Requests, Units
 
@@ -57,12 +60,15 @@ class ReplayTiers:
     """The tiers a trace is replayed through, in blocks of the trace's block size.
 
     ``cpu_backend`` is a scenario's: LMCache's rules unless told otherwise.
+    ``storage``: tiers behind the CPU, searched in order (sized in tokens;
+    they keep the CPU's chunks), replayed by the Python engine.
     """
 
     gpu_blocks: int
     cpu_blocks: int | None = None
     chunk_blocks: int = 1
     cpu_backend: CpuBackend = DEFAULT_CPU_BACKEND
+    storage: tuple[OffloadTier, ...] = ()
 
     def spec(self, block_tokens: int) -> TierSpec:
         return TierSpec(
@@ -71,11 +77,29 @@ class ReplayTiers:
             cpu_tokens=self.cpu_blocks * block_tokens if self.cpu_blocks else None,
             reserve_null_block=True,
             cpu_backend=self.cpu_backend,
+            more_tiers=self.storage if self.cpu_blocks else (),
         )
 
     @property
+    def names(self) -> list[str]:
+        """The tiers in lookup order: ``gpu``, then ``cpu`` and the tiers behind it."""
+        return [GPU, CPU, *(t.name for t in self.storage)] if self.cpu_blocks else [GPU]
+
+    @property
     def run(self) -> str:
-        return "gpu+cpu" if self.cpu_blocks else "gpu"
+        return "+".join(self.names)
+
+
+def storage_tier(text: str) -> OffloadTier:
+    """A tier behind the CPU as a scenario's ``--storage-tier`` reads it (``sim.scenario.StorageTier``), sized in
+    tokens: a trace names no model, so no GiB."""
+    try:
+        tier = StorageTier.parse(text)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise ReplayError("storage_tiers", f"{text.strip()!r}: {exc}") from None
+    if tier.tokens is None:
+        raise ReplayError("storage_tiers", f"{text.strip()!r}: give the size in tokens (50000t): a trace has no model to size GiB")
+    return OffloadTier(tier.name, "disk", tier.tokens, tier.policy, tier.load_ms_per_token, tier.unit_tokens, tier.admission)
 
 
 def trace_requests(trace: Trace, chunk_blocks: int = 1) -> Requests:
@@ -154,6 +178,17 @@ def check_tiers(trace: Trace, tiers: ReplayTiers) -> None:
             "cpu_blocks",
             f"must be from one chunk ({tiers.chunk_blocks} blocks) to {MAX_CPU_BLOCKS:,} blocks, got {tiers.cpu_blocks:,}",
         )
+    if tiers.storage and not tiers.cpu_blocks:
+        raise ReplayError("storage_tiers", "a tier behind the CPU needs a CPU tier (every LMCache store passes through its memory)")
+    if tiers.storage and tiers.cpu_backend == "vllm-native":
+        raise ReplayError("storage_tiers", "vllm-native models vLLM's CPU offloading alone; tiers behind it need lmcache or brief")
+    names = [t.name for t in tiers.storage]
+    if len(set(names)) < len(names) or {GPU, CPU} & set(names):
+        raise ReplayError("storage_tiers", f"tier names must be unique and neither gpu nor cpu, got {', '.join(names)}")
+    chunk = trace.block_tokens * tiers.chunk_blocks
+    for t in tiers.storage:
+        if t.unit_tokens not in (None, chunk):
+            raise ReplayError("storage_tiers", f"tier {t.name}: unit_tokens must be the chunk size ({chunk}), got {t.unit_tokens}")
 
 
 def replay_engine(trace: Trace, tiers: ReplayTiers, costs: CostModel | None = None) -> Engine:
@@ -187,6 +222,9 @@ class ReplayOutcome:
         # The attributed records, when explained (sim.explain): the Python engine's, or the compiled columns.
         self.explained: Sequence[RequestRecord] | ExplainedColumns | None = None
         self.units = tiers.spec(trace.block_tokens).units
+        # With tiers behind the CPU (the Python engine's alone): the engine's records, whose TTFTs count their loads.
+        self.behind: list[RequestRecord] | None = None
+        self.storage_hit: dict[str, array] = {}
 
     def _ttft(self, computed: int, cpu: int, stored: int) -> float:
         return round(self.costs.ttft_ms(computed, cpu, 0, stored), 3)  # as Engine.process rounds it
@@ -200,11 +238,16 @@ class ReplayOutcome:
             for e in rec.evicted:
                 if e["tier"] == GPU:
                     row[4:7] = [e["tokens"] // units.block, e["start"] // units.block, e["end"] // units.block - 1]
-                else:
+                elif e["tier"] == CPU:
                     row[7:10] = [e["tokens"], e["start"] // units.chunk, e["end"] // units.chunk - 1]
             for name, value in zip(cls.COLUMNS, row):
                 cols[name].append(value)
-        return cls(trace, tiers, costs, cols, "python")
+        outcome = cls(trace, tiers, costs, cols, "python")
+        if tiers.storage:
+            outcome.behind = records
+            outcome.storage_hit = {t.name: array("q", (r.tier_hits.get(t.name, 0) for r in records)) for t in tiers.storage}
+            outcome.ttft_ms = array("d", (r.ttft_ms for r in records))
+        return outcome
 
     @classmethod
     def from_kernel(cls, trace: Trace, tiers: ReplayTiers, costs: CostModel, table: Any) -> ReplayOutcome:
@@ -225,6 +268,8 @@ class ReplayOutcome:
 
     def record(self, i: int) -> RequestRecord:
         """Request ``i``'s record, equal to the one the Python engine makes."""
+        if self.behind is not None:
+            return self.behind[i]
         n = self.trace.input_tokens[i]
         gpu, cpu, computed, stored = self.gpu_hit[i], self.cpu_hit[i], self.computed[i], self.stored[i]
         hits = {CPU: cpu} if cpu else {}
@@ -242,20 +287,46 @@ class ReplayOutcome:
         return (self.record(i) for i in range(len(self)))
 
     def totals(self) -> dict[str, Any]:
+        if self.behind is not None:
+            behind = {name: sum(col) for name, col in self.storage_hit.items()}
+            hits = {name: t for name, t in ((CPU, sum(self.cpu_hit)), *behind.items()) if t}
+            out = totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), sum(behind.values()), sum(self.computed), hits)
+            return {**out, **explain_totals(self.explained)} if self.explained is not None else out
         out = totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), 0, sum(self.computed))
         return {**out, **explain_totals(self.explained)} if self.explained is not None else out
 
-    def block_counts(self) -> Iterator[tuple[int, int, int, int]]:
-        """Per request, in blocks: (GPU lookups, GPU hits, CPU lookups, CPU hits)."""
+    @property
+    def _width(self) -> int:
+        """How many counts ``block_counts`` gives a request: a lookup and a hit count per tier (GPU and CPU at least)."""
+        return 2 * max(2, len(self.tiers.names))
+
+    def block_counts(self) -> Iterator[tuple[int, ...]]:
+        """Per request, in blocks: (GPU lookups, GPU hits, CPU lookups, CPU hits), then each tier behind the CPU's:
+        a tier is asked about the full blocks every tier before it missed."""
         block = self.trace.block_tokens
+        if self.storage_hit:
+            yield from self._counts_behind(block)
+            return
         for n, gpu_tokens, cpu_tokens in zip(self.trace.input_tokens, self.gpu_hit, self.cpu_hit):
             full, gpu = n // block, gpu_tokens // block
             yield full, gpu, full - gpu, -(-cpu_tokens // block)
 
+    def _counts_behind(self, block: int) -> Iterator[tuple[int, ...]]:
+        offload = [self.cpu_hit, *self.storage_hit.values()]
+        for i, (n, gpu_tokens) in enumerate(zip(self.trace.input_tokens, self.gpu_hit)):
+            full, gpu = n // block, gpu_tokens // block
+            row, left = [full, gpu], full - gpu
+            for column in offload:
+                hit = -(-column[i] // block)
+                row += [left, hit]
+                left -= hit
+            yield tuple(row)
+
     def tier_hits(self) -> list[dict[str, Any]]:
         """Per tier: blocks looked up, blocks hit, and their ratio, over the whole replay."""
-        rows = _tier_rows(_sum4(self.block_counts()), self.tiers)
+        rows = _tier_rows(_sums(self.block_counts(), self._width), self.tiers)
         capacity = {GPU: self.tiers.gpu_blocks, CPU: self.tiers.cpu_blocks}
+        capacity.update((t.name, t.capacity_tokens // self.trace.block_tokens) for t in self.tiers.storage)
         for row in rows:
             row["capacity_blocks"] = capacity[row["name"]]
         return rows
@@ -270,11 +341,12 @@ class ReplayOutcome:
         stamps = self.trace.timestamps_ms
         t0, t1 = min(stamps), max(stamps)
         width = (t1 - t0) / buckets or 1.0
-        sums = [[0, 0, 0, 0, 0] for _ in range(buckets)]  # requests, then the four block counts
+        size = self._width
+        sums = [[0] * (1 + size) for _ in range(buckets)]  # requests, then the block counts
         for ts, counts in zip(stamps, self.block_counts()):
             acc = sums[min(int((ts - t0) / width), buckets - 1)]
             acc[0] += 1
-            for j in range(4):
+            for j in range(size):
                 acc[j + 1] += counts[j]
         return [
             {
@@ -300,6 +372,8 @@ class ReplayOutcome:
 
     def request_texts(self) -> Iterator[str]:
         """``json.dumps`` of each of ``request_rows``, character for character, made from the columns (sim.replay_rows)."""
+        if self.behind is not None:  # the columns name the GPU and CPU alone
+            return (json.dumps(row) for row in self.request_rows())
         return request_texts(self)
 
 
@@ -375,7 +449,13 @@ def write_replay_json(outcome: ReplayOutcome, out: IO[str], timeline_buckets: in
     out.write("}\n")
 
 
-def _sum4(counts: Iterator[tuple[int, int, int, int]]) -> list[int]:
+def _sums(counts: Iterator[tuple[int, ...]], width: int) -> list[int]:
+    if width != 4:
+        totals = [0] * width
+        for c in counts:
+            for j in range(width):
+                totals[j] += c[j]
+        return totals
     totals = [0, 0, 0, 0]
     for c in counts:
         totals[0] += c[0]
@@ -386,9 +466,8 @@ def _sum4(counts: Iterator[tuple[int, int, int, int]]) -> list[int]:
 
 
 def _tier_rows(totals: list[int], tiers: ReplayTiers) -> list[dict[str, Any]]:
-    names = [GPU, CPU] if tiers.cpu_blocks else [GPU]
     rows = []
-    for i, name in enumerate(names):
+    for i, name in enumerate(tiers.names):
         lookup, hit = totals[2 * i], totals[2 * i + 1]
         rows.append({"name": name, "lookup_blocks": lookup, "hit_blocks": hit, "hit_ratio": hit / lookup if lookup else 0.0})
     return rows

@@ -136,3 +136,26 @@ def test_the_pages_replay_takes_an_upload_over_the_plain_body_limit(base_url: st
     api = httpx.post(f"{base_url}/api/replay", data=fields, files=upload(text), timeout=60).json()
     gpu = api["tiers"][0]
     assert f'<tr data-tier="gpu"><td>GPU</td><td class="num">400</td><td class="num">{gpu["lookup_blocks"]:,}</td>' in page.text
+
+
+def test_a_storage_tier_and_the_cpu_backend_are_taken_as_the_cli_takes_them(base_url: str, tmp_path) -> None:
+    # tests/test_trace_replay.py derives it: the third request misses the 3-block GPU and the 2-chunk CPU and loads
+    # its 2 full blocks (8 tokens) from nvme, which holds everything.
+    text = "\n".join([line(9, [1, 2, 10], 0), line(9, [3, 4, 11], 1), line(9, [1, 2, 10], 2)])
+    path = tmp_path / "mine.jsonl"
+    path.write_text(text)
+    form = {"gpu_blocks": "3", "cpu_blocks": "2", "block_size": "4", "storage_tiers": "nvme:100t:lru:0", "cpu_backend": "brief"}
+    response = httpx.post(f"{base_url}/api/replay", data=form, files=upload(text), timeout=60)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["run"] == "gpu+cpu+nvme" and [r["tier_hits"] for r in data["requests"]] == [{}, {}, {"nvme": 8}]
+    cli = cli_json("replay", str(path), "--gpu-blocks", "3", "--cpu-blocks", "2", "--block-size", "4",
+                   "--storage-tier", "nvme:100t:lru:0", "--cpu-backend", "brief", "--json", "--no-save")
+    assert isinstance(cli, dict) and data["tiers"] == cli["tiers"] and data["totals"] == cli["totals"]
+    for bad, needle in (("nvme:8", "in tokens"), ("gpu:100t", "neither gpu nor cpu"), ("nvme", "NAME:SIZE")):
+        refused = httpx.post(f"{base_url}/api/replay", data={**form, "storage_tiers": bad}, files=upload(text), timeout=60)
+        assert refused.status_code == 422, bad
+        assert refused.json()["detail"][0]["loc"] == ["body", "storage_tiers"] and needle in refused.json()["detail"][0]["msg"], bad
+    panel = httpx.get(f"{base_url}/ui/replay", timeout=30).text
+    assert '<option value="lmcache" selected>lmcache</option><option value="vllm-native">' in panel
+    assert 'name="storage_tiers"' in panel

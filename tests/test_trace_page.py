@@ -176,3 +176,24 @@ def test_the_trace_name_and_the_tier_table_are_whole(panel: Page, width: int, he
     )
     assert box is not None, "the tier table has no box of its own"
     assert box[0] == "auto" and box[1] <= width and box[2] <= width, box
+
+
+def test_a_tier_behind_the_cpu_gets_its_row_and_its_series(panel: Page) -> None:
+    # The bundled trace through 1,000 GPU blocks, 2,000 CPU blocks (LRU) and an nvme tier of 20,000 blocks of
+    # 512 tokens behind them: three rows, three hit-ratio series, and every request one TTFT point, those served
+    # from nvme drawn as nvme's.
+    panel.select_option("#replay-cpu-backend", "lmcache")
+    panel.fill("#replay-storage-tiers", "nvme:10240000t")
+    replay_on_page(panel, "1000", "2000")
+    expected = cli("replay", "mooncake-synthetic", "--gpu-blocks", "1000", "--cpu-blocks", "2000",
+                   "--storage-tier", "nvme:10240000t", "--json", "--no-save")
+    assert panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => r.dataset.tier)") == ["gpu", "cpu", "nvme"]
+    assert [t["name"] for t in expected["tiers"]] == ["gpu", "cpu", "nvme"] and expected["tiers"][2]["hit_blocks"] > 0
+    names = panel.evaluate("() => document.getElementById('replay-hit-chart').data.map(t => t.name)")
+    assert names == ["GPU hit ratio", "CPU hit ratio", "nvme hit ratio"]
+    series = panel.evaluate("() => document.getElementById('replay-hit-chart').data.map(t => t.y)")
+    assert series == [[w["tiers"][i]["hit_ratio"] for w in expected["timeline"]] for i in range(3)]
+    points = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.map(t => [t.meta, t.x.length])")
+    counts = {source: n for source, n in points}
+    assert sum(counts.values()) == len(expected["requests"]) == 3993
+    assert counts["nvme"] == sum(r["source"] == "nvme" for r in expected["requests"]) > 0

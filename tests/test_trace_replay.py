@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from app.cli import main
+from sim.offload import OffloadTier
 from sim.replay import ReplayError, ReplayTiers, replay
 from sim.trace import Trace, open_trace, parse_trace
 
@@ -237,3 +239,45 @@ def test_request_texts_are_the_rows_json_encoded(cpu_blocks: int | None) -> None
     rows = list(outcome.request_rows())
     assert any(r["evicted"] for r in rows) and any(r["tier_hits"] for r in rows) == bool(cpu_blocks)
     assert list(outcome.request_texts()) == [json.dumps(r) for r in rows]
+
+
+def test_a_storage_tier_behind_the_cpu_serves_what_both_evicted(tmp_path: Path) -> None:
+    # 4-token blocks, 9-token prompts (2 full blocks and a partial one), 3 usable GPU blocks, a CPU tier of 2
+    # one-block chunks (LRU), an nvme tier of 100 tokens (25 chunks) behind it.
+    # r0 [1, 2]: computed; chunks 1 and 2 go to the CPU and on to nvme.
+    # r1 [3, 4]: takes all 3 GPU blocks (r0's evicted); its chunks evict 1 and 2 from the CPU; nvme keeps all four.
+    # r2 [1, 2]: the GPU and the CPU miss; nvme holds both chunks: (9 - 1) // 4 = 2 blocks = 8 tokens loaded from it,
+    #   1 computed.
+    # Blocks asked per tier: every request's 2 full blocks reach each tier (nothing hits before nvme): 6, 6, 6;
+    # hits 0, 0 and r2's 2 on nvme.
+    trace = trace_of((9, [1, 2, 10]), (9, [3, 4, 11]), (9, [1, 2, 10]))  # the third id: the partial block's
+    nvme = OffloadTier("nvme", "disk", 100, load_ms_per_token=0.0)
+    result = replay(trace, ReplayTiers(gpu_blocks=3, cpu_blocks=2, storage=(nvme,)))
+    reqs = result["requests"]
+    assert result["run"] == "gpu+cpu+nvme"
+    assert [(r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["disk_hit_tokens"], r["computed_tokens"]) for r in reqs] == [
+        (0, 0, 0, 9), (0, 0, 0, 9), (0, 0, 8, 1),
+    ]
+    assert reqs[2]["tier_hits"] == {"nvme": 8}
+    assert [(t["name"], t["capacity_blocks"], t["lookup_blocks"], t["hit_blocks"]) for t in result["tiers"]] == [
+        ("gpu", 3, 6, 0), ("cpu", 2, 6, 0), ("nvme", 25, 6, 2),
+    ]
+    assert result["totals"]["tier_hits"] == {"nvme": 8} and result["totals"]["disk_hit_tokens"] == 8
+    # The tier's load cost is in r2's TTFT: 8 tokens at 10 ms each add 80 ms.
+    dear = replay(trace, ReplayTiers(gpu_blocks=3, cpu_blocks=2, storage=(replace(nvme, load_ms_per_token=10.0),)))
+    assert round(dear["requests"][2]["ttft_ms"] - reqs[2]["ttft_ms"], 3) == 80.0
+    # The command line: a row per tier, and the JSON as replay() gives it.
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps({"timestamp": i, "input_length": 9, "output_length": 1, "hash_ids": ids})
+                              for i, ids in enumerate([[1, 2, 10], [3, 4, 11], [1, 2, 10]])))
+    args = ["replay", str(path), "--block-size", "4", "--gpu-blocks", "3", "--cpu-blocks", "2",
+            "--storage-tier", "nvme:100t:lru:0", "--no-save"]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 0, out.output
+    assert next(ln for ln in out.output.splitlines() if ln.startswith("nvme")).split() == ["nvme", "25", "6", "2", "0.3333"]
+    printed = json.loads(CliRunner().invoke(main, [*args, "--json", "--no-explain"]).output)
+    assert [r["tier_hits"] for r in printed["requests"]] == [{}, {}, {"nvme": 8}]
+    refused = CliRunner().invoke(main, [*args[:-3], "--storage-tier", "nvme:8", "--no-save"])
+    assert refused.exit_code == 2 and "--storage-tier" in refused.output and "in tokens" in refused.output
+    no_cpu = CliRunner().invoke(main, [*args[:6], "--storage-tier", "nvme:100t", "--no-save"])
+    assert no_cpu.exit_code == 2 and "needs a CPU tier" in no_cpu.output

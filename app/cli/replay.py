@@ -15,7 +15,8 @@ from app.cli.trace_options import block_size_option, format_option, load
 from sim import stats
 from sim.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, CpuBackend
 from sim.replay import (
-    MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayOutcome, ReplayTiers, run_replay, write_replay_json,
+    MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayOutcome, ReplayTiers, run_replay, storage_tier,
+    write_replay_json,
 )
 from sim.trace import TraceFormat
 from sim.work import trace_cost
@@ -23,7 +24,9 @@ from sim.work import trace_cost
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
 
-REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks"}
+REPLAY_FLAGS = {
+    "gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks", "storage_tiers": "--storage-tier",
+}
 
 
 @click.command("replay")
@@ -38,6 +41,9 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @click.option("--cpu-backend", type=click.Choice(CPU_BACKENDS), default=DEFAULT_CPU_BACKEND, show_default=True,
               help="the CPU tier's rules: lmcache (LMCache's own), brief (the seed's), both compiled for large "
               "traces, or vllm-native (vLLM's OffloadingConnector; chunks are its offload blocks) in Python")
+@click.option("--storage-tier", "storage_tiers", multiple=True,
+              help="a tier behind the CPU, repeatable, searched in order: NAME:TOKENSt[:POLICY[:LOAD_MS_PER_TOKEN]]"
+              "[:admission=N] (a trace has no model to size GiB)")
 @click.option("--costs", "costs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="cost profile JSON; default: the fit to the seed table")
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
@@ -46,7 +52,8 @@ REPLAY_FLAGS = {"gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chu
 @save_options
 def command(
     trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
-    cpu_backend: CpuBackend, costs_file: Path | None, as_json: bool, no_explain: bool, db: str | None, no_save: bool,
+    cpu_backend: CpuBackend, storage_tiers: tuple[str, ...], costs_file: Path | None, as_json: bool, no_explain: bool,
+    db: str | None, no_save: bool,
 ) -> None:
     """Replay TRACE (a Mooncake or Qwen-Bailian JSONL file, or a bundled trace's name: mooncake-synthetic)
     through the tiers.
@@ -57,8 +64,10 @@ def command(
     loaded = load(trace, block_size, fmt)
     within_budget(trace_cost(len(loaded), loaded.total_blocks), "a smaller trace", where=trace)
     try:
+        storage = tuple(storage_tier(text) for text in storage_tiers)
         outcome = run_replay(
-            loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, cpu_backend), costs, explain=as_json and not no_explain
+            loaded, ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, cpu_backend, storage), costs,
+            explain=as_json and not no_explain,
         )
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None

@@ -19,6 +19,7 @@ from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
 from app.web.versus_view import STAT_LABELS
 from app.web.workers import Workers
+from sim.chunk_store import CPU_BACKENDS
 from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
 from sim.versus import STATS
@@ -83,7 +84,7 @@ def make_templates() -> Jinja2Templates:
     ttft_stats = [{"field": name, "label": STAT_LABELS[name]} for name in STATS]
     templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL,
                                   number_attrs=number_attrs, field_bounds=bounds,
-                                  ttft_stats=ttft_stats)
+                                  ttft_stats=ttft_stats, cpu_backends=CPU_BACKENDS)
     return templates
 
 

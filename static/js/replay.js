@@ -13,10 +13,18 @@
     gpu: { color: palette.source("gpu").colour, symbol: palette.source("gpu").symbol, dash: "solid", label: "GPU" },
     cpu: { color: palette.source("cpu").colour, symbol: palette.source("cpu").symbol, dash: "dash", label: "CPU" },
   };
-  const SOURCE_STYLE = ["gpu", "cpu", "computed"].map((name) => {
+  // A tier behind the CPU (a --storage-tier) is drawn as the palette draws any further tier, dotted, by its name.
+  function tierStyle(name) {
     const s = palette.source(name);
-    return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
-  });
+    return TIER_STYLE[name] || { color: s.colour, symbol: s.symbol, dash: "dot", label: name };
+  }
+  // Each request is drawn by where most of its prompt came from: a tier of the replay, or computed.
+  function sourceStyles(result) {
+    return [...result.tiers.map((t) => t.name), "computed"].map((name) => {
+      const s = palette.source(name);
+      return [name, s.colour, s.symbol, `mostly ${name === "gpu" ? "a GPU hit" : s.label}`];
+    });
+  }
 
   function el(id) { return document.getElementById(id); }
 
@@ -24,7 +32,7 @@
     const names = result.tiers.map((t) => t.name);
     const x = result.timeline.map((w) => (w.start_ms + w.end_ms) / 2 / 1000);
     const traces = names.map((name, i) => {
-      const style = TIER_STYLE[name];
+      const style = tierStyle(name);
       return {
         type: "scatter", mode: "lines+markers", name: `${style.label} hit ratio`, x,
         y: result.timeline.map((w) => w.tiers[i].hit_ratio),
@@ -45,7 +53,7 @@
   }
 
   function ttftChart(result) {
-    const traces = SOURCE_STYLE.map(([source, color, symbol, label]) => {
+    const traces = sourceStyles(result).map(([source, color, symbol, label]) => {
       const mine = result.requests.filter((r) => r.source === source);
       return {
         type: "scatter", mode: "markers", name: label, meta: source,

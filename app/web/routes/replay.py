@@ -27,6 +27,7 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
+from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
 from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
 from sim.scenario import Scenario
 from sim.work import Budget, Cost, OverBudget, block_stream_cost, trace_cost
@@ -38,6 +39,7 @@ from sim.replay import (
     ReplayError,
     ReplayTiers,
     replay,
+    storage_tier,
 )
 from sim.trace import (
     BUNDLED_TRACES,
@@ -78,6 +80,14 @@ class ReplayForm(TraceForm):
         default=None, ge=1, le=MAX_CPU_BLOCKS, description="add a CPU tier of this many blocks", examples=[20000]
     )
     chunk_blocks: int = Field(default=1, ge=1, le=MAX_CHUNK_BLOCKS, description="blocks per CPU chunk")
+    cpu_backend: CpuBackend = Field(
+        default=DEFAULT_CPU_BACKEND, description="the CPU tier's rules: lmcache (LMCache's own), brief (the seed's) or vllm-native",
+    )
+    storage_tiers: str | None = Field(
+        default=None, max_length=1000,
+        description="tiers behind the CPU, comma-separated, searched in order: NAME:TOKENSt[:POLICY[:LOAD_MS_PER_TOKEN]]",
+        examples=["nvme:2000000t:lru:0.01"],
+    )
     timeline_buckets: int = Field(default=50, ge=1, le=MAX_TIMELINE_BUCKETS, description="windows of the hit-ratio timeline")
 
 
@@ -142,6 +152,15 @@ def _within(budget: Budget, cost: Cost, field: str) -> None:
         budget.check(cost, field, "a smaller trace")
     except OverBudget as exc:
         raise _invalid(exc.field, str(exc)) from None
+
+
+def replay_tiers(form: ReplayForm) -> ReplayTiers:
+    """The form's tiers; a tier behind the CPU it cannot read is refused at its field."""
+    try:
+        storage = tuple(storage_tier(t) for t in (form.storage_tiers or "").split(",") if t.strip())
+    except ReplayError as exc:
+        raise _invalid(exc.field, str(exc), form.storage_tiers) from None
+    return ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks, form.cpu_backend, storage)
 
 
 def replay_answer(choice: TraceChoice, tiers: ReplayTiers, timeline_buckets: int, budget: Budget) -> dict[str, Any]:
@@ -217,7 +236,7 @@ def router(*, web: Web) -> APIRouter:
             except ValidationError as exc:  # the field named in its words, as the CLI names its flag
                 raise RequestValidationError([{**e, "msg": f"{e['loc'][0]}: {e['msg']}"} for e in errors_of(exc)]) from None
             choice = await TraceChoice.of(fields, form.get("file"))
-            tiers = ReplayTiers(fields.gpu_blocks, fields.cpu_blocks, fields.chunk_blocks)
+            tiers = replay_tiers(fields)
             result = await web.workers.run(replay_answer, choice, tiers, fields.timeline_buckets, budget)
         except RequestValidationError as exc:
             return render(
@@ -249,7 +268,7 @@ def router(*, web: Web) -> APIRouter:
         """The same JSON as ``kvscope replay TRACE --json``: ``trace``, ``run``, ``tiers`` (each with
         ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``;
         the ``X-Kvscope-Run`` header names the run kept of it."""
-        tiers = ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks)
+        tiers = replay_tiers(form)
         choice = await TraceChoice.of(form)
         result = await web.workers.run(replay_answer, choice, tiers, form.timeline_buckets, budget)
 
