@@ -1,4 +1,4 @@
-"""``kvscope replay TRACE``: replay a Mooncake or Bailian trace through the GPU tier (and a CPU tier); hit ratios and TTFT."""
+"""``kvscope replay TRACE``: replay a Mooncake or Bailian trace through the GPU tier (a CPU tier, tiers behind it); hit ratios and TTFT."""
 
 from __future__ import annotations
 
