@@ -197,3 +197,8 @@ def test_a_tier_behind_the_cpu_gets_its_row_and_its_series(panel: Page) -> None:
     counts = {source: n for source, n in points}
     assert sum(counts.values()) == len(expected["requests"]) == 3993
     assert counts["nvme"] == sum(r["source"] == "nvme" for r in expected["requests"]) > 0
+    # Hovering a request says what the tiers behind the CPU served it, beside the GPU, the CPU and the computed.
+    served = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.flatMap(t => t.customdata.map(c => [c[0], c[6]]))")
+    assert sorted(served) == sorted([r["seq"], r["disk_hit_tokens"]] for r in expected["requests"])
+    hovers = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.map(t => t.hovertemplate)")
+    assert all("behind the CPU %{customdata[6]:,}" in h for h in hovers)

@@ -198,7 +198,8 @@ def field_errors(errors: list[dict[str, Any]]) -> dict[str, str]:
 def replay_view(result: dict[str, Any]) -> dict[str, Any]:
     """What the page's panel shows of ``kvscope replay --json``: the tier rows, a status line, and what the charts draw."""
     trace = result["trace"]
-    keys = ("seq", "timestamp_ms", "ttft_ms", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "source")
+    keys = ("seq", "timestamp_ms", "ttft_ms", "prompt_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "source",
+            "disk_hit_tokens")
     return {
         "tiers": result["tiers"],
         "status": f"Replayed {trace['requests']:,} requests ({trace['block_references']:,} block references) of {trace['name']} "
