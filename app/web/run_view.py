@@ -94,10 +94,15 @@ class Facts:
     overflow: float
     cpu_tokens: int | None
     cpu_prompts: float | None
-    chunk_size: int
-    chunked_tokens: int  # a prompt's full chunks: what the CPU tier can hold of it
+    chunk_size: int  # the CPU tier's unit: LMCache's chunk, vLLM-native's block, a whole document
+    chunked_tokens: int  # what one prompt can load from the CPU tier: its full units short of the last token
     load_ms: float
     compute_ms: float
+    gpu_policy: str = "lru"
+    shared_tokens: int = 0  # the shared prefix every prompt starts with
+    # What a pass read in the same order as the pass before it finds on the GPU (see _repeat): "all", "none",
+    # "shared" (the shared prefix only), "heads" (the head of a document may still be there), "kept" (a what-if policy)
+    repeat: str = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,8 +310,11 @@ def _facts(scenario: Scenario, lanes: list[LaneView]) -> Facts:
     prompt = scenario.prompt_tokens
     tiers = {t.name: t for lane in lanes for t in lane.tiers}
     costs = scenario.costs or default_costs()
-    chunked = prompt // scenario.chunk_size * scenario.chunk_size
     cpu = tiers.get("cpu")
+    unit = cpu.unit_tokens if cpu else scenario.chunk_size
+    # Whole units only, and never the last token, which vLLM always computes (sim/engine.py: aligned is at most
+    # prompt_tokens - 1): 4,864 of a 5,024- or 5,120-token prompt in 256-token chunks, 5,008 of 5,024 in 16-token blocks.
+    chunked = (prompt - 1) // unit * unit
     return Facts(
         docs=scenario.docs,
         prompt_tokens=prompt,
@@ -316,9 +324,30 @@ def _facts(scenario: Scenario, lanes: list[LaneView]) -> Facts:
         overflow=scenario.docs * prompt / tiers["gpu"].capacity_tokens,
         cpu_tokens=cpu.capacity_tokens if cpu else None,
         cpu_prompts=cpu.prompts_fit if cpu else None,
-        chunk_size=scenario.chunk_size,
+        chunk_size=unit,
         chunked_tokens=chunked,
         # Marginal costs of one prompt's full chunks: loaded from CPU, or computed.
         load_ms=costs.ttft_ms(0, cpu_tokens=chunked) - costs.ttft_ms(0),
         compute_ms=costs.ttft_ms(chunked) - costs.ttft_ms(0),
+        gpu_policy=scenario.gpu_policy,
+        shared_tokens=scenario.shared_prefix_tokens,
+        repeat=_repeat(scenario, tiers["gpu"].capacity_tokens),
     )
+
+
+def _repeat(scenario: Scenario, gpu_tokens: int) -> str:
+    """What a pass in the same order as the one before finds on the GPU, where it can be told from the sizes alone.
+
+    LRU (and FIFO, the same here: nothing is hit between two reads) evicts the oldest first. A document read N - 1
+    documents ago is gone once those N - 1 prompts' own tokens fill the cache: all of it when the GPU holds at most
+    N - 1 prompts (less the shared prefix, which every request hits and so keeps). With room for more, vLLM frees a
+    request's tail first (vllm/v1/core/kv_cache_manager.py:629, free: "in reverse order so that the tail blocks are evicted first"), so a document's head can
+    outlive its tail and hit. Whole documents (granularity doc) leave whole: any overflow evicts each one in turn."""
+    prompt, shared, docs = scenario.prompt_tokens, scenario.shared_prefix_tokens, scenario.docs
+    if docs * prompt <= gpu_tokens:
+        return "all"
+    if scenario.gpu_policy not in ("lru", "fifo"):
+        return "kept"
+    if scenario.granularity == "block" and gpu_tokens - shared > (docs - 1) * (prompt - shared):
+        return "heads"
+    return "shared" if shared else "none"
