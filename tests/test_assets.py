@@ -8,6 +8,8 @@ import hashlib
 import re
 
 import httpx
+import pytest
+from playwright.sync_api import Page
 
 from app.web.routes.assets import accepts_gzip
 from live_servers import ROOT
@@ -50,3 +52,19 @@ def test_accept_encoding_reading() -> None:
     assert accepts_gzip("gzip") and accepts_gzip("br, GZIP;q=0.5") and accepts_gzip("*")
     assert not accepts_gzip("") and not accepts_gzip("identity") and not accepts_gzip("gzip;q=0") and not accepts_gzip("gzip;q=0.0")
     assert not accepts_gzip("gzip;q=bad")
+
+
+@pytest.mark.browser
+def test_every_type_the_charts_name_is_in_the_bundle(page: Page, live_server: str) -> None:
+    """Each ``type: "..."`` the page's scripts write is a trace type the partial bundle registers, or a shape or axis
+    type of Plotly's layout (a line, a log axis): a chart of another trace type would draw nothing."""
+    written = {m for f in (ROOT / "static" / "js").glob("*.js") for m in re.findall(r'\btype: "(\w+)"', f.read_text())}
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    schema = page.evaluate("""() => { const s = window.Plotly.PlotSchema.get();
+      return { traces: Object.keys(s.traces),
+               layout: [...s.layout.layoutAttributes.shapes.items.shape.type.values, ...s.layout.layoutAttributes.xaxis.type.values] }; }""")
+    assert sorted(schema["traces"]) == ["bar", "pie", "scatter"]  # plotly.js-basic: nothing more is sent
+    traces = written - set(schema["layout"])
+    assert traces == {"scatter", "bar"}, written  # the page's charts: lines and markers, and the causes' stacked bars
+    assert traces <= set(schema["traces"])

@@ -7,19 +7,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page
 
-pytestmark = pytest.mark.browser
+from page_checks import WRAP
 
-# Wrapped after the page's scripts have loaded (they call window.Plotly.* at call time): each call is recorded with the
-# time of the animation frame it runs in (null outside one); the frame's time is the same for all its callbacks.
-WRAP = """() => {
-  window.__calls = []; window.__frame = null;
-  const raf = window.requestAnimationFrame.bind(window);
-  window.requestAnimationFrame = (cb) => raf((t) => { window.__frame = t; try { cb(t); } finally { window.__frame = null; } });
-  for (const name of ["extendTraces", "react", "newPlot"]) {
-    const f = window.Plotly[name];
-    window.Plotly[name] = function (div, ...rest) { window.__calls.push([name, div.id, window.__frame]); return f.call(this, div, ...rest); };
-  }
-}"""
+pytestmark = pytest.mark.browser
 
 
 def test_stream_updates_redraw_each_chart_at_most_once_per_frame(page: Page, live_server: str) -> None:

@@ -21,6 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import KVSCOPE, ROOT, emulator, free_port, run_kvscope
+from page_checks import WRAP, frames_per_chart
 from sim import measurements
 
 pytestmark = pytest.mark.slow
@@ -237,10 +238,14 @@ def test_a_live_seed_lab_run_from_the_page(page: Page, app_url: str, artifacts: 
     # The down target is not ticked; the two emulators are.
     expect(page.locator('#live-targets input[value="down"]')).not_to_be_checked()
     page.select_option("#live-preset", "seed-lab")
+    page.evaluate(WRAP)
     page.get_by_role("button", name="Run live").click()
     expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
     points = page.evaluate("[...document.getElementById('live-chart').data].map(t => [t.name, t.x.length])")
     assert dict(points) == {"gpu measured": 30, "gpu simulated": 30, "gpu+cpu measured": 30, "gpu+cpu simulated": 30}
+    # The 120 points reached Plotly at most once per animation frame, and in frames, but for the drain at the end.
+    outside, twice = frames_per_chart(page.evaluate("window.__calls"), "live-chart")
+    assert outside <= 1 and twice == 0, (outside, twice)
     drawn = page.evaluate("[...document.querySelectorAll('#live-chart .scatterlayer .trace')].map(t => t.querySelectorAll('.points path').length)")
     assert drawn == [30, 30, 30, 30]
     # Pass boundaries as on the TTFT chart: each target's requests numbered from 1, 10 per pass.

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import emulator, free_port
+from page_checks import WRAP, frames_per_chart
 from sim.explain.causes import FIRST_SEEN, LABELS, PRECEDENCE
 
 Serve = Callable[..., AbstractContextManager[str]]
@@ -50,6 +51,7 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     page.wait_for_function("() => window.Plotly && window.htmx")
     view = page.locator("#watch-emu")
     expect(view).to_be_visible()
+    page.evaluate(WRAP)
     # Three 160-token prompts (10 blocks each), one at a time: the page must show 30 of 63 GPU blocks = 480 tokens.
     for i in range(3):
         proxied(url, words(f"p{i}x", 160))
@@ -89,6 +91,10 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     stacked = causes_chart.evaluate("d => d.data.map(t => [t.name, t.y[0]])")
     assert sum(y for _, y in stacked) == 480
     assert [name for name, _ in stacked] == [LABELS[c] for c in PRECEDENCE if any(records[s]["computed"].get(c) for s in (1, 2, 3))]
+    # Both charts took their points and redraws in animation frames, never twice in one (static/js/plot.js).
+    calls = page.evaluate("window.__calls")
+    assert [c for c in calls if c[1] == "chart" and c[0] == "extendTraces"] and [c for c in calls if c[1] == "causes" and c[0] == "react"]
+    assert frames_per_chart(calls, "chart") == (0, 0) and frames_per_chart(calls, "causes") == (0, 0)
 
     # A request that bypasses the proxy: the server caches 4 blocks the twin never sees.
     httpx.post(emu + "/v1/completions", json={"prompt": words("bypass", 64), "max_tokens": 1}).raise_for_status()
