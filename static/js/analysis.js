@@ -6,7 +6,7 @@
 (() => {
   "use strict";
 
-  const { palette, plot } = window.kvscope;
+  const { palette, plot, format } = window.kvscope;
   const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down"];
   const DASHES = { block: "solid", doc: "dash" };
   // The scenario's own capacity in ink, the thresholds in series colours.
@@ -81,7 +81,7 @@
     const figure = data.figure ?? "p90_ms";
     const name = figure.replace("_ms", "");
     const costOf = (r) => (data.priced ? r.dollars_per_hour : r.config.gpu_gib + r.config.cpu_gib_total + r.config.disk_gib_total);
-    const label = (c) => `GPU ${c.gpu_tokens.toLocaleString()} tokens${c.cpu_tokens ? `, CPU ${c.cpu_gib_total.toFixed(2)} GiB` : ""}`;
+    const label = (c) => `GPU ${format.count(c.gpu_tokens)} tokens${c.cpu_tokens ? `, CPU ${c.cpu_gib_total.toFixed(2)} GiB` : ""}`;
     const hover = `%{text}<br>%{x:.4f}: ${name} %{y:,.1f} ms<extra></extra>`;
     const bound = data.target_ms;
     const traces = [
@@ -91,7 +91,7 @@
         marker: { color: palette.series(0), symbol: SYMBOLS[0], size: 7 }, hovertemplate: hover,
       },
       {
-        type: "scatter", mode: "markers", name: bound == null ? "meets the target" : `meets the target (${name} ≤ ${bound.toLocaleString()} ms)`,
+        type: "scatter", mode: "markers", name: bound == null ? "meets the target" : `meets the target (${name} ≤ ${format.number(bound)} ms)`,
         x: data.meets.map(costOf), y: data.meets.map((r) => r[figure]),
         text: data.meets.map((r) => label(r.config)), marker: { color: palette.series(1), symbol: SYMBOLS[1], size: 9 },
         hovertemplate: hover,
@@ -103,7 +103,7 @@
     }];
     const annotations = bound == null ? [] : [{
       xref: "paper", x: 1, xanchor: "right", yref: "y", y: bound, yanchor: "bottom", showarrow: false,
-      text: `${name} target ${bound.toLocaleString()} ms`, font: { size: 11, color: palette.inkSoft() }, bgcolor: palette.labelBackground(),
+      text: `${name} target ${format.number(bound)} ms`, font: { size: 11, color: palette.inkSoft() }, bgcolor: palette.labelBackground(),
     }];
     const layout = plot.layout(el, {
       ...TITLED, height: 360, shapes, annotations, title: { text: `Cost against predicted ${name} TTFT`, font: { size: 14 } },

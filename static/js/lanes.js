@@ -7,7 +7,7 @@
 (() => {
   "use strict";
 
-  const fmt = new Intl.NumberFormat("en-US");
+  const { format } = window.kvscope;
   const lanes = new Map(); // run -> lane state
   const GHOSTS = 3; // evictions kept in view per tier
   const SVG = "http://www.w3.org/2000/svg";
@@ -85,14 +85,14 @@
     g.dataset.tokens = String(Number(g.dataset.tokens) + ev.tokens);
     g.style.width = `${(100 * Number(g.dataset.tokens)) / tier.capacity}%`;
     const asked = lane.current?.seq === ev.seq ? ` (asking for ${docName(lane.current.doc)})` : "";
-    g.dataset.says = `${docName(ev.doc)}: ${fmt.format(Number(g.dataset.tokens))} tokens evicted from ${tier.label} by request ${ev.seq + 1}${asked}`;
+    g.dataset.says = `${docName(ev.doc)}: ${format.count(Number(g.dataset.tokens))} tokens evicted from ${tier.label} by request ${ev.seq + 1}${asked}`;
     describe(tier, g, null);
   }
 
   /** A ghost's words: what was evicted and by which request, and whether the CPU still holds a copy. */
   function describe(tier, g, copy) {
     g.textContent = `${g.dataset.doc === "-1" ? "S" : g.dataset.doc} ← req ${Number(g.dataset.seq) + 1}${copy ? " · in CPU" : ""}`;
-    g.title = g.dataset.says + (copy ? `; the CPU tier still holds ${fmt.format(copy)} tokens of it` : "");
+    g.title = g.dataset.says + (copy ? `; the CPU tier still holds ${format.count(copy)} tokens of it` : "");
     tier.ghosts.setAttribute("aria-label", `Last evictions from ${tier.label}: ${[...tier.ghosts.children].map((c) => c.title).join("; ")}`);
   }
 
@@ -216,7 +216,7 @@
       const share = (100 * tokens) / tier.capacity;
       tile.dataset.tokens = String(tokens);
       tile.dataset.share = share.toFixed(2);
-      tile.title = `${docName(doc)}: ${fmt.format(tokens)} tokens in ${tier.label}`;
+      tile.title = `${docName(doc)}: ${format.count(tokens)} tokens in ${tier.label}`;
       tile.classList.toggle("narrow", share < 2.5);
       tile.classList.toggle("current", lane.current?.doc === doc);
       tier.bar.appendChild(tile); // moves it into recency order; leaving tiles drift left of it
@@ -225,15 +225,15 @@
     // Let new tiles be laid out at 0 first so that their width animates in.
     requestAnimationFrame(() => pending.forEach((tile) => { tile.style.width = `${tile.dataset.share}%`; }));
     tier.tokens = now;
-    tier.used.textContent = fmt.format(ev.used_tokens);
+    tier.used.textContent = format.count(ev.used_tokens);
     const pct = Math.round((100 * ev.used_tokens) / ev.capacity_tokens);
-    const docs = tier.order.map((d) => `${docName(d)} ${fmt.format(now.get(d))}`).join(", ");
+    const docs = tier.order.map((d) => `${docName(d)} ${format.count(now.get(d))}`).join(", ");
     tier.bar.setAttribute("aria-label", `${tier.label} tier of ${lane.el.dataset.run}: ${pct}% full${docs ? `: ${docs}` : ""}`);
   }
 
   function showTotals(lane) {
-    for (const key of ["gpu", "offload", "computed"]) if (lane.totals[key]) lane.totals[key].textContent = fmt.format(lane.sums[key]);
-    lane.totals.ttft.textContent = `${fmt.format(Math.round(lane.sums.ttft))} ms`;
+    for (const key of ["gpu", "offload", "computed"]) if (lane.totals[key]) lane.totals[key].textContent = format.count(lane.sums[key]);
+    lane.totals.ttft.textContent = `${format.count(lane.sums.ttft)} ms`;
   }
 
   function handle(ev) {
@@ -278,13 +278,13 @@
         lane.sums.ttft += ev.ttft_ms;
         showTotals(lane);
         const parts = [];
-        parts.push(ev.gpu_hit_tokens ? `GPU hit ${fmt.format(ev.gpu_hit_tokens)}` : "GPU miss");
+        parts.push(ev.gpu_hit_tokens ? `GPU hit ${format.count(ev.gpu_hit_tokens)}` : "GPU miss");
         // One part per offload tier that served the request, in lookup order, named as its bar is.
         for (const [name, tokens] of Object.entries(ev.tier_hits ?? {})) {
-          parts.push(`${lane.tiers.get(name)?.label ?? name} load ${fmt.format(tokens)}`);
+          parts.push(`${lane.tiers.get(name)?.label ?? name} load ${format.count(tokens)}`);
         }
-        parts.push(`computed ${fmt.format(ev.computed_tokens)}`);
-        lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}: ${parts.join(", ")} → ${ev.ttft_ms.toFixed(1)} ms`;
+        parts.push(`computed ${format.count(ev.computed_tokens)}`);
+        lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}: ${parts.join(", ")} → ${format.ms(ev.ttft_ms)} ms`;
         lane.now.dataset.source = ev.source;
         break;
       }

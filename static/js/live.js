@@ -7,9 +7,7 @@
 
   const { palette, plot } = window.kvscope;
 
-  const fmtMs = (v) => (v === null || v === undefined ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
-  const fmtTokens = (v) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
-  const fmtTimes = (v) => (v === null || v === undefined || !Number.isFinite(v) ? "–" : v < 2 ? `${v.toFixed(2)}x` : `${v.toFixed(1)}x`);
+  const { ms: fmtMs, count: fmtTokens, times: fmtTimes } = window.kvscope.format;
 
   let run = null; // the run on screen
 

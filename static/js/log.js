@@ -7,7 +7,7 @@
   "use strict";
 
   const MAX_LINES = 400;
-  const fmt = new Intl.NumberFormat("en-US");
+  const { format } = window.kvscope;
   const TIER = { gpu: "GPU", cpu: "CPU" }; // any other tier is called by its name
   let pending = new Map(); // run -> events of its current request
   let runIndex = new Map();
@@ -33,25 +33,25 @@
     const loads = Object.fromEntries(events.filter((e) => e.type === "load").map((e) => [e.tier, e]));
     const parts = [];
     const gpu = lookups.gpu;
-    if (gpu) parts.push(gpu.hit_tokens ? `GPU hit ${fmt.format(gpu.hit_tokens)} of ${fmt.format(gpu.query_tokens)} tokens` : "GPU miss");
+    if (gpu) parts.push(gpu.hit_tokens ? `GPU hit ${format.count(gpu.hit_tokens)} of ${format.count(gpu.query_tokens)} tokens` : "GPU miss");
     // The offload tiers in the order they were asked (the engine's lookup order).
     for (const tier of Object.keys(lookups)) {
       if (tier === "gpu") continue;
       const load = loads[tier];
       parts.push(load
-        ? `${TIER[tier] ?? tier} hit: loaded ${fmt.format(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
+        ? `${TIER[tier] ?? tier} hit: loaded ${format.count(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
         : `${TIER[tier] ?? tier} miss`);
     }
     const why = events.find((e) => e.type === "explain");
     if (ttft?.computed_tokens) {
-      const causes = why ? Object.entries(why.computed).map(([c, t]) => causeWords(c, fmt.format(t))).join(", ") : "";
-      parts.push(`computed ${fmt.format(ttft.computed_tokens)} tokens${causes ? ` (${causes})` : ""}`);
+      const causes = why ? Object.entries(why.computed).map(([c, t]) => causeWords(c, format.count(t))).join(", ") : "";
+      parts.push(`computed ${format.count(ttft.computed_tokens)} tokens${causes ? ` (${causes})` : ""}`);
     }
     let text = `req ${request.seq + 1} · pass ${request.pass} · ${docName(request.doc)}: ${parts.join(", ")}`;
     const evicts = events.filter((e) => e.type === "evict");
     for (const tier of new Set(evicts.map((e) => e.tier))) {
       const mine = evicts.filter((e) => e.tier === tier);
-      const what = mine.map((e) => `${docName(e.doc)} ${e.part}, ${fmt.format(e.tokens)} tokens`).join("; ");
+      const what = mine.map((e) => `${docName(e.doc)} ${e.part}, ${format.count(e.tokens)} tokens`).join("; ");
       text += `; ${tier === "gpu" ? "evicted" : `${TIER[tier] ?? tier} evicted`} ${what}`;
     }
     return text;
@@ -59,7 +59,7 @@
 
   function causeText(map, entries) {
     return Object.entries(map).map(([cause, tokens]) => {
-      let text = causeWords(cause, `${fmt.format(tokens)} tokens`);
+      let text = causeWords(cause, `${format.count(tokens)} tokens`);
       if (cause === "evicted") {
         text += entries.map((e) => ` from ${TIER[e.tier] ?? e.tier} by ${e.by.map((b) => `req ${b.seq + 1}`).join(", ")}`).join(";");
       }
@@ -85,7 +85,7 @@
     if (JSON.stringify(why.gpu_miss) !== JSON.stringify(why.computed)) {
       lines.push(`GPU misses: ${causeText(why.gpu_miss, gpuEntries).join("; ") || "none"}.`);
     }
-    lines.push(`An unbounded cache would have served ${fmt.format(why.infinite_hit_tokens)} tokens.`);
+    lines.push(`An unbounded cache would have served ${format.count(why.infinite_hit_tokens)} tokens.`);
     box.replaceChildren(...lines.map((text) => Object.assign(document.createElement("p"), { textContent: text })));
     box.hidden = false;
     const evictors = new Set(why.evicted.flatMap((e) => e.by.map((b) => String(b.seq))));
@@ -112,7 +112,7 @@
     text.textContent = sentence(events);
     const time = document.createElement("span");
     time.className = `log-ttft source-${ttft.source}`;
-    time.textContent = `TTFT ${ttft.ttft_ms.toFixed(1)} ms`;
+    time.textContent = `TTFT ${format.ms(ttft.ttft_ms)} ms`;
     li.append(badge, text, time);
     if (why) {
       li.tabIndex = 0;
@@ -136,7 +136,7 @@
     if (ev.type === "error") return note(`Stopped: ${ev.message}`, "log-error");
     if (ev.type === "pass") {
       const s = ev.summary;
-      return note(`${ev.run}: pass ${s.pass} (${s.order}) done · p50 ${s.p50_ms.toFixed(1)} ms, mean ${s.mean_ms.toFixed(1)} ms · GPU hits ${fmt.format(s.gpu_hit_tokens)} tokens`, "log-pass");
+      return note(`${ev.run}: pass ${s.pass} (${s.order}) done · p50 ${format.ms(s.p50_ms)} ms, mean ${format.ms(s.mean_ms)} ms · GPU hits ${format.count(s.gpu_hit_tokens)} tokens`, "log-pass");
     }
     if (ev.seq === undefined) return;
     if (ev.type === "request") pending.set(ev.run, []);

@@ -18,7 +18,7 @@
 
   const value = (name) => document.querySelector(`#scenario-form [name="${name}"]`)?.value?.trim() ?? "";
   // Whole numbers as the page writes them elsewhere (5,011); anything else as typed.
-  const count = (name) => (/^\d+$/.test(value(name)) ? Number(value(name)).toLocaleString("en-US") : value(name));
+  const count = (name) => (/^\d+$/.test(value(name)) ? window.kvscope.format.count(Number(value(name))) : value(name));
 
   /** The sidebar's scenario in a few words: preset, documents, tokens, tiers, passes and costs. */
   function describe() {

@@ -6,12 +6,8 @@
 (() => {
   "use strict";
 
-  const en = "en-US";
-  const fmt = {
-    ms: (v) => v.toLocaleString(en, { minimumFractionDigits: 1, maximumFractionDigits: 1 }),
-    tokens: (v) => Math.round(v).toLocaleString(en),
-    times: (v) => (v < 2 ? `${v.toFixed(2)}x` : `${v.toFixed(1)}x`),
-  };
+  const { ms, count, times } = window.kvscope.format;
+  const fmt = { ms, tokens: count, times };
   let ttfts = new Map(); // "run|pass" -> [ttft_ms] of the requests applied so far
   let summaries = new Map(); // "run|pass" -> the pass summary
 

@@ -14,8 +14,7 @@
 
   const MAX_ROWS = 50;
   const TIER_NAMES = { gpu: "GPU", cpu: "CPU", storage: "STORAGE" };
-  const fmt = (v) => (v === null || v === undefined ? "–" : Math.round(v).toLocaleString("en-US"));
-  const fmtMs = (v) => (v === null || v === undefined ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
+  const { count: fmt, ms: fmtMs } = window.kvscope.format;
 
   function part(view, role) { return view.querySelector(`[data-role="${role}"]`); }
 

@@ -1,0 +1,26 @@
+// Numbers as the page writes them, in every panel and as the server's template filters do (app/web/context.py:
+// tokens, ms, times): en-US grouping whatever the browser's locale, milliseconds to one decimal, a dash for a value
+// not known.
+(() => {
+  "use strict";
+
+  const EN = "en-US";
+  const known = (v) => v !== null && v !== undefined && Number.isFinite(Number(v));
+  // `digits` decimals; a tie to the even digit, as Python's format() rounds (581.25 -> 581.2, not toFixed's 581.3).
+  const fixed = (v, digits, useGrouping = true) => Number(v).toLocaleString(EN, {
+    minimumFractionDigits: digits, maximumFractionDigits: digits, roundingMode: "halfEven", useGrouping,
+  });
+
+  const format = {
+    /** A whole number (tokens, requests, events): 50240 -> "50,240". */
+    count: (v) => (known(v) ? fixed(v, 0) : "–"),
+    /** Milliseconds: 1234.56 -> "1,234.6". */
+    ms: (v) => (known(v) ? fixed(v, 1) : "–"),
+    /** A speed-up: 11.747 -> "11.7x"; below 2, two decimals show a few percent (0.966 -> "0.97x"). */
+    times: (v) => (known(v) ? `${fixed(v, v < 2 ? 2 : 1, false)}x` : "–"),
+    /** A number as it is, grouped (a target the reader typed): 1500 -> "1,500", 0.25 -> "0.25". */
+    number: (v) => (known(v) ? Number(v).toLocaleString(EN, { maximumFractionDigits: 6 }) : "–"),
+  };
+
+  window.kvscope = { ...window.kvscope, format };
+})();
