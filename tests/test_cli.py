@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
+from sim.scenario import Scenario
 
 BIN = Path(sys.executable).parent
 
@@ -168,6 +169,21 @@ def test_size_reports_bytes_per_token_and_cpu_need() -> None:
     # 28 layers x 2 KV heads x 128 x 2 (K,V) x 2 bytes.
     assert data["kv_bytes_per_token"] == 28 * 2 * 128 * 2 * 2
     assert data["cpu_stored_tokens"] == 10 * 19 * 256
+
+
+@pytest.mark.parametrize(("flag", "field"), [("--docs", "docs"), ("--doc-tokens", "doc_tokens"), ("--chunk-size", "chunk_size")])
+def test_size_takes_the_scenarios_limits_and_defaults(flag: str, field: str) -> None:
+    # The scenario's own: 10 documents of 5,011 tokens, 256-token chunks; at most 10,000 documents, 1,000,000 tokens
+    # per document, 65,536-token chunks (sim/scenario.py), the same as the page's sizing form and kvscope simulate.
+    default, high = {"docs": (10, 10_000), "doc_tokens": (5011, 1_000_000), "chunk_size": (256, 65_536)}[field]
+    assert Scenario.model_fields[field].default == default
+    code, out = run("size", "--json")
+    assert code == 0 and (code, out) == run("size", flag, str(default), "--json")  # the flag left out: its default
+    assert (code, out) != run("size", flag, str(default + 16), "--json")  # a flag the answer depends on
+    code, out = run("size", flag, str(high + 1))
+    assert code == 2 and flag in out and f"1<=x<={high}" in out, out
+    code, _ = run("size", flag, str(high), "--json")
+    assert code == 0
 
 
 def test_size_reads_a_hugging_face_config(tmp_path: Path) -> None:

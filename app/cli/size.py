@@ -8,15 +8,23 @@ import click
 
 from sim import jsontext
 from app.cli.table import format_table
+from app.web.model_fields import bounds
 from sim.kv import MODELS, UnknownModel, load_config, model_shape, sizing
+from sim.scenario import Scenario
+
+
+def _scenario_int(name: str) -> dict[str, object]:
+    """A flag for one of the scenario's whole-number fields: its limits and default, as the scenario defines them."""
+    low, high = bounds(Scenario, name)
+    return {"type": click.IntRange(low, high), "default": Scenario.model_fields[name].default, "show_default": True}
 
 
 @click.command("size")
 @click.option("--model", default=None, help=f"a known model: {', '.join(MODELS)}")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json instead of --model")
-@click.option("--docs", type=click.IntRange(min=1), default=10, show_default=True, help="documents to hold")
-@click.option("--doc-tokens", type=click.IntRange(min=1), default=5011, show_default=True, help="tokens per document")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=256, show_default=True, help="CPU chunk size (only full chunks are stored)")
+@click.option("--docs", **_scenario_int("docs"), help="documents to hold")
+@click.option("--doc-tokens", **_scenario_int("doc_tokens"), help="tokens per document")
+@click.option("--chunk-size", **_scenario_int("chunk_size"), help="CPU chunk size (only full chunks are stored)")
 @click.option("--gpu-memory-gb", type=click.FloatRange(min=0, min_open=True), default=None, help="GPU memory left for KV cache, GiB")
 @click.option("--list", "list_models", is_flag=True, help="list the known models and their KV bytes per token")
 @click.option("--json", "as_json", is_flag=True, help="print as JSON")
