@@ -1,5 +1,6 @@
 """The page's scripts share their pieces instead of each writing its own: one number formatter
-(static/js/format.js), which writes numbers as the server's template filters do."""
+(static/js/format.js), which writes numbers as the server's template filters do, and one intake of event streams
+(static/js/stream.js)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ def test_numbers_are_formatted_in_one_module() -> None:
     # locale writes 21.504 in a German browser).
     found = {f.name for f in JS.glob("*.js") if re.search(r"toLocaleString|Intl\.NumberFormat", f.read_text())}
     assert found == {"format.js"}, found
+
+
+def test_event_streams_are_read_in_one_module() -> None:
+    # Opening a stream (EventSource) or taking htmx's SSE messages anywhere else is a second reader of the same events.
+    found = {f.name for f in JS.glob("*.js") if re.search(r"EventSource\(|htmx:sse:before:message", f.read_text())}
+    assert found == {"stream.js"}, found
 
 
 @pytest.mark.browser

@@ -193,13 +193,7 @@
     }
   }
 
-  document.addEventListener("htmx:sse:before:message", (evt) => {
-    if (evt.target?.id !== "live-stream") return;
-    evt.detail.cancelled = true; // named events are ours to apply, not DOM events
-    const { event: kind, data } = evt.detail.message;
-    if (!kind || !data) return;
-    receive(JSON.parse(data));
-  });
+  window.kvscope.stream.take("live-stream", receive); // every message of #live-stream (static/js/stream.js)
 
   document.addEventListener("htmx:sse:close", (evt) => {
     if (evt.target?.id === "live-stream") finish();

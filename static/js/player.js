@@ -235,14 +235,8 @@
     begin(source); // a new simulation's stream, or a kept run's stored events (GET /api/runs/{id}/events)
   });
 
-  // Every SSE message of the run stream comes here; htmx is told not to dispatch it as a DOM event itself.
-  document.addEventListener("htmx:sse:before:message", (evt) => {
-    if (evt.target?.id !== "run-stream") return;
-    const { event: kind, data } = evt.detail.message;
-    evt.detail.cancelled = true;
-    if (!kind || !data) return;
-    receive(JSON.parse(data));
-  });
+  // Every SSE message of the run stream comes here (static/js/stream.js).
+  window.kvscope.stream.take("run-stream", receive);
 
   document.addEventListener("htmx:sse:close", (evt) => {
     if (evt.target?.id === "run-stream" && evt.target.isConnected) streamEnded();

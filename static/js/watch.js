@@ -186,22 +186,22 @@
     if (toggle) toggle.addEventListener("change", () => {
       for (const e of (lastOccupancy.get(view) || new Map()).values()) occupancy(view, e);
     });
-    const source = new EventSource(view.dataset.stream);
     let events = 0;
-    const on = (kind, fn) => source.addEventListener(kind, (msg) => {
-      if (typeof msg.data !== "string") return; // the browser's own "error" (a broken connection) carries no data
+    const handlers = {
+      occupancy: (e) => { occupancy(view, e); status(view, `${fmt(events)} events received.`, "ok"); },
+      store: (e) => flash(view, e.tier, "store"),
+      evict: (e) => flash(view, e.tier, "evict"),
+      measured: (e) => measured(view, e),
+      explain: (e) => { if (e.run === `${name} twin`) explained(view, e); },
+      ttft: (e) => { if (e.run === `${name} twin`) predicted(view, e); },
+      divergence: (e) => divergence(view, e),
+      warning: (e) => status(view, e.message, "warning"),
+      error: (e) => status(view, e.message, "warning"),
+    };
+    const source = window.kvscope.stream.follow(view.dataset.stream, Object.keys(handlers), (e, kind) => {
       events += 1;
-      fn(JSON.parse(msg.data));
+      handlers[kind](e);
     });
-    on("occupancy", (e) => { occupancy(view, e); status(view, `${fmt(events)} events received.`, "ok"); });
-    on("store", (e) => flash(view, e.tier, "store"));
-    on("evict", (e) => flash(view, e.tier, "evict"));
-    on("measured", (e) => measured(view, e));
-    on("explain", (e) => { if (e.run === `${name} twin`) explained(view, e); });
-    on("ttft", (e) => { if (e.run === `${name} twin`) predicted(view, e); });
-    on("divergence", (e) => divergence(view, e));
-    on("warning", (e) => status(view, e.message, "warning"));
-    on("error", (e) => status(view, e.message, "warning"));
     source.onerror = () => {
       if (view.dataset.keptRun) { // a kept run's stored stream ends once it is all sent: replayed, not broken
         source.close();
