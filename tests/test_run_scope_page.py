@@ -1,0 +1,35 @@
+"""The run's panels (lanes, TTFT chart, log, table) say which scenario they show, as every other panel does: the
+sidebar's as Run sent it, in its own numbers, and a kept run's as it ran."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_run_says_it_is_the_sidebars_scenario_as_run_sent_it(page: Page, live_server: str) -> None:
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    scope = page.locator("#run [data-role=scope]")
+    # The seed lab: 10 documents of 5,011 tokens, read in 3 passes: 30 requests per configuration.
+    expect(scope).to_contain_text("the sidebar's")
+    expect(scope).to_contain_text("10 documents of 5,011 tokens, 30 requests")
+    page.fill("#f-docs", "4")
+    page.select_option("#speed", "max")
+    page.click("button[data-action=run]")
+    expect(page.locator("#player-status")).to_have_attribute("data-state", "done", timeout=60_000)
+    expect(scope).to_contain_text("4 documents of 5,011 tokens, 12 requests")
+
+
+def test_a_kept_run_says_it_is_the_kept_runs_scenario(page: Page, live_server: str) -> None:
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    page.select_option("#speed", "max")
+    page.click("button[data-action=run]")
+    expect(page.locator("#player-status")).to_have_attribute("data-state", "done", timeout=60_000)
+    link = page.locator("#runs-list-box a[href^='/?run=']").first
+    expect(link).to_be_attached(timeout=15_000)
+    page.goto(live_server + link.get_attribute("href"))
+    expect(page.locator("#run [data-role=scope]")).to_contain_text("Kept run")
