@@ -203,3 +203,11 @@ def test_sweep_prints_thresholds() -> None:
     data = json.loads(out)
     assert data["gpu"]["doc_granularity_docs"] == 10
     assert data["cpu"]["all_served_tokens"] == 48_640
+
+
+@pytest.mark.parametrize("command", ["advise", "replay", "explain"])
+def test_chunk_blocks_has_one_limit_wherever_a_trace_is_replayed(command: str) -> None:
+    # Trace blocks per CPU chunk: at most 1,024 (sim/replay.py's MAX_CHUNK_BLOCKS, the replay panel's bound too), for
+    # the advisor's --trace search as for replay and explain; the advisor used to stop at 64.
+    code, out = run(command, "--chunk-blocks", "1025")
+    assert code == 2 and "--chunk-blocks" in out and "1<=x<=1024" in out, out

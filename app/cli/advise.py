@@ -19,6 +19,7 @@ from sim.advise.candidate import TIERS, Target
 from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.kv import KV_CACHE_DTYPES, load_config
+from sim.replay import MAX_CHUNK_BLOCKS
 
 
 def _prices(prices_file: Path | None, gpu_hour: float | None, dram: float | None, nvme: float | None) -> Prices | None:
@@ -62,7 +63,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
               "a tier not bought is the least the trace needs (GPU) or absent (CPU)")
 @click.option("--measurements", "measurements_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="replay a measurement file's requests (its first configuration's documents and passes) instead of the scenario")
-@click.option("--chunk-blocks", type=click.IntRange(1, 64), default=1, show_default=True, help="with --trace: trace blocks per CPU chunk")
+@click.option("--chunk-blocks", type=click.IntRange(1, MAX_CHUNK_BLOCKS), default=1, show_default=True, help="with --trace: trace blocks per CPU chunk")
 @click.option("--p50-ms", type=float, default=None, help="TTFT p50 target, ms")
 @click.option("--p90-ms", type=float, default=None, help="TTFT p90 target, ms")
 @click.option("--hit-ratio", type=float, default=None, help="a floor on the prefix hit ratio (all tiers)")
