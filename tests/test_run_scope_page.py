@@ -33,3 +33,16 @@ def test_a_kept_run_says_it_is_the_kept_runs_scenario(page: Page, live_server: s
     expect(link).to_be_attached(timeout=15_000)
     page.goto(live_server + link.get_attribute("href"))
     expect(page.locator("#run [data-role=scope]")).to_contain_text("Kept run")
+
+
+def test_every_panel_names_its_scenario(page: Page, live_server: str) -> None:
+    page.goto(live_server + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    for loaded in ("#watch-title", "#analysis-title", "#replay-form", "#live-title", "#runs-title"):  # the areas that load themselves
+        expect(page.locator(loaded).first).to_be_attached(timeout=15_000)
+    # Each panel's head (or, for the run's panels, the run's origin line above them) has a "Scenario:" line.
+    missing = page.evaluate("""() => [...document.querySelectorAll('.panel-head')]
+      .filter((head) => !head.closest('#run-view') && !head.querySelector('[data-role=scope]'))
+      .map((head) => head.querySelector('h2, h3')?.textContent.trim())""")
+    assert missing == [], missing
+    assert page.locator("#run-view > .run-origin [data-role=scope]").count() == 1
