@@ -124,3 +124,18 @@ def test_the_cpu_card_quotes_the_tokens_a_prompt_loads(live_server: str, query: 
         pytest.skip("no pass of this scenario loads every prompt from the CPU alone")
     requests = sum(1 for r in with_cpu["requests"] if r["pass"] == cold[0]["pass"])
     assert int(loaded.group(1).replace(",", "")) * requests == cold[0]["tier_hits"]["cpu"], (cpu, cold[0])
+
+
+@pytest.mark.parametrize(("query", "lru"), [({}, True), ({"gpu_policy": "mru"}, False), ({"cpu_policy": "fifo"}, False),
+                                            ({"gpu_policy": "belady", "cpu_policy": "arc"}, False)])
+def test_the_lanes_say_evicted_first_on_the_left_only_under_lru(live_server: str, query: dict[str, str], lru: bool) -> None:
+    # The bars are in recency order (static/js/lanes.js): the left tile is the next evicted only where every tier
+    # evicts by LRU. MRU evicts from the right; FIFO, Belady and ARC by their own order.
+    page = httpx.get(live_server + "/", params={"scenario": "seed-lab", **query}, timeout=60).text
+    lanes = " ".join(page[page.index('class="panel panel-lanes"'):page.index('<div class="lanes">')].split())
+    axes = re.findall(r'<p class="bar-axis"[^>]*><span>&larr; ([^<]+)</span>', page)
+    assert axes and set(axes) == {"evicted first" if lru else "least recent"}, axes
+    assert ("LRU evicts from the left" in lanes) == lru, lanes
+    if not lru:
+        named = {query.get("gpu_policy", "lru"), query.get("cpu_policy", "lru")} - {"lru"}
+        assert all(p.upper() in lanes for p in named), lanes
