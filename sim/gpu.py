@@ -18,6 +18,8 @@ from sim.free_queue import FreshBlocks
 from sim.policies import FreeQueue, free_queue
 
 FreeOrder = Literal["vllm", "vllm-legacy"]
+# What the GPU caches: 16-token blocks as vLLM does, or whole documents (the lab's first exercise).
+Granularity = Literal["block", "doc"]
 
 # doc -> [blocks evicted, first block position, last block position]
 Evictions = dict[int, list[int]]

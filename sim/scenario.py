@@ -18,6 +18,7 @@ from sim.chunk_store import DEFAULT_CPU_BACKEND, ChunkPolicy, CpuBackend
 from sim.costs import CostModel
 from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, tokens_in
 from sim.longdocqa import parse_hit_miss, query_label
+from sim.gpu import FreeOrder, Granularity
 from sim.policies import GpuPolicy
 from sim.questions import QuestionMode
 from sim.tiers.native import NATIVE_POLICY_NAMES
@@ -252,10 +253,10 @@ class Scenario(BaseModel):
         min_length=1,
         max_length=MAX_PASSES,
     )
-    granularity: Literal["block", "doc"] = "block"
+    granularity: Granularity = "block"
     model: str = Field(default=DEFAULT_MODEL, description="model whose KV bytes per token size the tiers")
     kv_bytes_per_token: int | None = Field(default=None, ge=1, le=10_000_000, description="overrides the model's")
-    free_order: Literal["vllm", "vllm-legacy"] = "vllm"
+    free_order: FreeOrder = "vllm"
     save_unfull_chunk: bool = False
     gpu_policy: GpuPolicy = Field(
         default="lru", description="GPU eviction policy: lru (vLLM's), or fifo, mru, belady (offline optimum) as what-ifs"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from typing import get_args
+
+import click
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -250,3 +253,16 @@ def test_every_list_of_policy_or_backend_names_is_written_once() -> None:
     flag = next(kind for name, _, kind, _ in FLAGS if name == "--gpu-policy")
     assert tuple(flag.choices) == GPU_POLICY_NAMES
     assert get_args(Scenario.model_fields["cpu_backend"].annotation) == CPU_BACKENDS
+
+
+def test_every_cli_choice_is_the_scenarios_own() -> None:
+    # Each scenario flag offering a fixed list (--gpu-policy, --cpu-policy, --granularity, --free-order, ...) offers
+    # exactly the values the scenario's field accepts: the CLI writes none of its own.
+    from app.cli.scenario_flags import FLAGS
+
+    choices = {field: tuple(kind.choices) for _, field, kind, *_ in FLAGS if isinstance(kind, click.Choice)}
+    assert {"gpu_policy", "cpu_policy", "granularity", "free_order"} <= set(choices)
+    for field, offered in choices.items():
+        accepted = get_args(Scenario.model_fields[field].annotation)
+        accepted = tuple(a for a in accepted if a is not type(None))  # an optional field: its values, not None
+        assert offered == accepted, field

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
 from sim.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
+from sim.gpu import FreeOrder, Granularity
 from sim.policies import GPU_POLICY_NAMES
 from sim.presets import PRESETS, UnknownPreset
 from sim.questions import QUESTION_MODES, REPEAT_MODES
@@ -42,10 +43,10 @@ FLAGS: list[tuple[str, str, Any, str]] = [
     ("--block-size", "block_size", int, "GPU block size in tokens"),
     ("--chunk-size", "chunk_size", int, "CPU chunk size in tokens (a multiple of the block size)"),
     ("--passes", "passes", str, "comma-separated pass orders: forward, reverse, random@SEED, zipf@SEED, 3/1/2"),
-    ("--granularity", "granularity", click.Choice(["block", "doc"]), "cache whole documents or 16-token blocks"),
+    ("--granularity", "granularity", click.Choice(get_args(Granularity)), "cache whole documents or 16-token blocks"),
     ("--model", "model", str, "model whose KV bytes per token size the tiers"),
     ("--kv-bytes-per-token", "kv_bytes_per_token", int, "override the model's KV bytes per token"),
-    ("--free-order", "free_order", click.Choice(["vllm", "vllm-legacy"]), "vLLM's free-queue order"),
+    ("--free-order", "free_order", click.Choice(get_args(FreeOrder)), "vLLM's free-queue order"),
     ("--gpu-policy", "gpu_policy", click.Choice(GPU_POLICY_NAMES), "GPU eviction policy (lru is vLLM's)"),
     ("--cpu-policy", "cpu_policy", click.Choice(CHUNK_POLICIES), "CPU tier eviction policy (lru is LMCache's default)"),
     (
