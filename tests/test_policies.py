@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from typing import get_args
+from typing import Literal, get_args, get_origin
 
 import click
 import pytest
@@ -266,3 +266,10 @@ def test_every_cli_choice_is_the_scenarios_own() -> None:
         accepted = get_args(Scenario.model_fields[field].annotation)
         accepted = tuple(a for a in accepted if a is not type(None))  # an optional field: its values, not None
         assert offered == accepted, field
+    # The page's scenario form too: each select of a field with a fixed list offers that list.
+    from app.web.scenario_form import FIELDS as FORM
+
+    selects = {f.name: f.options for f in FORM if f.kind == "select" and get_origin(Scenario.model_fields[f.name].annotation) is Literal}
+    assert {"gpu_policy", "cpu_policy", "granularity", "free_order"} <= set(selects)
+    for field, options in selects.items():
+        assert options == get_args(Scenario.model_fields[field].annotation), field

@@ -44,7 +44,7 @@ FIELDS = (
     FieldSpec("block_size", "GPU block, tokens", "vLLM's block size"),
     FieldSpec("chunk_size", "CPU chunk, tokens", "a multiple of the block"),
     FieldSpec("passes", "Passes", "forward, reverse, random@7, 3/1/2", kind="text"),
-    FieldSpec("granularity", "Granularity", "cache blocks, or whole documents", kind="select", options=("block", "doc")),
+    FieldSpec("granularity", "Granularity", "cache blocks, or whole documents", kind="select", options=_choices("granularity")),
     FieldSpec("model", "Model", "its KV bytes per token size the CPU tier", kind="select", options=tuple(MODELS)),
     FieldSpec("question_tokens", "Question, tokens", "after each document, or one per document: 13,40,7", kind="text", more=True),
     FieldSpec(
