@@ -346,7 +346,7 @@ def _repeat(scenario: Scenario, gpu_tokens: int) -> str:
     prompt, shared, docs = scenario.prompt_tokens, scenario.shared_prefix_tokens, scenario.docs
     if docs * prompt <= gpu_tokens:
         return "all"
-    if scenario.gpu_policy not in ("lru", "fifo"):
+    if scenario.gpu_policy != "lru" and scenario.gpu_policy != "fifo":  # MRU and Belady keep documents read long ago
         return "kept"
     if scenario.granularity == "block" and gpu_tokens - shared > (docs - 1) * (prompt - shared):
         return "heads"
