@@ -95,6 +95,23 @@ def test_two_runs_compared(url: str) -> None:
     assert [s["config"] for s in diff["ttft"]["a"]] == ["gpu", "gpu+cpu"] and len(diff["ttft"]["b"][1]["x"]) == 20
 
 
+def test_a_watch_cannot_be_compared_422_naming_it(url: str, db_path: Path) -> None:
+    from app.runs.store import NewRun, RunStore
+
+    a = httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"]
+    store = RunStore(db_path)  # a second writer on the server's file, as `kvscope watch` beside `kvscope serve` is
+    # A kept `kvscope watch`: its records are KV event lines, no request whose TTFT could be set beside run a's.
+    watch = store.save(NewRun("watch", name="KV events"), records=[{"seq": 0, "ts": 1.0, "event": {"type": "AllBlocksCleared"}}])
+    store.close()
+    refused = httpx.get(f"{url}/api/runs/{a}/diff/{watch}")
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == [
+        {"type": "value_error", "loc": ["path", "b"], "msg": f"run {watch} (watch) cannot be compared: it keeps KV events, not requests"}
+    ]
+    page = httpx.get(f"{url}/ui/runs/compare", params={"pick": [a, watch]})
+    assert page.status_code == 422 and f"run {watch} (watch) cannot be compared" in page.text
+
+
 def test_delete_then_404(url: str) -> None:
     run_id = httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"]
     assert httpx.delete(f"{url}/api/runs/{run_id}").status_code == 204

@@ -55,12 +55,35 @@ def test_show_prints_the_pass_table(db: str, two_runs: tuple[Path, Path]) -> Non
 
 def test_diff_of_runs_with_and_without_scenario(db: str, two_runs: tuple[Path, Path]) -> None:
     out = kvscope("runs", "--db", db, "diff", "1", "2").stdout
-    assert "one of them has no scenario" in out
+    assert "run 2 (import) has no scenario: only their requests are compared" in out  # run 2 is the measurement file
     # Run 2 has no gpu+cpu configuration: those rows are only in run 1, so they differ; gpu rows are equal.
     gpu2 = next(line for line in out.splitlines() if line.startswith("gpu      2 forward"))
     assert gpu2.split()[8] == "1.000" and not gpu2.rstrip().endswith("*")  # mean b/a; hits "0 / 0" follow
     cpu2 = next(line for line in out.splitlines() if line.startswith("gpu+cpu  2 forward"))
     assert cpu2.rstrip().endswith("*")
+
+
+def test_diff_refuses_a_watch_and_keeps_a_trace_apart_from_a_scenario(db: str, tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    from app.runs.store import NewRun, RunStore
+
+    store = RunStore(db)
+    # A kept `kvscope watch`: its records are KV event lines, so it has no request to set beside another run's.
+    watch = store.save(NewRun("watch", name="KV events"), records=[{"seq": 0, "ts": 1.0, "event": {"type": "AllBlocksCleared"}}])
+    store.close()
+    refused = kvscope("runs", "--db", db, "diff", "1", str(watch))
+    assert refused.returncode == 2 and f"run {watch} (watch) cannot be compared: it keeps KV events, not requests" in refused.stderr
+    assert "Invalid value for B" in refused.stderr and refused.stdout == ""
+    # A trace's requests (pass 1, order "trace", config gpu) beside the seed lab's pass 1 forward: the same
+    # configuration and pass number, but not the same pass, so neither row holds the other's figures.
+    trace = tmp_path / "trace.csv"
+    rows = [replace(r, order="trace") for r in measurements.read(two_runs[1]) if r.pass_ == 1]
+    measurements.write(trace, rows)
+    assert kvscope("runs", "--db", db, "import", str(trace)).returncode == 0
+    out = kvscope("runs", "--db", db, "diff", "1", str(watch + 1)).stdout
+    forward = next(line for line in out.splitlines() if line.startswith("gpu      1 forward"))
+    assert forward.split()[3:5] == ["581.2", "581.2"] and forward.rstrip().endswith("*")  # p50 and mean of run 1 only
+    assert next(line for line in out.splitlines() if line.startswith("gpu      1 trace")).rstrip().endswith("*")
+    assert "no configuration and pass in common" in out
 
 
 def test_export_writes_what_analyze_reads_and_never_overwrites(db: str, tmp_path: Path, two_runs: tuple[Path, Path]) -> None:

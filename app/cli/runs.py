@@ -127,18 +127,22 @@ def diff(ctx: click.Context, a: int, b: int, as_json: bool) -> None:
         view = compare.diff(_store(ctx), a, b)
     except NoSuchRun as exc:
         raise _missing(exc) from None
+    except compare.NotComparable as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.field.upper()) from None
     if as_json:
         click.echo(jsontext.dumps(view, indent=1))
         return
     changes = [f"  {c['field']}: {jsontext.dumps(c['a'])} -> {jsontext.dumps(c['b'])}" for c in view["scenario"]]
     changes += [f"  cost {c['field']}: {c['a']} -> {c['b']}" for c in view["costs"]]
     if not view["scenarios_known"]:
-        said = "one of them has no scenario (imported measurements): only their requests are compared"
+        said = f"{compare.without_scenario_text(view)}: only their requests are compared"
     else:
         said = "scenario and costs differ in" if changes else "same scenario and costs"
     click.echo(f"run {b} against run {a}: {said}")
     for line in changes:
         click.echo(line)
+    if not view["common_passes"]:
+        click.echo(f"  {compare.NOTHING_IN_COMMON}")
     click.echo("")
     ratio = lambda c: "" if c is None else f"{c:.3f}"  # noqa: E731
     both = lambda c: f"{cell_text(c['a'])} / {cell_text(c['b'])}"  # noqa: E731

@@ -13,11 +13,19 @@ from sim.scenario import PassSpec
 from sim.stats import speedup
 
 from app.runs.recording import rows_of
-from app.runs.store import RunStore
+from app.runs.store import RunStore, StoreError
 
 # A change of less than this (relative) is not highlighted: TTFTs are rounded to the microsecond.
 SAME_WITHIN = 0.005
 MAX_SERIES_POINTS = 20_000  # per run, for the overlaid TTFT chart
+
+
+class NotComparable(StoreError):
+    """One of two runs has no requests to compare (a ``kvscope watch`` keeps KV events); ``field`` is ``a`` or ``b``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -39,11 +47,26 @@ def _scenario(fields: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
-def _cells(rows: list[Measurement]) -> dict[tuple[str, int], dict[str, Any]]:
+def _cells(rows: list[Measurement]) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """Per (configuration, pass, order): a trace's pass 1 is not a scenario's pass 1 forward."""
     by_config: dict[str, list[Measurement]] = {}
     for r in rows:
         by_config.setdefault(r.config, []).append(r)
-    return {(config, p["pass"]): p for config, rs in by_config.items() for p in pass_summaries(rs)}
+    return {(config, p["pass"], p["order"] or ""): p for config, rs in by_config.items() for p in pass_summaries(rs)}
+
+
+NOTHING_IN_COMMON = "no configuration and pass in common: each row is one run's alone"
+
+
+def without_scenario_text(view: dict[str, Any]) -> str:
+    """``run 4 (replay) has no scenario``, for the CLI and the page."""
+    runs = [f"run {r['id']} ({r['kind']})" for r in view["without_scenario"]]
+    return f"{' and '.join(runs)} {'have' if len(runs) > 1 else 'has'} no scenario"
+
+
+def _without_requests(field: str, run: Any) -> NotComparable:
+    what = "it keeps KV events, not requests" if run.info.kind == "watch" else "it has no requests"
+    return NotComparable(field, f"run {run.id} ({run.info.kind}) cannot be compared: {what}")
 
 
 def _change(a: float | None, b: float | None) -> float | None:
@@ -81,10 +104,14 @@ def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
     """``/api/runs/{a}/diff/{b}`` and ``kvscope runs diff A B``."""
     a, b = store.get(a_id), store.get(b_id)
     rows_a, rows_b = rows_of(store, a_id), rows_of(store, b_id)
+    if a_id != b_id:  # one run alone (runs show) may have no requests; two such have nothing to compare
+        for field, run, rows in (("a", a, rows_a), ("b", b, rows_b)):
+            if not rows:
+                raise _without_requests(field, run)
     cells_a, cells_b = _cells(rows_a), _cells(rows_b)
     tiers = offload_tiers([*cells_a.values(), *cells_b.values()])
     passes = []
-    for key in sorted(set(cells_a) | set(cells_b), key=lambda k: (k[1], k[0])):
+    for key in sorted(set(cells_a) | set(cells_b), key=lambda k: (k[1], k[2], k[0])):
         ca, cb = cells_a.get(key), cells_b.get(key)
         row: dict[str, Any] = {"config": key[0], "pass": key[1], "order": (ca or cb or {}).get("order")}
         for name in ("requests", "p50_ms", "mean_ms", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens"):
@@ -102,7 +129,10 @@ def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
     return {
         "a": a.info.to_dict(),
         "b": b.info.to_dict(),
-        "scenarios_known": bool(a.scenario and b.scenario),  # an imported measurement file has none
+        "scenarios_known": bool(a.scenario and b.scenario),  # an imported measurement file, a replay or proxy has none
+        # The runs without one, by id and kind, so that a reader is told which (not a guess at why).
+        "without_scenario": [{"id": r.id, "kind": r.info.kind} for r in (a, b) if not r.scenario],
+        "common_passes": len(set(cells_a) & set(cells_b)),
         "scenario": _changes(_scenario(a.scenario), _scenario(b.scenario)),
         "costs": _changes(a.costs, b.costs),
         "tiers": tiers,

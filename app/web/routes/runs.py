@@ -120,7 +120,10 @@ def router(*, web: Web) -> APIRouter:
         with the change (``b / a``) and whether it differs; ``ttft`` holds each run's per-request series."""
         get_or_404(a)
         get_or_404(b)
-        return compare.diff(store, a, b)
+        try:
+            return compare.diff(store, a, b)
+        except compare.NotComparable as exc:
+            raise RequestValidationError([{"type": "value_error", "loc": ("path", exc.field), "msg": str(exc)}]) from None
 
     @api.delete("/api/runs/{run_id}", status_code=204, summary="Delete a kept run")
     def delete_run(run_id: RunId) -> Response:
@@ -173,7 +176,10 @@ def router(*, web: Web) -> APIRouter:
             view = compare.diff(store, a, b if b is not None else a)
         except NoSuchRun as exc:
             return render(request, "runs/problem.html", status_code=404, message=str(exc))
-        return render(request, "runs/compare.html", diff=view, single=b is None, tier_labels=TIER_LABELS)
+        except compare.NotComparable as exc:
+            return render(request, "runs/problem.html", status_code=422, message=str(exc))
+        return render(request, "runs/compare.html", diff=view, single=b is None, tier_labels=TIER_LABELS,
+                      without_scenario=compare.without_scenario_text(view), nothing_in_common=compare.NOTHING_IN_COMMON)
 
     @api.post("/ui/runs/import", response_class=HTMLResponse, include_in_schema=False)
     async def runs_import(request: Request) -> HTMLResponse:
