@@ -110,6 +110,9 @@ def test_a_watch_cannot_be_compared_422_naming_it(url: str, db_path: Path) -> No
     ]
     page = httpx.get(f"{url}/ui/runs/compare", params={"pick": [a, watch]})
     assert page.status_code == 422 and f"run {watch} (watch) cannot be compared" in page.text
+    # Its line in the Runs area counts its KV events (it has no requests).
+    row = httpx.get(f"{url}/ui/runs").text.split(f'data-run="{watch}"')[1].split("</tr>")[0]
+    assert "1&nbsp;KV&nbsp;events" in row
 
 
 def test_delete_then_404(url: str) -> None:

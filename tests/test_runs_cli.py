@@ -86,6 +86,23 @@ def test_diff_refuses_a_watch_and_keeps_a_trace_apart_from_a_scenario(db: str, t
     assert "no configuration and pass in common" in out
 
 
+def test_a_watch_and_a_recording_in_progress_have_headlines(db: str, two_runs: tuple[Path, Path]) -> None:
+    from app.runs.store import NewRun, RunStore
+
+    store = RunStore(db)
+    lines = [{"seq": n, "ts": 1.0 + n, "event": {"type": "AllBlocksCleared"}} for n in range(3)]  # three KV events
+    watch = store.save(NewRun("watch", name="KV events of tcp://h:5557", summary={"scenario": "KV events of tcp://h:5557"}), records=lines)
+    proxy = store.open(NewRun("proxy", name="emu", summary={"scenario": "requests proxied to emu", "requests": 0}))
+    proxy.append_many([{"config": "emu", "pass": 1, "order": "proxy", "seq": n, "doc": -1, "prompt_tokens": 100, "ttft_ms": 5.0}
+                       for n in range(2)])  # two requests kept, its summary not yet written (it is, when it finishes)
+    store.close()
+    listed = {line.split()[0]: line for line in kvscope("runs", "--db", db, "list").stdout.splitlines()[2:]}
+    assert listed[str(watch)].rstrip().endswith("3 KV events")
+    assert listed[str(proxy.id)].rstrip().endswith("2 requests so far")
+    shown = kvscope("runs", "--db", db, "show", str(watch)).stdout
+    assert f"3 KV events kept (kvscope runs export {watch} --format jsonl" in shown and "no requests" not in shown
+
+
 def test_export_writes_what_analyze_reads_and_never_overwrites(db: str, tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
     _, csv = two_runs
     out = tmp_path / "back.csv"

@@ -11,7 +11,7 @@ from app.cli import runs_db
 from app.cli.table import cell_text, format_table, tier_label
 from app.runs import compare, export, importer
 from app.runs.recording import result_of
-from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunStore, StoreError, StoreFull, check_id
+from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunInfo, RunStore, StoreError, StoreFull, check_id
 from sim import jsontext, textfile
 from sim.longdocqa import failure_text
 
@@ -41,9 +41,14 @@ def _missing(exc: NoSuchRun) -> click.ClickException:
     return error
 
 
-def _headline(summary: dict[str, Any]) -> str:
+def _headline(info: RunInfo) -> str:
+    summary = info.summary
     best = summary.get("best_speedup")
     text = f"{summary['requests']:,} requests" if summary.get("requests") else ""
+    if info.kind == "watch":  # KV events, no requests
+        text = f"{info.record_count:,} KV events"
+    elif not text and info.status == "running" and info.record_count:
+        text = f"{info.record_count:,} requests so far"  # a recording's summary is written when it finishes
     if best:
         text += f"; pass {best['pass']}: {best['candidate']} {best['p50_speedup']:.2f}x p50 over {best['baseline']}"
     if summary.get("kept"):  # why the run is kept only up to some point (app.runs.commits.kept_only_so_far)
@@ -74,7 +79,7 @@ def list_runs(ctx: click.Context, limit: int, kind: str | None, as_json: bool) -
     if not runs:
         click.echo(f"no runs kept in {_store(ctx).path}")
         return
-    rows = [[r.id, r.kind, r.created_at[:19].replace("T", " "), r.status, r.summary.get("scenario") or r.name, _headline(r.summary)] for r in runs]
+    rows = [[r.id, r.kind, r.created_at[:19].replace("T", " "), r.status, r.summary.get("scenario") or r.name, _headline(r)] for r in runs]
     click.echo(format_table(["id", "kind", "when (UTC)", "status", "scenario or file", "headline"], rows, [True, False, False, False, False, False]))
 
 
@@ -108,6 +113,9 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
         for f in failures:
             click.echo(f"  {failure_text(f)}")
     click.echo("")
+    if info.kind == "watch":
+        click.echo(f"{info.record_count:,} KV events kept (kvscope runs export {info.id} --format jsonl writes them as a --record file)")
+        return
     rows = [[p["config"], f"{p['pass']} {p['order'] or ''}", p["requests"]["a"], p["p50_ms"]["a"], p["mean_ms"]["a"],
              p["gpu_hit_tokens"]["a"], *(p["tier_hits"][t]["a"] for t in view["tiers"]), p["computed_tokens"]["a"]]
             for p in view["passes"]]
