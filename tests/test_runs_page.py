@@ -149,6 +149,31 @@ def test_a_measurement_run_opens_in_the_runs_area(page: Page, url: str, tmp_path
     expect(detail.locator('tr[data-config="gpu"][data-pass="2"] td').nth(3)).to_have_text("120.0")
 
 
+def test_a_kept_replay_opens_in_the_replay_panel_as_it_ran(page: Page, url: str) -> None:
+    answer = httpx.post(f"{url}/api/replay", data={"gpu_blocks": "400", "cpu_blocks": "2000", "timeline_buckets": "20"}, timeout=120)
+    run_id, ran = answer.headers["X-Kvscope-Run"], answer.json()
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
+    open_page(page, url + f"/?run={run_id}")
+    status = page.locator("#replay-status")
+    expect(status).to_contain_text(f"Kept run {run_id}, as it ran")
+    expect(status).to_contain_text(f"replayed {ran['trace']['requests']:,} requests")
+    # The tier table holds the answer the replay gave when it ran (hits per tier, as /api/replay answered them).
+    for tier in ran["tiers"]:
+        row = page.locator(f'#replay-tiers tr[data-tier="{tier["name"]}"] td')
+        expect(row.nth(1)).to_have_text(f"{tier['capacity_blocks']:,}")
+        expect(row.nth(3)).to_have_text(f"{tier['hit_blocks']:,}")
+    # Both charts drawn from it: the timeline's 20 windows (those with requests) and every request's TTFT.
+    page.wait_for_function("() => document.getElementById('replay-ttft-chart')?.data")
+    windows = page.evaluate("document.getElementById('replay-hit-chart').data[0].x.length")
+    assert windows == len(ran["timeline"]) and 0 < windows <= 20
+    points = page.evaluate("document.getElementById('replay-ttft-chart').data.reduce((n, t) => n + t.x.length, 0)")
+    assert points == len(ran["requests"])
+    # The fields say what it ran with, and nothing was replayed again.
+    assert page.input_value("#replay-gpu-blocks") == "400" and page.input_value("#replay-cpu-blocks") == "2000"
+    assert not [a for a in asked if a.startswith("POST") or "/api/replay" in a]
+
+
 def test_refresh_shows_runs_kept_elsewhere(page: Page, url: str) -> None:
     open_page(page, url + "/")
     expect(page.locator("[data-role=runs-empty]")).to_be_visible()

@@ -15,6 +15,7 @@ from app.scenario_input import ScenarioInput, resolve
 from app.web import run_view, scenario_form
 from app.web.routes.calibrate import CostsChoice, costs_choice
 from app.web.routes.live import live_view
+from app.web.routes.replay import kept_replay
 from app.web.scenario_form import FormView
 from sim.presets import PRESETS
 from sim.scenario import Scenario
@@ -38,6 +39,7 @@ class Opened:
     costs: CostsChoice | None = None
     live: dict[str, Any] | None = None  # a kept live run's partial context: the live panel replays it
     watch: dict[str, Any] | None = None  # a kept proxy run, as the watch panel's upstream: the panel replays it
+    replay: bool = False  # a kept trace replay: the replay panel shows its stored result
 
 
 def open_run(store: RunStore, raw_id: str) -> Opened:
@@ -54,6 +56,8 @@ def open_run(store: RunStore, raw_id: str) -> Opened:
         # A kept `kvscope watch`: its KV events, as the watch panel shows an upstream's (app.runs.watch_replay).
         return Opened(run_id, None, watch={"name": UPSTREAM, "kv_events": True, "stream": f"/api/runs/{run_id}/events",
                                            "kept_run": run_id, "kind": "kvscope watch"})
+    if run.info.kind == "replay" and kept_replay(store, run_id) is not None:
+        return Opened(run_id, None, replay=True)
     if run.info.kind not in ("simulate", "live") or run.scenario is None:
         return Opened(run_id, None)
     try:

@@ -123,6 +123,8 @@ def router(*, web: Web) -> APIRouter:
             return render(request, "dashboard.html", live_run=opened.live, **default)
         if opened.watch is not None:
             return render(request, "dashboard.html", watch_run=opened.watch, **default)
+        if opened.replay:
+            return render(request, "dashboard.html", replay_run=opened.id, **default)
         if opened.view is None:
             return render(request, "dashboard.html", open_run=opened.id, **default)
         return render(request, "dashboard.html", form=opened.form, run=opened.view, costs=opened.costs)

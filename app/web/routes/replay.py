@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Request, UploadFile
+from fastapi import APIRouter, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.concurrency import run_in_threadpool
 
-from app.runs.recording import keep, run_headers, save_replay
+from app.runs.recording import keep, result_of, run_headers, save_replay
+from app.runs.store import MAX_ID, RunStore, StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
@@ -212,6 +213,23 @@ def replay_view(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def kept_replay(store: RunStore, run_id: int) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """A kept replay's result and the form's values it ran with (what the result says of them), or None when the run
+    is not a replay the panel can show."""
+    try:
+        run = store.get(run_id)
+    except StoreError:
+        return None
+    result = result_of(store, run)
+    if run.info.kind != "replay" or not isinstance(result, dict) or not all(k in result for k in ("trace", "run", "tiers", "timeline", "requests")):
+        return None
+    trace = result["trace"]
+    capacity = {t["name"]: t.get("capacity_blocks") for t in result["tiers"]}
+    values = {"gpu_blocks": capacity.get("gpu"), "cpu_blocks": capacity.get("cpu"), "block_size": trace.get("block_tokens"),
+              "timeline_buckets": len(result["timeline"]) or None, "trace": trace.get("name")}
+    return result, {k: str(v) for k, v in values.items() if v is not None}
+
+
 def router(*, web: Web) -> APIRouter:
     api = APIRouter(tags=["traces"])
     budget = web.workers.budget.per_request
@@ -220,9 +238,17 @@ def router(*, web: Web) -> APIRouter:
         return web.templates.TemplateResponse(request, name, context, status_code=status_code, headers=headers)
 
     @api.get("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
-    def panel(request: Request) -> HTMLResponse:
-        """The page's trace-replay panel (the dashboard loads it after the page)."""
-        return render(request, "replay/panel.html", traces=traces(), form_model=ReplayForm, values=None, errors={})
+    def panel(request: Request, run: int | None = Query(None, ge=1, le=MAX_ID)) -> HTMLResponse:
+        """The page's trace-replay panel (the dashboard loads it after the page); with ``run``, a kept replay shown
+        as it ran, from its stored result (nothing replayed again)."""
+        kept_run = kept_replay(web.runs, run) if run is not None else None
+        if kept_run is None:
+            return render(request, "replay/panel.html", traces=traces(), form_model=ReplayForm, values=None, errors={})
+        result, values = kept_run
+        view = replay_view(result)
+        view["status"] = f"Kept run {run}, as it ran (nothing replayed again): {view['status'][:1].lower()}{view['status'][1:]}"
+        return render(request, "replay/panel.html", traces=traces(), form_model=ReplayForm, values=values, errors={},
+                      kept={"view": view, "run_id": run})
 
     @api.post("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
     async def panel_replay(request: Request) -> HTMLResponse:
