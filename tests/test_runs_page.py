@@ -130,6 +130,8 @@ def test_links_to_runs_that_do_not_exist_or_are_not_ids_say_so(page: Page, url: 
     expected_console_errors += ["status of 404", "status of 422"]
     page.goto(url + "/?run=12345")
     expect(page.locator("[data-role=runs-notice]")).to_contain_text("no run 12345")
+    # Said above the lanes too, where the page opens, not only in the Runs area further down.
+    expect(page.locator("[data-role=run-origin]")).to_contain_text("no run 12345: it was deleted")
     page.goto(url + "/?run=%3Cscript%3Ealert(1)%3C/script%3E")
     expect(page.locator("[data-role=runs-notice]")).to_contain_text("run id must be a positive whole number")
     assert page.locator("#runs-area script:not([src])").count() == 0
@@ -144,6 +146,7 @@ def test_a_measurement_run_opens_in_the_runs_area(page: Page, url: str, tmp_path
     open_page(page, url + f"/?run={run_id}")
     detail = page.locator("[data-role=runs-compare]")
     expect(detail).to_contain_text(f"Run {run_id}: import")
+    expect(page.locator("[data-role=run-origin]")).to_contain_text(f"Kept run {run_id} opens in Runs, below")
     expect(detail).to_contain_text("<b>mine</b>.csv")  # the name as text, not as markup
     # Pass 2's three requests at 120 ms: p50 120.0.
     expect(detail.locator('tr[data-config="gpu"][data-pass="2"] td').nth(3)).to_have_text("120.0")
@@ -155,6 +158,9 @@ def test_a_kept_replay_opens_in_the_replay_panel_as_it_ran(page: Page, url: str)
     asked: list[str] = []
     page.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
     open_page(page, url + f"/?run={run_id}")
+    # Above the lanes, where the page opens: where the run is shown, further down.
+    expect(page.locator("[data-role=opened-in]")).to_have_text("the replay panel, below")
+    assert page.get_attribute("[data-role=opened-in]", "href") == "#replay-area"
     status = page.locator("#replay-status")
     expect(status).to_contain_text(f"Kept run {run_id}, as it ran")
     expect(status).to_contain_text(f"replayed {ran['trace']['requests']:,} requests")
@@ -199,6 +205,7 @@ def test_a_kept_live_run_replays_in_the_live_panel(page: Page, tmp_path: Path, l
 
         page.goto(f"{base}/?run={run_id}")
         expect(page.locator("[data-role=kept-live-run]")).to_contain_text(f"Kept live run {run_id}")
+        expect(page.locator("[data-role=opened-in]")).to_have_text("the live panel, below")  # said above the lanes
         # 3 documents x 2 passes, one target: 6 requests measured, as they were.
         expect(page.locator("#live-status")).to_have_text("Done: 6 requests measured on gpu.", timeout=30_000)
         measured = [e["ttft_ms"] for e in sent if e["type"] == "measured"]

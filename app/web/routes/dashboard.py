@@ -119,14 +119,19 @@ def router(*, web: Web) -> APIRouter:
             opened = await run_in_threadpool(stored.open_run, web.runs, raw_id)
         except stored.NotOpened as exc:
             return render(request, "dashboard.html", status_code=exc.status, runs_notice=str(exc), **default)
+        # A run the lanes do not play opens in its panel, further down: the line above the lanes says where.
         if opened.live is not None:
-            return render(request, "dashboard.html", live_run=opened.live, **default)
+            where = {"id": opened.id, "panel": "the live panel", "anchor": "live-area"}
+            return render(request, "dashboard.html", live_run=opened.live, opened_in=where, **default)
         if opened.watch is not None:
-            return render(request, "dashboard.html", watch_run=opened.watch, **default)
+            where = {"id": opened.id, "panel": "the watch panel", "anchor": "watch-area"}
+            return render(request, "dashboard.html", watch_run=opened.watch, opened_in=where, **default)
         if opened.replay:
-            return render(request, "dashboard.html", replay_run=opened.id, **default)
+            where = {"id": opened.id, "panel": "the replay panel", "anchor": "replay-area"}
+            return render(request, "dashboard.html", replay_run=opened.id, opened_in=where, **default)
         if opened.view is None:
-            return render(request, "dashboard.html", open_run=opened.id, **default)
+            where = {"id": opened.id, "panel": "Runs", "anchor": "runs-area"}
+            return render(request, "dashboard.html", open_run=opened.id, opened_in=where, **default)
         return render(request, "dashboard.html", form=opened.form, run=opened.view, costs=opened.costs)
 
     async def linked_scenario(request: Request, query: dict[str, str]) -> HTMLResponse:
