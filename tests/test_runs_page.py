@@ -23,9 +23,14 @@ ServerFactory = Callable[..., AbstractContextManager[str]]
 
 
 @pytest.fixture()
-def url(tmp_path: Path, live_server_factory: ServerFactory) -> Iterator[str]:
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "runs.db"
+
+
+@pytest.fixture()
+def url(db: Path, live_server_factory: ServerFactory) -> Iterator[str]:
     """A server with a database of its own for each test: the list starts empty."""
-    with live_server_factory("--db", str(tmp_path / "runs.db")) as base:
+    with live_server_factory("--db", str(db)) as base:
         yield base
 
 
@@ -96,6 +101,25 @@ def test_two_runs_compare_with_differences_highlighted(page: Page, url: str) -> 
     lengths = page.evaluate("document.getElementById('runs-compare-chart').data.map(t => [t.name, t.x.length, t.line.dash])")
     assert sorted(lengths) == sorted([["run 1 · gpu", 20, "solid"], ["run 1 · gpu+cpu", 20, "solid"],
                                       ["run 2 · gpu", 20, "dash"], ["run 2 · gpu+cpu", 20, "dash"]])
+
+
+def test_comparing_a_watch_says_why_it_cannot_and_marks_nothing_stale(page: Page, url: str, db: Path, expected_console_errors: list[str]) -> None:
+    from app.runs.store import NewRun, RunStore
+
+    expected_console_errors.append("status of 422")
+    sim = httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"]
+    store = RunStore(db)  # a kvscope watch beside the server: KV events, no requests
+    watch = store.save(NewRun("watch", name="KV events"), records=[{"seq": 0, "ts": 1.0, "event": {"type": "AllBlocksCleared"}}])
+    store.close()
+    open_page(page, url + "/")
+    page.check(f"#pick-{sim}")
+    page.check(f"#pick-{watch}")
+    page.locator("#runs-compare [data-role=compare]").click()
+    detail = page.locator("#runs-detail")
+    expect(detail.locator("[data-role=runs-problem]")).to_have_text(f"run {watch} (watch) cannot be compared: it keeps KV events, not requests")
+    # The answer is the problem itself, not an earlier result gone stale: no "Out of date ... see the fields" line.
+    expect(detail.locator(".stale-note")).to_have_count(0)
+    assert detail.get_attribute("data-stale") is None
 
 
 def test_delete_removes_the_run(page: Page, url: str) -> None:
