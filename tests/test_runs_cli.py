@@ -99,6 +99,13 @@ def test_a_watch_and_a_recording_in_progress_have_headlines(db: str, two_runs: t
     listed = {line.split()[0]: line for line in kvscope("runs", "--db", db, "list").stdout.splitlines()[2:]}
     assert listed[str(watch)].rstrip().endswith("3 KV events")
     assert listed[str(proxy.id)].rstrip().endswith("2 requests so far")
+    # Finished without its summary's figures (as a run exported while it ran, then imported): its records still count.
+    store = RunStore(db)
+    done = store.save(NewRun("proxy", name="emu", summary={"scenario": "requests proxied to emu", "requests": 0}),
+                      records=[{"config": "emu", "pass": 1, "order": "proxy", "seq": 0, "doc": -1, "prompt_tokens": 100, "ttft_ms": 5.0}])
+    store.close()
+    listed = {line.split()[0]: line for line in kvscope("runs", "--db", db, "list").stdout.splitlines()[2:]}
+    assert listed[str(done)].split()[4] == "done" and listed[str(done)].split()[-2:] == ["1", "requests"]
     shown = kvscope("runs", "--db", db, "show", str(watch)).stdout
     assert f"3 KV events kept (kvscope runs export {watch} --format jsonl" in shown and "no requests" not in shown
 

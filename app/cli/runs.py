@@ -47,8 +47,8 @@ def _headline(info: RunInfo) -> str:
     text = f"{summary['requests']:,} requests" if summary.get("requests") else ""
     if info.kind == "watch":  # KV events, no requests
         text = f"{info.record_count:,} KV events"
-    elif not text and info.status == "running" and info.record_count:
-        text = f"{info.record_count:,} requests so far"  # a recording's summary is written when it finishes
+    elif not text and info.record_count:  # a recording's summary is written when it finishes (or it was exported before)
+        text = f"{info.record_count:,} requests{' so far' if info.status == 'running' else ''}"
     if best:
         text += f"; pass {best['pass']}: {best['candidate']} {best['p50_speedup']:.2f}x p50 over {best['baseline']}"
     if summary.get("kept"):  # why the run is kept only up to some point (app.runs.commits.kept_only_so_far)
