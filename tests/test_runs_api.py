@@ -110,6 +110,12 @@ def test_a_watch_cannot_be_compared_422_naming_it(url: str, db_path: Path) -> No
     ]
     page = httpx.get(f"{url}/ui/runs/compare", params={"pick": [a, watch]})
     assert page.status_code == 422 and f"run {watch} (watch) cannot be compared" in page.text
+    # No measurement file of it either: an empty one would read as a run without requests. Its recording is jsonl.
+    refused = httpx.get(f"{url}/api/runs/{watch}/export", params={"format": "csv"})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "format"]
+    assert "keeps KV events, not requests: jsonl gives its recording" in refused.json()["detail"][0]["msg"]
+    recording = httpx.get(f"{url}/api/runs/{watch}/export", params={"format": "jsonl"})
+    assert recording.status_code == 200 and json.loads(recording.text) == {"seq": 0, "ts": 1.0, "event": {"type": "AllBlocksCleared"}}
     # Its line in the Runs area counts its KV events (it has no requests).
     row = httpx.get(f"{url}/ui/runs").text.split(f'data-run="{watch}"')[1].split("</tr>")[0]
     assert "1&nbsp;KV&nbsp;events" in row

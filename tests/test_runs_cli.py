@@ -73,6 +73,8 @@ def test_diff_refuses_a_watch_and_keeps_a_trace_apart_from_a_scenario(db: str, t
     refused = kvscope("runs", "--db", db, "diff", "1", str(watch))
     assert refused.returncode == 2 and f"run {watch} (watch) cannot be compared: it keeps KV events, not requests" in refused.stderr
     assert "Invalid value for B" in refused.stderr and refused.stdout == ""
+    csv = kvscope("runs", "--db", db, "export", str(watch))  # csv, the default: a watch has no requests to write
+    assert csv.returncode == 2 and "Invalid value for --format" in csv.stderr and "keeps KV events, not requests" in csv.stderr
     # A trace's requests (pass 1, order "trace", config gpu) beside the seed lab's pass 1 forward: the same
     # configuration and pass number, but not the same pass, so neither row holds the other's figures.
     trace = tmp_path / "trace.csv"

@@ -177,6 +177,8 @@ def export_run(ctx: click.Context, run_id: int, fmt: export.Format, out: Path | 
         text = export.export(_store(ctx), run_id, fmt)
     except NoSuchRun as exc:
         raise _missing(exc) from None
+    except export.NotExportable as exc:
+        raise click.BadParameter(str(exc), param_hint="--format") from None
     if out is None:
         click.echo(text, nl=False)
         return

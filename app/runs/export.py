@@ -10,12 +10,16 @@ from sim import jsontext
 from sim.measurements import MeasurementWriter
 
 from app.runs.recording import result_of, rows_of
-from app.runs.store import RunStore
+from app.runs.store import RunStore, StoreError
 
 Format = Literal["csv", "jsonl", "json"]
 FORMATS: tuple[str, ...] = ("csv", "jsonl", "json")
 MEDIA = {"csv": "text/csv", "jsonl": "application/x-ndjson", "json": "application/json"}
 EXPORT_MARK = "kvscope-run"  # the ``format`` key of a JSON export, by which import knows one
+
+
+class NotExportable(StoreError):
+    """The run holds nothing in the format asked for (a watch's KV events are no measurement file)."""
 
 
 def whole(store: RunStore, run_id: int) -> dict[str, Any]:
@@ -33,7 +37,9 @@ def whole(store: RunStore, run_id: int) -> dict[str, Any]:
 def export(store: RunStore, run_id: int, fmt: Format) -> str:
     if fmt == "json":
         return jsontext.dumps(whole(store, run_id), indent=1) + "\n"
-    if fmt == "jsonl" and store.get(run_id).info.kind == "watch":
+    if store.get(run_id).info.kind == "watch":
+        if fmt == "csv":  # an empty measurement file would read as a run with no requests
+            raise NotExportable(f"run {run_id} (watch) keeps KV events, not requests: jsonl gives its recording, json the whole run")
         # A kept `kvscope watch`: its KV event recording, which `kvscope watch --from` plays and `kvscope replay` reads.
         return "".join(jsontext.dumps(line, separators=(",", ":")) + "\n" for line in store.records(run_id))
     buffer = io.StringIO()

@@ -112,7 +112,11 @@ def router(*, web: Web) -> APIRouter:
         ``json``: the whole run, which ``/api/runs/import`` takes back."""
         get_or_404(run_id)
         headers = {"Content-Disposition": f'attachment; filename="{export.filename(run_id, format)}"'}
-        return Response(export.export(store, run_id, format), media_type=export.MEDIA[format], headers=headers)
+        try:
+            text = export.export(store, run_id, format)
+        except export.NotExportable as exc:
+            raise _invalid("format", str(exc), "query") from None
+        return Response(text, media_type=export.MEDIA[format], headers=headers)
 
     @api.get("/api/runs/{a}/diff/{b}", summary="Compare two kept runs")
     def diff_runs(a: RunId, b: RunId) -> dict[str, Any]:
@@ -123,7 +127,7 @@ def router(*, web: Web) -> APIRouter:
         try:
             return compare.diff(store, a, b)
         except compare.NotComparable as exc:
-            raise RequestValidationError([{"type": "value_error", "loc": ("path", exc.field), "msg": str(exc)}]) from None
+            raise _invalid(exc.field, str(exc), "path") from None
 
     @api.delete("/api/runs/{run_id}", status_code=204, summary="Delete a kept run")
     def delete_run(run_id: RunId) -> Response:
@@ -210,5 +214,5 @@ def router(*, web: Web) -> APIRouter:
     return api
 
 
-def _invalid(field: str, message: str) -> RequestValidationError:
-    return RequestValidationError([{"type": "value_error", "loc": ("body", field), "msg": message}])
+def _invalid(field: str, message: str, where: str = "body") -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": (where, field), "msg": message}])
