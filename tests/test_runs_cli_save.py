@@ -105,6 +105,10 @@ def test_calibrate_keeps_the_profile_and_the_rows(db: str, tmp_path: Path) -> No
     assert run["kind"] == "calibration" and run["result"] == profile and run["costs"] == profile["costs"]
     assert run["records"] == 60  # the seed lab's 60 requests, each a row of the file
     assert (tmp_path / "seed.costs.json").exists()
+    # runs show says the constants it fitted, as the profile holds them (to 6 significant digits).
+    fitted = next(line for line in kvscope("runs", "--db", db, "show", "1").stdout.splitlines() if "fitted costs:" in line)
+    assert f"overhead_ms {profile['costs']['overhead_ms']:.6g}" in fitted
+    assert f"prefill_ms_per_token {profile['costs']['prefill_ms_per_token']:.6g}" in fitted
 
 
 @pytest.mark.parametrize("problem", ["not a database", "a folder", "full"])

@@ -107,6 +107,9 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
     source = {k: v for k, v in (run.source or {}).items() if k != "failures"}
     if source:
         click.echo(f"  source: {jsontext.dumps(source)}")
+    if info.kind == "calibration" and run.costs:  # what a calibration is for: the constants it fitted
+        fitted = ", ".join(f"{k} {v:.6g}" for k, v in run.costs.items() if isinstance(v, (int, float)))
+        click.echo(f"  fitted costs: {fitted}")
     if failures:
         # As ``kvscope analyze`` words them, so a kept analysis reads as it did when made.
         click.echo(f"failed requests, left out of the statistics: {len(failures)}")
