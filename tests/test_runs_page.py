@@ -148,6 +148,9 @@ def test_a_bad_scenario_link_shows_the_field_and_its_limit(page: Page, url: str,
     expected_console_errors.append("status of 422")
     page.goto(url + "/?scenario=seed-lab&docs=0")
     expect(page.locator(".field.invalid .field-error")).to_contain_text("greater than or equal to 1")
+    # A field out of sight (More settings) is named above the lanes, where the page opens.
+    page.goto(url + "/?scenario=seed-lab&gpu_policy=bogus")
+    expect(page.locator("[data-role=run-origin]")).to_contain_text("This link's scenario was refused (gpu_policy: ")
 
 
 def test_links_to_runs_that_do_not_exist_or_are_not_ids_say_so(page: Page, url: str, expected_console_errors: list[str]) -> None:

@@ -140,10 +140,12 @@ def router(*, web: Web) -> APIRouter:
         try:
             body = stored.scenario_input(preset, query)
             scenario = check(body, streamed=True)
-        except ValidationError as exc:
-            return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, errors_of(exc)), run=_initial_run())
-        except InputErrors as exc:
-            return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, exc.errors), run=_initial_run())
+        except (ValidationError, InputErrors) as exc:
+            errors = errors_of(exc) if isinstance(exc, ValidationError) else exc.errors
+            # Said above the lanes too: the field may be out of sight (further down the sidebar, or in More settings).
+            said = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in errors[:3]) + ("; ..." if len(errors) > 3 else "")
+            return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, errors), run=_initial_run(),
+                          link_problem=f"This link's scenario was refused ({said}): see the fields.")
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         view = await planned_run(scenario, stream_body)
         return render(request, "dashboard.html", form=stored.form_of(preset, query), run=view, costs=stored.costs_of(scenario, "the link's costs"))
