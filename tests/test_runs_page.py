@@ -181,6 +181,7 @@ def test_a_measurement_run_opens_in_the_runs_area(page: Page, url: str, tmp_path
 
 def test_a_kept_replay_opens_in_the_replay_panel_as_it_ran(page: Page, url: str) -> None:
     answer = httpx.post(f"{url}/api/replay", data={"gpu_blocks": "400", "cpu_blocks": "2000", "timeline_buckets": "20"}, timeout=120)
+    assert answer.status_code == 200 and "X-Kvscope-Run" in answer.headers, (answer.status_code, answer.headers, answer.text[:300])
     run_id, ran = answer.headers["X-Kvscope-Run"], answer.json()
     asked: list[str] = []
     page.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
