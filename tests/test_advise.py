@@ -6,6 +6,7 @@ import json
 import os
 import math
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -174,7 +175,8 @@ def _source(path: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("name", [*facts.VLLM_FLAGS.values(), facts.VLLM_NATIVE_BACKEND, facts.LMCACHE_CONNECTOR, *facts.LMCACHE_SETTINGS.values()],
+@pytest.mark.parametrize("name", [*facts.VLLM_FLAGS.values(), facts.VLLM_NATIVE_BACKEND, facts.VLLM_EVICTION_POLICY, facts.VLLM_ARC_POLICY,
+                                  facts.LMCACHE_CONNECTOR, *facts.LMCACHE_SETTINGS.values()],
                          ids=lambda n: n.name)
 def test_names_are_defined_where_cited(name: facts.Name) -> None:
     text = _source(name.source)
@@ -350,6 +352,38 @@ def test_the_lmcache_command_names_only_a_policy_lmcache_ships(policy: str, line
     else:
         assert "LMCACHE_CACHE_POLICY" not in command and "vllm serve" not in command
         assert f"LMCache 0.5.6 has no {policy} cache policy" in command
+
+
+@pytest.mark.parametrize("policy", ["arc", "lru", "fifo"])
+def test_the_vllm_command_sets_the_candidates_eviction_policy(policy: str) -> None:
+    # vLLM's offload reads its policy from kv_connector_extra_config["eviction_policy"], default "lru"
+    # (vllm/v1/kv_offload/cpu/spec.py:142); no flag sets it. --kv-offloading-backend native only *updates* that
+    # extra config with cpu_bytes_to_use (vllm/config/vllm.py:1173-1175), so a --kv-transfer-config holding just the
+    # policy survives beside the size flags. An ARC candidate must therefore carry {"eviction_policy": "arc"}; an LRU
+    # one needs nothing (the default); FIFO is not among vLLM's two (factory.py:86-91), so no command, a sentence.
+    backend = "vllm-native" if policy in ("arc", "lru") else "lmcache"
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--policies", policy,
+                    "--backends", backend, "--json", "--top", "1")
+    assert code == 0, out
+    data = json.loads(out[out.index("{"):])
+    assert data["meets"][0]["config"]["cpu_policy"] == policy and data["meets"][0]["config"]["cpu_tokens"]
+    command = data["commands"]["vllm_native"]
+    if policy == "fifo":
+        assert command == "vLLM 0.33's offloading has no fifo eviction policy (only lru, arc): this configuration is a what-if"
+        return
+    argv = shlex.split(command)
+    assert argv[argv.index("--kv-offloading-backend") + 1] == "native"
+    if policy == "lru":
+        assert "--kv-transfer-config" not in argv
+    else:
+        assert json.loads(argv[argv.index("--kv-transfer-config") + 1]) == {"kv_connector_extra_config": {"eviction_policy": "arc"}}
+    text = _source("vllm/config/vllm.py")
+    if text is None:
+        pytest.skip(f"vllm/config/vllm.py is not unpacked under ${REF_ENV}")
+    # The native backend merges into the user's extra config rather than replacing it (what keeps the policy).
+    assert "self.kv_transfer_config.kv_connector_extra_config.update(" in text
+    spec = _source("vllm/v1/kv_offload/cpu/spec.py")
+    assert spec is not None and 'self.extra_config.get("eviction_policy", "lru")' in spec
 
 
 def test_the_policies_lmcache_names_are_lmcaches_own() -> None:

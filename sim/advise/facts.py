@@ -6,6 +6,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from sim.tiers.native import NATIVE_POLICY_NAMES
 from sim.tiers.policies import POLICIES
 
 
@@ -33,6 +34,16 @@ VLLM_FLAGS: dict[str, Name] = {
 # cpu_bytes_to_use = size * 2**30, vllm/config/vllm.py:1167-1175, which vllm/v1/kv_offload/cpu/spec.py:111-123
 # spreads over world_size copies of each block: the total, not per rank).
 VLLM_NATIVE_BACKEND = Name("native", "vllm/config/cache.py", 178)
+# The offload's eviction policy is a key of --kv-transfer-config's kv_connector_extra_config, read by
+# vllm/v1/kv_offload/cpu/spec.py:142 with "lru" the default; there is no flag for it. With only
+# --kv-offloading-backend/--kv-offloading-size, vllm/config/vllm.py:1163-1175 builds the transfer config and
+# *updates* its extra config with cpu_bytes_to_use, so a --kv-transfer-config carrying only
+# {"kv_connector_extra_config": {"eviction_policy": ...}} keeps the policy (and sets no kv_connector, which
+# vllm/config/kv_transfer.py:120-124 would require a kv_role for; vllm.py:1172 and 1185 set both).
+VLLM_EVICTION_POLICY = Name("eviction_policy", "vllm/v1/kv_offload/cpu/spec.py", 142)
+VLLM_DEFAULT_EVICTION_POLICY = "lru"  # vllm/v1/kv_offload/cpu/spec.py:142
+# "arc", the one other policy vLLM registers (vllm/v1/kv_offload/cpu/policies/factory.py:89-91).
+VLLM_ARC_POLICY = Name("arc", "vllm/v1/kv_offload/cpu/policies/factory.py", 90)
 # The connector LMCache registers with vLLM (vllm/distributed/kv_transfer/kv_connector/factory.py:166).
 LMCACHE_CONNECTOR = Name("LMCacheConnectorV1", "vllm/distributed/kv_transfer/kv_connector/factory.py", 166)
 
@@ -60,11 +71,13 @@ def _gib(value: float) -> str:
 
 
 def vllm_native(model: str, tp: int, block_size: int, gpu_kv_bytes: int, cpu_gib_total: float | None,
-                kv_cache_dtype: str = "auto") -> str:
+                kv_cache_dtype: str = "auto", policy: str = VLLM_DEFAULT_EVICTION_POLICY) -> str:
     """``vllm serve`` with vLLM's own CPU offload; ``--kv-offloading-size`` is the replica's total GiB.
 
     ``--kv-cache-memory-bytes`` is per GPU and overrides ``--gpu-memory-utilization``
-    (vllm/config/cache.py:374-381), so the GPU tier's size is given exactly.
+    (vllm/config/cache.py:374-381), so the GPU tier's size is given exactly. A CPU policy other than
+    vLLM's default goes in ``--kv-transfer-config``; one vLLM does not ship gets a sentence, not a command
+    (vLLM would raise ValueError, vllm/v1/kv_offload/cpu/policies/factory.py:63-67).
     """
     f = VLLM_FLAGS
     args = ["vllm", "serve", model, f["tensor_parallel_size"].name, str(tp),
@@ -72,7 +85,12 @@ def vllm_native(model: str, tp: int, block_size: int, gpu_kv_bytes: int, cpu_gib
     if kv_cache_dtype != "auto":
         args += [f["kv_cache_dtype"].name, kv_cache_dtype]
     if cpu_gib_total:
+        if policy not in NATIVE_POLICY_NAMES:
+            return f"vLLM 0.33's offloading has no {policy} eviction policy (only {', '.join(NATIVE_POLICY_NAMES)}): this configuration is a what-if"
         args += [f["kv_offloading_backend"].name, VLLM_NATIVE_BACKEND.name, f["kv_offloading_size"].name, _gib(cpu_gib_total)]
+        if policy != VLLM_DEFAULT_EVICTION_POLICY:
+            extra = {"kv_connector_extra_config": {VLLM_EVICTION_POLICY.name: policy}}
+            args += [f["kv_transfer_config"].name, json.dumps(extra, separators=(",", ":"))]
     return shlex.join(args)
 
 

@@ -352,7 +352,7 @@ def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype
     gpu_bytes_per_gpu = -(-(c.gpu_tokens + block) * workload.bytes_per_token // tp)  # the null block on top
     cpu_total = pricing.gib(c.cpu_tokens) if c.cpu_tokens else None
     disk_total = pricing.gib(c.disk_tokens) if c.disk_tokens else None
-    out = {"vllm_native": facts.vllm_native(workload.model, tp, block, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype)}
+    out = {"vllm_native": facts.vllm_native(workload.model, tp, block, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype, c.cpu_policy)}
     out["lmcache"] = facts.lmcache(
         workload.model, tp, block, gpu_bytes_per_gpu, chunk, cpu_total / tp if cpu_total else None,
         disk_total / tp if disk_total else None, c.cpu_policy, kv_cache_dtype,
