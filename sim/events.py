@@ -14,6 +14,13 @@ from typing import Any, ClassVar
 # Tier names, in lookup order.
 GPU, CPU, DISK = "gpu", "cpu", "disk"
 TIERS = (GPU, CPU, DISK)
+# How tables, headers and the page name a tier; a storage tier behind the CPU is called by its own name.
+TIER_LABELS = {GPU: "GPU", CPU: "CPU", DISK: "Disk"}
+
+
+def tier_label(name: str) -> str:
+    """A tier's display name: ``TIER_LABELS``' word, else the tier's own name (a storage tier's)."""
+    return TIER_LABELS.get(name, name)
 
 
 @dataclass(frozen=True, slots=True)

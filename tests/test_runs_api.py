@@ -222,6 +222,22 @@ def test_an_analysis_keeps_its_failed_requests_and_shows_them(url: str, db_path:
     assert '"failures"' not in shown.stdout  # listed once, as lines, not again in the source's JSON
 
 
+def test_the_page_and_the_cli_name_the_disk_tier_alike(url: str, db_path: Path) -> None:
+    # The run below, with the disk tier in the nvme tier's place: a tier gets a column once a pass loads from it, and
+    # the disk serves pass 2 (6 x 4,864 = 29,184 tokens). The runs page's table and `kvscope runs show` both head that
+    # column by the tier's display name, capitalised as GPU and CPU are, from one definition (sim.events.TIER_LABELS).
+    body = {"docs": 6, "cpu_gb": None, "cpu_tokens": 10_000, "gpu_tokens": 12_000, "disk_tokens": 100_000,
+            "passes": "forward,forward"}
+    run = httpx.post(f"{url}/api/simulate", json=body, timeout=60).headers["X-Kvscope-Run"]
+    page = httpx.get(f"{url}/ui/runs/compare", params={"a": run}, timeout=30).text
+    assert '<th scope="col" data-tier="disk">Disk hit tok</th>' in page
+    assert '<td class="num" data-tier="disk">29,184</td>' in page
+    shown = run_kvscope(["runs", "--db", str(db_path), "show", run])
+    assert shown.returncode == 0, shown.stderr
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("config"))
+    assert "CPU hit tok  Disk hit tok  computed tok" in header
+
+
 def test_the_compare_table_has_a_column_per_tier_behind_the_cpu(url: str) -> None:
     # As tests/test_runs_cli.py derives it: six seed documents read forward twice, GPU and CPU too small for a cycle
     # of six; an nvme tier of 100,000 tokens serves pass 2 whole (6 x 4,864 = 29,184), one of 5,000 nothing.

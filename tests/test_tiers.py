@@ -73,7 +73,7 @@ def test_disk_gb_is_shorthand_for_one_storage_tier() -> None:
 
 def test_the_table_has_a_column_per_offload_tier() -> None:
     lines = render_table(simulate(THREE)).splitlines()
-    assert " ".join(lines[0].split()).count("GPU hit tok CPU hit tok disk hit tok remote hit tok computed tok") == 1
+    assert " ".join(lines[0].split()).count("GPU hit tok CPU hit tok Disk hit tok remote hit tok computed tok") == 1
     row = next(line for line in lines if line.startswith("gpu+cpu+disk+remote") and " 2 forward" in line)
     # Pass 2: 3 x 512 tokens from remote, 512 from disk, none from CPU; 4 x 8 computed.
     assert row.split()[5:10] == ["0", "0", "512", "1,536", "32"]

@@ -11,6 +11,7 @@ import click
 from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
+from sim.events import tier_label
 from sim.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
 from sim.work import curve_cost
 
@@ -56,7 +57,7 @@ def command(
         passes = c["points"][0]["passes"]
         headers = ["capacity tok", "GiB"]
         for p in passes:
-            headers += [f"p{p['pass']} {'GPU' if tier == 'gpu' else 'CPU'} hit", f"p{p['pass']} mean ms"]
+            headers += [f"p{p['pass']} {tier_label(tier)} hit", f"p{p['pass']} mean ms"]
         headers.append("mark")
         rows = []
         for point in c["points"]:

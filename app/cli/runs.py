@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from app.cli import runs_db
-from app.cli.table import cell_text, format_table, tier_label
+from app.cli.table import cell_text, format_table
 from app.runs import compare, export, importer
 from app.runs.recording import result_of
 from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunInfo, RunStore, StoreError, StoreFull, check_id
 from sim import jsontext, textfile
+from sim.events import tier_label
 from sim.longdocqa import failure_text
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sim.events import tier_label
+
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool] | None = None) -> str:
     cells = [[str(h) for h in headers]] + [[cell_text(v) for v in row] for row in rows]
@@ -58,6 +60,3 @@ def offload_tiers(result: dict[str, Any]) -> list[str]:
                 names.append(tier["name"])
     return names
 
-
-def tier_label(name: str) -> str:
-    return name.upper() if name in ("gpu", "cpu") else name

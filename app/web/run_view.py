@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from app.scenario_input import resolve
 from sim.calibrate import read_table
 from sim.costs import default_costs
+from sim.events import CPU, tier_label
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.stats import quantile, speedup
@@ -22,7 +23,6 @@ LANE_TITLES = {
     "gpu+cpu+disk": "vLLM + LMCache: GPU, CPU, then local disk",
 }
 MORE_TIERS_TITLE = "vLLM + LMCache: GPU, CPU, then {}"
-TIER_LABELS = {"gpu": "GPU", "cpu": "CPU", "disk": "Disk"}
 # The lab measured this scenario; its table is shown beside the prediction only for it.
 MEASURED_PRESETS = ("seed-lab", "seed-lab-doc")
 
@@ -148,7 +148,7 @@ class RunView:
         for lane in self.lanes:
             for tier in lane.tiers[1:]:
                 seen.setdefault(tier.name, tier)
-        return list(seen.values()) or [TierView("cpu", TIER_LABELS["cpu"], 0, 0, 0.0)]
+        return list(seen.values()) or [TierView(CPU, tier_label(CPU), 0, 0, 0.0)]
 
     @property
     def pass_marks(self) -> list[dict[str, Any]]:
@@ -240,7 +240,7 @@ def _lanes(scenario: Scenario, runs: list[tuple[str, list[dict[str, Any]]]]) -> 
             name,
             LANE_TITLES.get(name) or MORE_TIERS_TITLE.format(", ".join(t["name"] for t in tiers[2:])),
             [
-                TierView(t["name"], TIER_LABELS.get(t["name"], t["name"]), t["unit_tokens"], t["capacity_tokens"], t["capacity_tokens"] / prompt)
+                TierView(t["name"], tier_label(t["name"]), t["unit_tokens"], t["capacity_tokens"], t["capacity_tokens"] / prompt)
                 for t in tiers
             ],
         )

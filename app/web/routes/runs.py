@@ -27,7 +27,6 @@ from app.runs.watch_replay import watch_events
 from app.web.context import Web
 from app.web.json_response import JSONResponse
 from app.web.panel_input import MAX_UPLOAD_BYTES
-from app.web.run_view import TIER_LABELS
 from app.web.sse import event_stream
 
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="a run's id, as /api/runs lists it")]
@@ -182,7 +181,7 @@ def router(*, web: Web) -> APIRouter:
             return render(request, "runs/problem.html", status_code=404, message=str(exc))
         except compare.NotComparable as exc:
             return render(request, "runs/problem.html", status_code=422, message=str(exc))
-        return render(request, "runs/compare.html", diff=view, single=b is None, tier_labels=TIER_LABELS,
+        return render(request, "runs/compare.html", diff=view, single=b is None,
                       without_scenario=compare.without_scenario_text(view), nothing_in_common=compare.NOTHING_IN_COMMON)
 
     @api.post("/ui/runs/import", response_class=HTMLResponse, include_in_schema=False)
