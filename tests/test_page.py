@@ -180,6 +180,21 @@ def test_preset_menu_fills_the_fields(page: Page, live_server: str) -> None:
     expect(page.locator("#results-table th.measured")).to_have_count(0)
 
 
+def test_the_log_names_the_disk_tier_as_the_table_does(page: Page, live_server: str) -> None:
+    # three-tiers: 20 documents, 1 GB CPU (about 7 documents), 4 GB disk (all 20); the random passes re-read documents
+    # neither GPU nor CPU still holds, so the disk serves some. The log's words for the tier are the table's header's
+    # (one definition, sim.events.TIER_LABELS, carried to the scripts by the body's data-tier-labels).
+    open_dashboard(page, live_server)
+    page.select_option("#f-preset", "three-tiers")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=30_000)
+    headers = page.locator("#results-table thead th").all_inner_texts()
+    assert any(h.startswith("Disk hit tokens") for h in headers), headers
+    lines = page.locator('#event-log li[data-run="gpu+cpu+disk"]').all_inner_texts()
+    assert any("Disk hit: loaded" in line for line in lines), lines[:5]
+    assert not any("disk hit" in line for line in lines)
+
+
 def test_keyboard_alone_runs_the_dashboard(page: Page, live_server: str) -> None:
     open_dashboard(page, live_server)
     page.focus("#f-docs")

@@ -66,7 +66,7 @@
     const yaxis = top > 0 && band ? { range: [0, top * 1.02 / (1 - band)] } : { rangemode: "tozero" };
     const layout = plot.layout(el, {
       ...TITLED, height: 380, shapes, annotations,
-      title: { text: hits ? `${curve.tier === "gpu" ? "GPU" : "CPU"} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
+      title: { text: hits ? `${window.kvscope.tierLabel(curve.tier)} hit tokens per pass` : "Predicted mean TTFT per pass", font: { size: 14 } },
       xaxis: { title: { text: curve.x_title }, range }, // from 0: the smallest capacity has a tick left of it
       yaxis: { title: { text: hits ? "hit tokens" : "mean TTFT, ms" }, ...yaxis },
     });

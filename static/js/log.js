@@ -8,7 +8,7 @@
 
   const MAX_LINES = 400;
   const { format } = window.kvscope;
-  const TIER = { gpu: "GPU", cpu: "CPU" }; // any other tier is called by its name
+  const tierLabel = (tier) => window.kvscope.tierLabel(tier); // static/js/tiers.js: the server's names
   let pending = new Map(); // run -> events of its current request
   let runIndex = new Map();
   let explained = new Map(); // "run seq" -> its explain event
@@ -39,8 +39,8 @@
       if (tier === "gpu") continue;
       const load = loads[tier];
       parts.push(load
-        ? `${TIER[tier] ?? tier} hit: loaded ${format.count(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
-        : `${TIER[tier] ?? tier} miss`);
+        ? `${tierLabel(tier)} hit: loaded ${format.count(load.tokens)} tokens (${load.chunks} chunk${load.chunks === 1 ? "" : "s"})`
+        : `${tierLabel(tier)} miss`);
     }
     const why = events.find((e) => e.type === "explain");
     if (ttft?.computed_tokens) {
@@ -52,7 +52,7 @@
     for (const tier of new Set(evicts.map((e) => e.tier))) {
       const mine = evicts.filter((e) => e.tier === tier);
       const what = mine.map((e) => `${docName(e.doc)} ${e.part}, ${format.count(e.tokens)} tokens`).join("; ");
-      text += `; ${tier === "gpu" ? "evicted" : `${TIER[tier] ?? tier} evicted`} ${what}`;
+      text += `; ${tier === "gpu" ? "evicted" : `${tierLabel(tier)} evicted`} ${what}`;
     }
     return text;
   }
@@ -61,7 +61,7 @@
     return Object.entries(map).map(([cause, tokens]) => {
       let text = causeWords(cause, `${format.count(tokens)} tokens`);
       if (cause === "evicted") {
-        text += entries.map((e) => ` from ${TIER[e.tier] ?? e.tier} by ${e.by.map((b) => `req ${b.seq + 1}`).join(", ")}`).join(";");
+        text += entries.map((e) => ` from ${tierLabel(e.tier)} by ${e.by.map((b) => `req ${b.seq + 1}`).join(", ")}`).join(";");
       }
       return text;
     });

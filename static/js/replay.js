@@ -8,15 +8,15 @@
 
   // The page's palette (static/js/palette.js): a tier's hits take its source's colour and marker, and a dash per
   // series, so that no series is told apart by colour alone.
-  const { palette, plot } = window.kvscope;
+  const { palette, plot, tierLabel } = window.kvscope;
   const TIER_STYLE = {
-    gpu: { color: palette.source("gpu").colour, symbol: palette.source("gpu").symbol, dash: "solid", label: "GPU" },
-    cpu: { color: palette.source("cpu").colour, symbol: palette.source("cpu").symbol, dash: "dash", label: "CPU" },
+    gpu: { color: palette.source("gpu").colour, symbol: palette.source("gpu").symbol, dash: "solid", label: tierLabel("gpu") },
+    cpu: { color: palette.source("cpu").colour, symbol: palette.source("cpu").symbol, dash: "dash", label: tierLabel("cpu") },
   };
   // A tier behind the CPU (a --storage-tier) is drawn as the palette draws any further tier, dotted, by its name.
   function tierStyle(name) {
     const s = palette.source(name);
-    return TIER_STYLE[name] || { color: s.colour, symbol: s.symbol, dash: "dot", label: name };
+    return TIER_STYLE[name] || { color: s.colour, symbol: s.symbol, dash: "dot", label: tierLabel(name) };
   }
   // Each request is drawn by where most of its prompt came from: a tier of the replay, or computed.
   function sourceStyles(result) {
