@@ -409,4 +409,5 @@ def test_a_storage_tier_behind_the_cpu_has_its_own_hit_ratio_and_column() -> Non
                     "--cpu-tokens", "10000", "--buy", "cpu", "--points", "2", "--p50-ms", "1000", "--pass", "2")
     assert code == 0, out
     header = next(line for line in out.splitlines() if line.startswith("#"))
-    assert "hit gpu/cpu/disk/nvme" in header
+    # Each tier by its display name, as every table heads it (sim.events.TIER_LABELS); a storage tier by its own.
+    assert "hit GPU/CPU/Disk/nvme" in header

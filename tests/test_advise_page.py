@@ -75,6 +75,9 @@ def test_panel_ranks_draws_and_starts(live_server: str, page: Page, tmp_path: Pa
     first = page.locator("#advise-table tbody tr").first
     expect(first).to_have_attribute("data-gpu-tokens", "5040", timeout=60_000)
     expect(first).to_have_attribute("data-cpu-tokens", "48640")
+    # The hit column is headed by the tiers' display names, as the results and runs tables head theirs
+    # (sim.events.TIER_LABELS), not by their lower-case keys.
+    expect(page.locator("#advise-table thead th").nth(9)).to_have_text("hit GPU / CPU / Disk")
     expect(page.locator("#advise-pareto .main-svg").first).to_be_attached()
     expect(page.locator("#advise-lmcache")).to_contain_text("LMCACHE_MAX_LOCAL_CPU_SIZE=1.3")
     expect(page.locator("#advise-vllm")).to_contain_text("--kv-offloading-size 1.3")

@@ -18,6 +18,7 @@ from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
 from sim.advise.candidate import TIERS, Target
 from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
+from sim.events import tier_label
 from sim.kv import KV_CACHE_DTYPES, load_config
 from sim.replay import MAX_CHUNK_BLOCKS
 
@@ -162,7 +163,7 @@ def command(
 
 def _print(advice: Any, priced: bool) -> None:
     tiers = list((advice.meets[0] if advice.meets else advice.closest)["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
-    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(tiers)}",
+    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
             "$/hour" if priced else "GiB"]
     def cells(i: int, r: dict[str, Any]) -> list[Any]:
         c, h = r["config"], r["tier_hit_ratio"]
