@@ -191,6 +191,8 @@ def test_a_tier_behind_the_cpu_gets_its_row_and_its_series(panel: Page) -> None:
     assert [t["name"] for t in expected["tiers"]] == ["gpu", "cpu", "nvme"] and expected["tiers"][2]["hit_blocks"] > 0
     names = panel.evaluate("() => document.getElementById('replay-hit-chart').data.map(t => t.name)")
     assert names == ["GPU hit ratio", "CPU hit ratio", "nvme hit ratio"]
+    # The tier table names each tier as the chart does (sim.events.tier_label: a storage tier by its own name).
+    assert panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => r.cells[0].textContent)") == ["GPU", "CPU", "nvme"]
     series = panel.evaluate("() => document.getElementById('replay-hit-chart').data.map(t => t.y)")
     assert series == [[w["tiers"][i]["hit_ratio"] for w in expected["timeline"]] for i in range(3)]
     points = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.map(t => [t.meta, t.x.length])")
