@@ -77,7 +77,11 @@ def test_panel_ranks_draws_and_starts(live_server: str, page: Page, tmp_path: Pa
     expect(first).to_have_attribute("data-cpu-tokens", "48640")
     # The hit column is headed by the tiers' display names, as the results and runs tables head theirs
     # (sim.events.TIER_LABELS), not by their lower-case keys.
-    expect(page.locator("#advise-table thead th").nth(9)).to_have_text("hit GPU / CPU / Disk")
+    expect(page.locator("#advise-table thead th").nth(9)).to_have_text("hit % GPU / CPU / Disk")
+    # Hit ratios read as percentages (as the replay's do), each a share of the prompt tokens, so together at most 100.
+    shares = [float(x) for x in first.locator("td").nth(9).inner_text().split(" / ")]
+    assert len(shares) == 3 and all(0 <= x <= 100 for x in shares) and sum(shares) <= 100.05, shares
+    assert shares[1] > 1, shares  # the 48,640-token CPU tier serves pass 2: a share a 0.00-0.99 ratio would not reach
     expect(page.locator("#advise-pareto .main-svg").first).to_be_attached()
     expect(page.locator("#advise-lmcache")).to_contain_text("LMCACHE_MAX_LOCAL_CPU_SIZE=1.3")
     expect(page.locator("#advise-vllm")).to_contain_text("--kv-offloading-size 1.3")
