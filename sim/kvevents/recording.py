@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import msgspec
 
+from sim import jsontext
 from sim.kvevents import wire
 from sim.kvevents.state import KvState
 from sim.trace import MAX_HASH_ID
@@ -76,7 +77,7 @@ def read_recording(lines: IO[str]) -> Iterator[tuple[int, float, list[wire.KvEve
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = jsontext.loads(raw)  # bounded nesting and finite numbers, as every other input file
             seq, ts = obj["seq"], obj["ts"]
             event = msgspec.convert(obj["event"], wire.KvEvent)  # type: ignore[arg-type]
         except (ValueError, KeyError, TypeError, msgspec.ValidationError) as exc:
