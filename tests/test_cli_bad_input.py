@@ -64,6 +64,7 @@ def refused(*args: str) -> str:
         (["sweep", "--costs", "{f}"], "deep.json", False),
         (["serve", "--costs", "{f}"], "deep.json", False),
         (["watch", "--from", "{f}"], "deep.jsonl", True),
+        (["advise", "--p50-ms", "100", "--measurements", "{f}"], "deep.jsonl", True),
     ],
 )
 def test_deep_json_is_refused_naming_the_file_and_the_nesting_limit(tmp_path: Path, args: list[str], name: str, line: bool) -> None:

@@ -114,10 +114,10 @@ def command(
 
         try:
             scenario = scenario_from_measurements(read_measurements(measurements_file).rows, scenario)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--measurements") from None
+        except ValueError as exc:  # the reader's message names the line; the file is named here, as analyze does
+            raise click.BadParameter(f"{measurements_file}: {exc}", param_hint="--measurements") from None
         except ValidationError as exc:
-            raise click.BadParameter(describe(exc), param_hint="--measurements") from None
+            raise click.BadParameter(f"{measurements_file}: {describe(exc)}", param_hint="--measurements") from None
     workload: Workload = ScenarioWorkload(scenario)
     if trace is not None:
         from app.cli.trace_options import load
