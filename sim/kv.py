@@ -185,12 +185,16 @@ def _shown(value: int) -> str:
 
 
 def _field(cfg: dict[str, Any], key: str, name: str) -> int:
+    """``cfg[key]`` as a whole number: a JSON integer, or a float with no fraction; anything else is named."""
     try:
-        return int(cfg[key])
+        value = cfg[key]
     except KeyError:
         raise ValueError(f"{name}: not a transformer config: the field {key} is missing") from None
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name}: {key} must be a whole number, got {repr(cfg[key])[:80]}") from None
+    # int() would cut 28.5 to 28 without a word; a list or a text is named as well.
+    whole = type(value) is int or (type(value) is float and value.is_integer())
+    if not whole:
+        raise ValueError(f"{name}: {key} must be a whole number, got {repr(value)[:80]}")
+    return int(value)
 
 
 def _sliding_layers(cfg: dict[str, Any], layers: int) -> int:
@@ -219,6 +223,8 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
     if not isinstance(config, dict):
         raise ValueError(f"{name}: not a transformer config: a JSON object is expected")
     cfg = config.get("text_config", config)
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{name}: text_config must be a JSON object")
     layers = _field(cfg, "num_hidden_layers", name)
     dtype = str(cfg.get("torch_dtype") or config.get("torch_dtype") or cfg.get("dtype") or "bfloat16").removeprefix("torch.")
     dtype_bytes = _DTYPE_BYTES.get(dtype, 2)

@@ -155,6 +155,23 @@ def test_size_names_a_config_field_that_is_not_a_number(tmp_path: Path) -> None:
     assert "config.json: num_key_value_heads must be a whole number, got [2]" in refused("size", "--config", str(config))
 
 
+# A count that is not a whole JSON number is named with what the file holds: 28.5 layers were read as 28, and a
+# text_config that is not an object raised TypeError (the one-line net, exit 1, no file named).
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        ('"num_hidden_layers": 28.5', "num_hidden_layers must be a whole number, got 28.5"),
+        ('"num_hidden_layers": 28, "num_key_value_heads": "x"', "num_key_value_heads must be a whole number, got 'x'"),
+        ('"num_hidden_layers": 28, "sliding_window": [4096]', "sliding_window must be a whole number, got [4096]"),
+        ('"text_config": 5', "text_config must be a JSON object"),
+    ],
+)
+def test_size_refuses_a_config_count_that_is_not_a_whole_number(tmp_path: Path, fields: str, expected: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(f'{{"num_attention_heads": 8, "hidden_size": 1024, {fields}}}')
+    assert refused("size", "--config", str(config)).endswith(f"config.json: {expected}")
+
+
 def test_a_utf8_bom_is_dropped_as_the_page_drops_it(tmp_path: Path) -> None:
     # Excel's "CSV UTF-8" starts with EF BB BF; without the BOM the header's first column would be "\ufeffconfig".
     plain, bom = tmp_path / "plain.csv", tmp_path / "bom.csv"
