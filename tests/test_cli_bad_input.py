@@ -234,7 +234,9 @@ def test_an_unforeseen_error_is_one_line_with_exit_1(monkeypatch: pytest.MonkeyP
         entry.run()
 
 
-def test_live_stopped_before_its_first_record_does_not_block_a_rerun(tmp_path: Path) -> None:
+# SIGKILL leaves what was written; SIGINT (Ctrl-C) goes through live's own ending, which keeps what was measured.
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_live_stopped_before_its_first_record_does_not_block_a_rerun(tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "run.csv"
     # A "server" that accepts connections and never answers: live waits for its first answer until killed.
     with socket.socket() as silent:
@@ -247,8 +249,9 @@ def test_live_stopped_before_its_first_record_does_not_block_a_rerun(tmp_path: P
         while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # live is now waiting for the silent server's first answer
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, sig)
         proc.wait(timeout=10)
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130)  # 130: 128 + SIGINT, as a shell reports Ctrl-C
     # What a killed run leaves holds no measurement: the header alone.
     assert out.read_text().strip() == measurements.CSV_HEADER
     # A re-run is not refused for it (exit 2 would be "--out exists"); it fails only because the target is down.
