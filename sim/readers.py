@@ -87,12 +87,12 @@ def read_measurements(
     if path.is_dir():
         warmup, query = path / WARMUP_FILE, path / QUERY_FILE
         if not (warmup.is_file() and query.is_file()):
-            raise MeasurementError(f"{path}: a folder is read as a long_doc_qa run and needs {WARMUP_FILE} and {QUERY_FILE}")
+            raise MeasurementError(f"a folder is read as a long_doc_qa run and needs {WARMUP_FILE} and {QUERY_FILE}")
         return _pair(_text(warmup), _text(query), warmup.name, query.name, config or path.resolve().name, repeat)
     text = _text(path, named=False)
     other = path.with_name(QUERY_FILE if _round_pass(path.name) == 1 else WARMUP_FILE)
     sibling = other if other != path and other.is_file() else None
-    return _from_text(text, path.name, config or path.resolve().parent.name, repeat, sibling, jsonl=path.suffix == ".jsonl")
+    return _from_text(text, path.name, config or path.resolve().parent.name, repeat, sibling, jsonl=path.suffix == ".jsonl", caller_names=True)
 
 
 def _text(path: Path, named: bool = True) -> str:
@@ -104,14 +104,15 @@ def _text(path: Path, named: bool = True) -> str:
 
 
 def _from_text(
-    text: str, name: str, config: str | None, repeat: Repeat, sibling: Path | None, jsonl: bool = False
+    text: str, name: str, config: str | None, repeat: Repeat, sibling: Path | None, jsonl: bool = False, caller_names: bool = False
 ) -> MeasurementSet:
+    """``caller_names``: the caller names the file in its message already (a path it gave), so this one does not."""
     kind = "kvscope" if jsonl else kind_of(text)
     if kind == "kvscope":
         return MeasurementSet(parse_text(text, jsonl=jsonl or _first_line(text).startswith("{")), "kvscope")
     if kind is None:
         raise MeasurementError(
-            f"{name} line 1: neither a kvscope measurement file (config, pass, order, seq, doc, prompt_tokens, "
+            f"{'' if caller_names else name + ' '}line 1: neither a kvscope measurement file (config, pass, order, seq, doc, prompt_tokens, "
             "ttft_ms) nor a long_doc_qa round (prompt_id, request_start, ttft, request_end)"
         )
     config = config or "long_doc_qa"

@@ -90,6 +90,19 @@ def test_a_folder_is_refused(tmp_path: Path, command: list[str]) -> None:
     assert refused(*[a.format(f=tmp_path) for a in command]) == f"Error: {tmp_path}: is a folder; give a file"
 
 
+def test_a_file_or_folder_that_holds_no_measurements_is_named_once(tmp_path: Path) -> None:
+    # The command names the file; the reader's message does not name it again ("x.csv: x.csv line 1: ..." before).
+    other = tmp_path / "notes.csv"
+    other.write_text("name,value\nalpha,1\n")
+    assert refused("analyze", str(other)) == (
+        f"Error: {other}: line 1: neither a kvscope measurement file (config, pass, order, seq, doc, prompt_tokens, "
+        "ttft_ms) nor a long_doc_qa round (prompt_id, request_start, ttft, request_end)"
+    )
+    assert refused("calibrate", str(tmp_path)) == (
+        f"Error: {tmp_path}: a folder is read as a long_doc_qa run and needs warmup_round.csv and query_round.csv"
+    )
+
+
 def test_a_huge_sparse_csv_is_refused_by_its_size_before_it_is_read(tmp_path: Path) -> None:
     sparse = tmp_path / "sparse.csv"
     with open(sparse, "wb") as fh:
