@@ -169,6 +169,21 @@ def test_a_config_json_with_a_malformed_field_is_422_naming_it(server: tuple[str
     assert said in response.text
 
 
+# A fraction of a layer is named on both panels that read a config.json: int() read 28.5 layers as 28.
+@pytest.mark.parametrize(
+    ("path", "field", "extra"),
+    [
+        ("/ui/analysis/size", "config", {}),
+        ("/ui/analysis/advise", "advise_config", {"advise_p50_ms": "100", "advise_buy_gpu": "on", "advise_buy_cpu": "on"}),
+    ],
+)
+def test_a_config_json_with_a_fraction_of_a_layer_is_422(server: tuple[str, int], path: str, field: str, extra: dict) -> None:
+    config = '{"num_hidden_layers": 28.5, "num_attention_heads": 12, "hidden_size": 1536}'
+    response = httpx.post(f"{server[0]}{path}", data=extra, files={field: ("config.json", config)}, timeout=30)
+    assert response.status_code == 422, response.text[:300]
+    assert "config.json: num_hidden_layers must be a whole number, got 28.5" in response.text
+
+
 @pytest.mark.parametrize(
     ("path", "field", "extra"),
     [
