@@ -38,10 +38,10 @@ def run(*args: str) -> tuple[int, str]:
 
 
 def error_line(output: str) -> str:
-    """The one ``Error:`` line of a refusal (click may print the usage above it); never a traceback."""
+    """The one line a refusal prints: ``Error:`` and what was wrong; no usage above it, never a traceback."""
     assert "Traceback" not in output
-    lines = [line for line in output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:"), output
     return lines[0]
 
 

@@ -47,6 +47,16 @@ class _Commands(dict[str, click.Command]):
         return command
 
 
+# The parser's own errors (an unknown or missing option, an argument too many): the usage shows the way out.
+_SHOW_USAGE = (click.MissingParameter, click.NoSuchOption, click.BadOptionUsage, click.BadArgumentUsage)
+
+
+class _Refused(click.ClickException):
+    """A usage error shown as its one ``Error:`` line, with usage's exit status."""
+
+    exit_code = 2
+
+
 class LazyGroup(click.Group):
     """A group whose commands are imported by name on first use; listing them imports nothing."""
 
@@ -62,6 +72,17 @@ class LazyGroup(click.Group):
             return self.commands[cmd_name]
         except KeyError:
             return None
+
+    def invoke(self, ctx: click.Context) -> object:
+        # A value or file the user gave is refused in one line naming it (the file, its line, the limit): click
+        # would print the command's usage above it, which says nothing about what was wrong. A missing option
+        # keeps the usage, which shows what to add.
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if isinstance(exc, _SHOW_USAGE) or not (type(exc) is click.UsageError or isinstance(exc, click.BadParameter)):
+                raise
+            raise _Refused(exc.format_message()) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
