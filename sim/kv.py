@@ -172,6 +172,7 @@ def model_shape(name: str) -> KvShape:
 MAX_LAYERS = 1_000
 MAX_HEADS = 1_024
 MAX_HEAD_DIM = 65_536
+MAX_WINDOW = 1 << 30  # tokens; far past any context length a config ships
 
 
 def _shown(value: int) -> str:
@@ -250,6 +251,8 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvSh
             raise ValueError(f"{name}: {field} must be from 1 to {most:,}, got {_shown(value)}")
     sliding = _sliding_layers(cfg, layers)
     window = _field(cfg, "sliding_window", name) if sliding else None
+    if window is not None and not 1 <= window <= MAX_WINDOW:  # a window of no tokens (or fewer) keeps nothing to attend to
+        raise ValueError(f"{name}: sliding_window must be from 1 to {MAX_WINDOW:,}, got {_shown(window)}")
     return KvShape(name, layers, kv_heads, head_dim, dtype_bytes, sliding_window=window, sliding_layers=sliding)
 
 

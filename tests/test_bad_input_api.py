@@ -160,6 +160,7 @@ def test_a_config_json_with_impossible_layers_is_422(server: tuple[str, int], la
         ('"num_key_value_heads": [2]', "config.json: num_key_value_heads must be a whole number, got [2]"),
         ('"num_key_value_heads": 1e308', "config.json: num_key_value_heads must be from 1 to 1,024, got 1e+308"),
         ('"sliding_window": "x", "use_sliding_window": true', "config.json: sliding_window must be a whole number, got &#39;x&#39;"),
+        ('"sliding_window": -4096', "config.json: sliding_window must be from 1 to 1,073,741,824, got -4,096"),
     ],
 )
 def test_a_config_json_with_a_malformed_field_is_422_naming_it(server: tuple[str, int], fields: str, said: str) -> None:

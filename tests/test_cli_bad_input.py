@@ -162,6 +162,13 @@ def test_size_refuses_a_config_out_of_range(tmp_path: Path, layers: str, shown: 
     assert message.rstrip().endswith(shown)  # as the file has it, not int(1e308)'s 309 digits
 
 
+def test_size_refuses_a_negative_sliding_window(tmp_path: Path) -> None:
+    # Every layer slides (no layer_types or pattern), so the window sizes the KV: -4096 tokens is no window at all.
+    config = tmp_path / "config.json"
+    config.write_text('{"num_hidden_layers": 28, "num_attention_heads": 8, "hidden_size": 1024, "sliding_window": -4096}')
+    assert "config.json: sliding_window must be from 1 to 1,073,741,824, got -4,096" in refused("size", "--config", str(config))
+
+
 def test_size_names_a_config_field_that_is_not_a_number(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text('{"num_hidden_layers": 28, "num_attention_heads": 8, "num_key_value_heads": [2], "hidden_size": 1024}')
