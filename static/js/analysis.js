@@ -1,24 +1,23 @@
 // Analysis and planning panel: draws the charts its partials carry (data-chart) once HTMX has swapped them in.
 // "requests": every request's TTFT of a measurement file, one series per configuration. "capacity": hit tokens or
 // mean TTFT per pass against a tier's capacity, with the marked capacities (current, thresholds) as vertical lines.
-// Colours from the page's palette: a configuration has its colour everywhere (palette.run), other series take the
-// series colours, each with a marker shape and a dash so that none is told apart by colour alone.
+// Colours from the page's palette: a configuration has its colour everywhere (palette.config); a series that is none
+// (a pass, the advisor's front and candidates, a marked capacity) borrows no configuration's or source's hue: it is
+// drawn in the series ink with a dash and a marker of its own (palette.series), and the legend names it.
 (() => {
   "use strict";
 
   const { palette, plot, format } = window.kvscope;
-  const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down"];
-  const DASHES = { block: "solid", doc: "dash" };
-  // The scenario's own capacity in ink, the thresholds in series colours.
-  const markColour = (i) => (i === 0 ? palette.ink() : palette.series([5, 0, 2][(i - 1) % 3]));
-  const MARK_DASHES = ["solid", "dash", "dot", "dashdot"];
+  // The scenario's own capacity in ink, the thresholds as rules; each its own dash, its label in ink dark enough to read.
+  const markColour = (i) => (i === 0 ? palette.ink() : palette.seriesRule());
+  const markText = (i) => (i === 0 ? palette.ink() : palette.inkSoft());
   const TITLED = { margin: { t: 72 } }; // room for the title above the legend
 
   function requestsChart(el) {
     const data = JSON.parse(el.dataset.series);
     const traces = data.series.map((s, i) => ({
       type: "scatter", mode: "markers", name: s.config, meta: s.config, x: s.x, y: s.ttft_ms, customdata: s.info,
-      marker: { color: palette.config(s.config), symbol: SYMBOLS[i % SYMBOLS.length], size: 7, opacity: 0.85 },
+      marker: { color: palette.config(s.config), symbol: palette.series(i).symbol, size: 7, opacity: 0.85 },
       hovertemplate: `<b>${s.config}</b> · request %{x} · pass %{customdata[0]} %{customdata[1]} · doc %{customdata[2]}`
         + "<br>%{y:.1f} ms<extra></extra>",
     }));
@@ -35,20 +34,22 @@
     const measure = el.dataset.measure;
     const hits = measure === "hits";
     const passes = [...new Set(curve.lines.map((l) => l.pass))];
+    // A pass is a series (its dash and marker); whole documents are the same pass's thinner line with open markers.
     const traces = curve.lines.map((l) => {
-      const i = passes.indexOf(l.pass);
-      const name = `pass ${l.pass} ${l.order}${curve.tier === "gpu" ? ` (${l.granularity === "doc" ? "whole documents" : "blocks"})` : ""}`;
+      const s = palette.series(passes.indexOf(l.pass));
+      const docs = l.granularity === "doc";
+      const name = `pass ${l.pass} ${l.order}${curve.tier === "gpu" ? ` (${docs ? "whole documents" : "blocks"})` : ""}`;
       return {
         type: "scatter", mode: "lines+markers", name, meta: `${l.granularity}:${l.pass}`, x: l.x, y: l[measure],
-        line: { color: palette.series(i), dash: DASHES[l.granularity] ?? "solid", width: 2, shape: "hv" },
-        marker: { color: palette.series(i), symbol: SYMBOLS[i % SYMBOLS.length], size: 5 },
+        line: { color: s.colour, dash: s.dash, width: docs ? 1.25 : 2, shape: "hv" },
+        marker: { color: s.colour, symbol: docs ? `${s.symbol}-open` : s.symbol, size: docs ? 6 : 5 },
         hovertemplate: `<b>${name}</b><br>%{x:,}: %{y:,.1f}${hits ? " tokens" : " ms"}<extra></extra>`,
       };
     });
     // The marks as vertical lines, each with its own dash, labelled at the top in words (sim/capacity.py's label).
     const shapes = curve.marks.map((m, i) => ({
       type: "line", xref: "x", yref: "paper", x0: m.x, x1: m.x, y0: 0, y1: 1, name: m.key,
-      line: { color: markColour(i), dash: MARK_DASHES[i % MARK_DASHES.length], width: 1.5 },
+      line: { color: markColour(i), dash: palette.dashes[i % palette.dashes.length], width: 1.5 },
     }));
     // A mark in the right half of the axis is labelled to the left of its line, so its words stay inside the chart.
     // On a phone the plot is narrower than a label: the list above the chart names each line by its dash instead.
@@ -57,7 +58,7 @@
     const STEP = 0.09; // paper height of one label's row
     const annotations = el.clientWidth < 560 ? [] : curve.marks.map((m, i) => ({
       x: m.x, xref: "x", y: 1 - STEP * i, yref: "paper", yanchor: "top", text: m.label, showarrow: false, hovertext: m.label,
-      xanchor: m.x > middle ? "right" : "left", font: { size: 11, color: markColour(i) }, bgcolor: palette.labelBackground(),
+      xanchor: m.x > middle ? "right" : "left", font: { size: 11, color: markText(i) }, bgcolor: palette.labelBackground(),
     }));
     // The labels get a band of their own at the top of the plot: the y axis reaches above the highest point by their
     // rows, so no label lies over a line (they sat on the pass lines' plateaus).
@@ -84,16 +85,17 @@
     const label = (c) => `GPU ${format.count(c.gpu_tokens)} tokens${c.cpu_tokens ? `, CPU ${c.cpu_gib_total.toFixed(2)} GiB` : ""}`;
     const hover = `%{text}<br>%{x:.4f}: ${name} %{y:,.1f} ms<extra></extra>`;
     const bound = data.target_ms;
+    const [front, meets] = [palette.series(0), palette.series(1)];
     const traces = [
       {
         type: "scatter", mode: "lines+markers", name: "Pareto front", x: data.front.map((p) => p.cost), y: data.front.map((p) => p[figure]),
-        text: data.front.map((p) => label(p.config)), line: { color: palette.series(0), shape: "hv", width: 2 },
-        marker: { color: palette.series(0), symbol: SYMBOLS[0], size: 7 }, hovertemplate: hover,
+        text: data.front.map((p) => label(p.config)), line: { color: front.colour, dash: front.dash, shape: "hv", width: 2 },
+        marker: { color: front.colour, symbol: front.symbol, size: 7 }, hovertemplate: hover,
       },
       {
         type: "scatter", mode: "markers", name: bound == null ? "meets the target" : `meets the target (${name} ≤ ${format.number(bound)} ms)`,
         x: data.meets.map(costOf), y: data.meets.map((r) => r[figure]),
-        text: data.meets.map((r) => label(r.config)), marker: { color: palette.series(1), symbol: SYMBOLS[1], size: 9 },
+        text: data.meets.map((r) => label(r.config)), marker: { color: meets.colour, symbol: `${meets.symbol}-open`, size: 10, line: { width: 2 } },
         hovertemplate: hover,
       },
     ];

@@ -19,7 +19,10 @@
     computed: { label: "computed", tooltip: "computed (prefill)", symbol: "circle" },
   };
   const RUNS = 4; // --run-0 .. --run-3
-  const SERIES = 8; // --series-0 .. --series-7
+  // A series that is no configuration, tier, source or cause (a pass, a candidate, a marked capacity) has no hue of
+  // its own: the palette has none to spare. The i-th is told from the others by its dash and marker, in one ink.
+  const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
+  const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down"];
 
   /** The --run-N index for a run named `name`, the i-th of its list: a configuration's name ("gpu", "gpu+cpu", ...)
    *  has its configuration's colour wherever it is listed (a live target named so too), by how many tiers it has;
@@ -41,8 +44,12 @@
       : { colour: css("--source-disk"), label: `loaded from ${name}`, tooltip: `loaded from ${name}`, symbol: SOURCES.disk.symbol },
     sources: Object.keys(SOURCES),
     measured: () => css("--measured"),
-    /** The colour of the i-th series of a chart whose series are not configurations (passes, the advisor's front). */
-    series: (i) => css(`--series-${i % SERIES}`),
+    /** The colour, dash and marker of the i-th series of a chart whose series are not configurations, tiers, sources
+     *  or causes (passes, the advisor's front and candidates): the one series ink, a dash and a marker of its own. */
+    series: (i) => ({ colour: css("--series-ink"), dash: DASHES[i % DASHES.length], symbol: SYMBOLS[i % SYMBOLS.length] }),
+    /** The colour of a marked line that is no series (a capacity mark, a target): a rule, told apart by its dash. */
+    seriesRule: () => css("--series-rule"),
+    dashes: DASHES,
     /** The colour of a cause of computed tokens (sim/explain/causes.py's names). */
     cause: (name) => css(`--cause-${name}`) || css("--chart-ink-soft"),
     ink: () => css("--chart-ink"),
