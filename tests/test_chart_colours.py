@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from live_servers import ROOT, run_kvscope
-from page_tour import run_seed_lab
+from live_servers import ROOT
+from page_tour import run_seed_lab, seed_file  # noqa: F401 (a fixture: the seed lab as a measurement file)
 
 pytestmark = pytest.mark.browser
 
@@ -61,13 +61,6 @@ def misused(page: Page) -> list[str]:
             wrong += [f"{chart['id']}: {name!r} wears {got['meaning'][c]}" for c in t["colours"] if c in got["meaning"] and not means]
         wrong += [f"{chart['id']}: a line or label wears {got['meaning'][c]}" for c in chart["furniture"] if c in got["meaning"]]
     return wrong
-
-
-@pytest.fixture(scope="module")
-def seed_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("colours") / "seed.csv"
-    assert run_kvscope(["simulate", "--out", str(path)]).returncode == 0
-    return path
 
 
 def test_no_series_borrows_a_configurations_tiers_or_causes_colour(live_server: str, page: Page, seed_file: Path) -> None:
