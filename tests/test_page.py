@@ -195,6 +195,26 @@ def test_the_log_names_the_disk_tier_as_the_table_does(page: Page, live_server: 
     assert not any("disk hit" in line for line in lines)
 
 
+def legend_sources(page: Page) -> list[str]:
+    """The TTFT chart's legend entries for the marker shapes (the traces without points, after the runs')."""
+    return page.evaluate("[...document.getElementById('ttft-chart').data].filter(t => t.meta === 'legend').map(t => t.name)")
+
+
+def test_the_ttft_legend_names_only_the_sources_the_run_can_have(page: Page, live_server: str) -> None:
+    """The legend listed "loaded from disk" for the seed lab, whose configurations are gpu and gpu+cpu: no request can
+    come from a disk there. With the three-tiers preset (a gpu+cpu+disk lane) it can, and the legend says so."""
+    open_dashboard(page, live_server)
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=30_000)
+    assert set(run_points(page)) == {"gpu", "gpu+cpu"}
+    assert legend_sources(page) == ["GPU hit", "loaded from CPU", "computed"]
+    page.select_option("#f-preset", "three-tiers")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=30_000)
+    assert set(run_points(page)) == {"gpu", "gpu+cpu", "gpu+cpu+disk"}
+    assert legend_sources(page) == ["GPU hit", "loaded from CPU", "loaded from disk", "computed"]
+
+
 def test_keyboard_alone_runs_the_dashboard(page: Page, live_server: str) -> None:
     open_dashboard(page, live_server)
     page.focus("#f-docs")

@@ -25,8 +25,12 @@
       marker: { color: palette.run(i), size: 9, symbol: [], line: { color: palette.plotBackground(), width: 1 } },
       hovertemplate: `<b>${run}</b> · request %{x}<br>%{y:.1f} ms · %{customdata}<extra></extra>`,
     }));
-    // Legend entries for the marker shapes (no data).
-    for (const { symbol, label } of palette.sources.map(palette.source)) {
+    // Legend entries for the marker shapes (no data), for the sources this run can have: a GPU hit and computed
+    // always, a load from each tier behind the GPU that a configuration has ("gpu+cpu+disk" has the CPU and the disk).
+    const tiers = new Set(runs.flatMap((run) => run.split("+")));
+    const known = palette.sources.filter((s) => s === "computed" || tiers.has(s));
+    const further = [...tiers].filter((t) => !palette.sources.includes(t)); // named by its tier (palette.source)
+    for (const { symbol, label } of [...known, ...further].map(palette.source)) {
       traces.push({
         type: "scatter", mode: "markers", name: label, meta: "legend", x: [null], y: [null],
         marker: { symbol, color: palette.key(), size: 9 }, hoverinfo: "skip",
