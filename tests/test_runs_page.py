@@ -8,6 +8,7 @@ Figures: the seed lab (README, tests/test_seed.py): 30 requests per configuratio
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -352,3 +353,32 @@ def test_the_runs_buttons_look_like_the_pages_other_buttons(page: Page, url: str
     )
     assert page.locator("#runs-area button:not(.link)").count() >= 3
     assert odd == []
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (390, 844)], ids=["1024x768", "390x844"])
+def test_a_long_list_scrolls_in_its_own_named_box(page: Page, url: str, width: int, height: int) -> None:
+    """With 50 runs listed the Runs area was 5,679 px tall at 1024 px: the page below it (the import form) was a long
+    scroll away. The list scrolls in a box of its own, at most the window's height, that Tab reaches and a screen
+    reader names, as the page's other scrolling table boxes are; the import form follows it within a window."""
+    rows = "config,pass,order,seq,doc,prompt_tokens,ttft_ms\ngpu,1,forward,0,0,5024,100\n"
+    for n in range(50):
+        assert httpx.post(f"{url}/api/runs/import", files={"file": (f"r{n}.csv", rows.encode(), "text/csv")}).status_code == 201
+    page.set_viewport_size({"width": width, "height": height})
+    open_page(page, url + "/")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(50)
+    box = page.locator("#runs-list-box [role=region]")
+    expect(box).to_have_attribute("tabindex", "0")
+    expect(box).to_have_attribute("aria-label", re.compile(r"\w"))
+    sizes = box.evaluate("b => ({ client: b.clientHeight, scroll: b.scrollHeight })")
+    assert sizes["client"] <= height and sizes["scroll"] > sizes["client"], sizes  # the rows scroll inside it
+    area = page.locator("#runs-area").bounding_box()
+    form = page.locator("#runs-import").bounding_box()
+    assert area is not None and form is not None
+    assert form["y"] - area["y"] <= 2 * height, (area, form)  # the import form is no longer screens below the list
+    # The keyboard reaches it and scrolls it: its last row comes into the box.
+    box.focus()
+    page.keyboard.press("End")
+    page.wait_for_function("b => b.scrollTop + b.clientHeight >= b.scrollHeight - 1", arg=box.element_handle())  # scrolls smoothly
+    last = page.locator("#runs-list-box tr[data-run]").last.bounding_box()
+    inside = box.bounding_box()
+    assert last is not None and inside is not None and last["y"] + last["height"] <= inside["y"] + inside["height"] + 1
