@@ -106,7 +106,8 @@ def test_the_capacity_marks_are_whole(page: Page, live_server: str, width: int, 
     """At 390 px the thresholds' labels on the chart started at their lines near the right edge and were cut there
     ("same-o"), and in the list above the chart "45,248 tokens" broke across two lines in a column of its own. A label
     in the right half of the axis sits left of its line; every label drawn lies inside the plot (on a phone, where the
-    plot is narrower than a label, the list names the lines instead); each figure in the list is one line."""
+    plot is narrower than a label, the list names the lines instead); each figure in the list is one line, on the line
+    of its label's last word."""
     open_area(page, live_server, width, height)
     page.fill("#capacity-points", "12")
     page.click("#capacity-form button[type=submit]")
@@ -122,6 +123,19 @@ def test_the_capacity_marks_are_whole(page: Page, live_server: str, width: int, 
              return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; }).map(s => s.textContent)"""
     )
     assert broken == []
+    # The figure keeps to its label: on a phone "45,248 tokens" wrapped onto a line of its own under "same-order re-read
+    # first hits (blocks):". The label's last word (and its colon) shares the figure's line.
+    alone = page.evaluate(
+        """[...document.querySelectorAll('#capacity-marks strong')].filter(s => {
+             const walker = document.createTreeWalker(s.parentElement, NodeFilter.SHOW_TEXT);
+             let before = null;
+             for (let n = walker.nextNode(); n && !s.contains(n); n = walker.nextNode()) if (n.data.trim()) before = n;
+             if (!before) return true;
+             const end = before.data.trimEnd().length, r = document.createRange(); r.setStart(before, end - 1); r.setEnd(before, end);
+             const top = (rect) => Math.round(rect.top + rect.height / 2);
+             return Math.abs(top(r.getBoundingClientRect()) - top(s.getBoundingClientRect())) > 2; }).map(s => s.textContent)"""
+    )
+    assert alone == []
 
 
 def test_the_capacity_labels_lie_clear_of_the_lines_and_the_charts_apart(page: Page, live_server: str) -> None:
