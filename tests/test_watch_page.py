@@ -172,3 +172,24 @@ def test_on_a_phone_each_proxied_request_is_one_line(page: Page, watched: tuple[
     )
     assert wrapped == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_an_upstreams_badge_and_chart_share_its_colour(page: Page, watched: tuple[str, str]) -> None:
+    """The badge took the gpu+cpu blue and the chart the gpu vermillion, whatever the upstream: an upstream is a server
+    with its own configuration, coloured as a live target is (static/js/palette.js runIndex: by its name when it names a
+    configuration, else by its place in the list), the same on its badge and its chart."""
+    emu, url = watched
+    page.goto(url + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    proxied(url, words("colour", 32))
+    expect(page.locator("#watch-emu [data-role=chart] .main-svg").first).to_be_attached(timeout=15_000)
+    colours = page.evaluate(
+        """() => { const ctx = document.createElement("canvas").getContext("2d");
+             const hex = (c) => { ctx.fillStyle = c; return ctx.fillStyle; };
+             const view = document.getElementById("watch-emu"), chart = view.querySelector("[data-role=chart]");
+             return { badge: hex(getComputedStyle(view.querySelector(".watch-badge")).borderLeftColor),
+                      chart: [...chart.data].map((t) => hex(t.line.color)),
+                      first: hex(window.kvscope.palette.run(0)) }; }"""
+    )
+    # "emu" names no configuration and is the first upstream listed: the first run colour, on the badge and both series.
+    assert colours["chart"] == [colours["first"], colours["first"]] and colours["badge"] == colours["first"], colours

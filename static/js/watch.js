@@ -5,7 +5,7 @@
 // `divergence` rewrites the line saying whether the twin and the server hold the same blocks, and the twin's `explain`
 // (sent just before its `ttft`) says in the request's row why the twin computed what it computed, and adds to the
 // per-cause totals, drawn as the main page's cause bar (kvscope.causes.stack). Points reach the chart
-// at most once per animation frame (plot.extend); measured and predicted share the upstream's colour, told apart by
+// at most once per animation frame (plot.extend); measured and predicted share the upstream's colour (its badge's too), told apart by
 // line and marker as on the live chart.
 (() => {
   "use strict";
@@ -17,6 +17,9 @@
   const { count: fmt, ms: fmtMs } = window.kvscope.format;
 
   function part(view, role) { return view.querySelector(`[data-role="${role}"]`); }
+  // An upstream is a server with its own configuration, coloured as a live target is: by its name when it names one
+  // ("gpu+cpu"), else by its place in the list; its badge (--upstream, watch.css) and its chart share the colour.
+  const colourOf = (view) => palette.run(palette.runIndex(view.dataset.name, [...document.querySelectorAll(".watch-upstream")].indexOf(view)));
 
   function tierRow(view, tier) {
     const tiers = part(view, "tiers");
@@ -89,7 +92,7 @@
       line: { color: colour, width: dash ? 1.5 : 2, dash: dash ? "dash" : "solid" }, marker: { color: colour, size: 8, symbol },
       hovertemplate: `<b>${name}</b> · request %{x}<br>%{y:.1f} ms<extra></extra>`,
     });
-    const colour = palette.run(0);
+    const colour = colourOf(view);
     window.Plotly.newPlot(div, [trace("measured", colour, false, "circle"), trace("twin's prediction", colour, true, "circle-open")],
       plot.layout(div, {
         height: 260,
@@ -182,6 +185,7 @@
 
   function follow(view) {
     const name = view.dataset.name;
+    view.style.setProperty("--upstream", colourOf(view));
     const toggle = part(view, "order");
     if (toggle) toggle.addEventListener("change", () => {
       for (const e of (lastOccupancy.get(view) || new Map()).values()) occupancy(view, e);
