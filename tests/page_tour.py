@@ -42,6 +42,17 @@ def run_seed_lab(page: Page, url: str, width: int, height: int) -> None:
     page.wait_for_selector(DONE, timeout=60_000)
 
 
+def compare_two_runs(page: Page) -> None:
+    """The Runs list refreshed, its two newest runs picked and compared, the comparison's chart drawn."""
+    page.click("#runs-area [data-role=refresh]")
+    picks = page.locator("#runs-compare input[name=pick]")
+    expect(picks.nth(1)).to_be_attached()
+    picks.nth(0).check()
+    picks.nth(1).check()
+    page.click("#runs-compare [data-role=compare]")
+    page.wait_for_selector("#runs-compare-chart .main-svg", timeout=30_000)
+
+
 def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: int, check: Callable[[str], None]) -> None:
     run_seed_lab(page, url, width, height)
     check("run")
@@ -69,13 +80,7 @@ def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: i
     page.click("#live-form button[type=submit]")
     expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
     check("live run")
-    page.click("#runs-area [data-role=refresh]")
-    picks = page.locator("#runs-compare input[name=pick]")
-    expect(picks.nth(1)).to_be_attached()
-    picks.nth(0).check()
-    picks.nth(1).check()
-    page.click("#runs-compare [data-role=compare]")
-    page.wait_for_selector("#runs-compare-chart .main-svg", timeout=30_000)
+    compare_two_runs(page)
     check("runs compared")
     page.set_input_files("#runs-import-file", str(seed_file))
     page.click("#runs-import button[type=submit]")

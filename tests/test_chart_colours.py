@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import ROOT
-from page_tour import run_seed_lab, seed_file  # noqa: F401 (a fixture: the seed lab as a measurement file)
+from page_tour import compare_two_runs, run_seed_lab, seed_file  # noqa: F401 (a fixture: the seed lab as a measurement file)
 
 pytestmark = pytest.mark.browser
 
@@ -79,13 +79,7 @@ def test_no_series_borrows_a_configurations_tiers_or_causes_colour(live_server: 
     page.fill("#advise-points", "3")
     page.click("#advise-form button[type=submit]")
     page.wait_for_selector("#advise-result .main-svg", timeout=90_000)
-    page.click("#runs-area [data-role=refresh]")
-    picks = page.locator("#runs-compare input[name=pick]")
-    expect(picks.nth(1)).to_be_attached()
-    picks.nth(0).check()
-    picks.nth(1).check()
-    page.click("#runs-compare [data-role=compare]")
-    page.wait_for_selector("#runs-compare-chart .main-svg", timeout=30_000)
+    compare_two_runs(page)
     drawn = page.evaluate("[...document.querySelectorAll('.js-plotly-plot')].map((d) => d.id)")
     # Every chart of a seed-lab session is read (the live and watch charts need servers of their own: test_watch_page).
     assert {"ttft-chart", "causes-chart", "replay-hit-chart", "replay-ttft-chart", "measure-chart", "versus-chart",
