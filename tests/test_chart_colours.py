@@ -44,7 +44,7 @@ CHARTS = """(meanings) => {
 # A series may wear a meaning's colour when it is that meaning: named by a configuration ("gpu", "gpu+cpu", "run a ·
 # gpu+cpu", "gpu measured"), by a tier ("GPU hit ratio", the replay's "mostly loaded from CPU"), a source or a cause.
 CONFIG = re.compile(r"(^|· )gpu(\+[a-z0-9]+)*( |$)")
-TIER = re.compile(r"^(GPU|CPU|disk)\b|^mostly ")
+TIER = re.compile(r"^(GPU|CPU|disk)\b|^mostly ", re.IGNORECASE)  # "Disk hit ratio" as sim.events names the tier
 
 
 def misused(page: Page) -> list[str]:
