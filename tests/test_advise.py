@@ -354,6 +354,30 @@ def test_the_lmcache_command_names_only_a_policy_lmcache_ships(policy: str, line
         assert f"LMCache 0.5.6 has no {policy} cache policy" in command
 
 
+@pytest.mark.parametrize(("backend", "simulated", "other"), [("lmcache", "LMCache's rules", "vllm_native"), ("vllm-native", "vLLM's own offloading", "lmcache")])
+def test_the_answer_says_which_command_starts_what_was_simulated(backend: str, simulated: str, other: str) -> None:
+    # Both commands are printed for the same sizes, but the engines store and evict by different rules (LMCache
+    # stores from its own hit, vLLM writes completed GPU blocks through): only one is what the figures describe.
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--policies", "lru",
+                    "--backends", backend, "--json", "--top", "1")
+    assert code == 0, out
+    data = json.loads(out[out.index("{"):])
+    assert data["meets"][0]["config"]["cpu_tokens"], data["meets"][0]
+    said = data["commands"]["simulated"]
+    assert said.startswith(f"simulated under {simulated};") and f"{other} starts these sizes" in said and "not simulated" in said
+    code, text = cli("--preset", "seed-lab", "--p50-ms", "100", "--pass", "2", "--buy", "gpu,cpu", "--policies", "lru",
+                     "--backends", backend, "--top", "1")
+    assert code == 0 and f"  ({said})" in text.splitlines()
+
+
+def test_a_gpu_alone_names_no_simulated_engine() -> None:
+    # No CPU tier: the two commands start the same prefix cache, so neither is singled out.
+    code, out = cli("--preset", "seed-lab", "--p50-ms", "1000", "--pass", "1", "--buy", "gpu", "--no-cpu", "--json", "--top", "1")
+    assert code == 0, out
+    data = json.loads(out[out.index("{"):])
+    assert not data["meets"][0]["config"]["cpu_tokens"] and "simulated" not in data["commands"]
+
+
 @pytest.mark.parametrize("policy", ["arc", "lru", "fifo"])
 def test_the_vllm_command_sets_the_candidates_eviction_policy(policy: str) -> None:
     # vLLM's offload reads its policy from kv_connector_extra_config["eviction_policy"], default "lru"

@@ -85,6 +85,10 @@ def test_panel_ranks_draws_and_starts(live_server: str, page: Page, tmp_path: Pa
     expect(page.locator("#advise-pareto .main-svg").first).to_be_attached()
     expect(page.locator("#advise-lmcache")).to_contain_text("LMCACHE_MAX_LOCAL_CPU_SIZE=1.3")
     expect(page.locator("#advise-vllm")).to_contain_text("--kv-offloading-size 1.3")
+    # The scenario's backend is LMCache, so the note says which of the two commands the figures describe.
+    expect(page.locator("#advise-vllm").locator("xpath=preceding-sibling::p[1]")).to_contain_text(
+        "simulated under LMCache's rules; vllm_native starts these sizes under vLLM's own offloading, not simulated here"
+    )
     # The CPU tier is sized here, so the front's note names no tier kept at the scenario's size.
     expect(page.locator("#advise-front-note")).not_to_contain_text("keeps the scenario's")
     # A config.json changes the KV size: Llama-3.1-8B's 131,072 B per token.

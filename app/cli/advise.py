@@ -189,4 +189,6 @@ def _print(advice: Any, priced: bool) -> None:
     for name in ("vllm_native", "lmcache"):
         click.echo(f"  {name}: {advice.commands[name]}")
     click.echo(f"  ({advice.commands['sizes']})")
+    if "simulated" in advice.commands:
+        click.echo(f"  ({advice.commands['simulated']})")
     sys.stdout.flush()

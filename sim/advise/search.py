@@ -25,6 +25,7 @@ from sim.advise import facts
 from sim.advise.candidate import MAX_CANDIDATES, TIERS, Candidate, Outcome, Target
 from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
+from sim.chunk_store import DEFAULT_CPU_BACKEND
 from sim.kv import GIB
 from sim.sweep import probes, smallest
 from sim.tiers.native import backend_runs
@@ -358,4 +359,19 @@ def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype
         disk_total / tp if disk_total else None, c.cpu_policy, kv_cache_dtype,
     )
     out["sizes"] = "LMCACHE_MAX_LOCAL_CPU_SIZE is per tensor-parallel rank; --kv-offloading-size is the replica's total"
+    simulated = _simulated_as(c)
+    if simulated:
+        out["simulated"] = simulated
     return out
+
+
+def _simulated_as(c: Candidate) -> str | None:
+    """Which of the two commands starts what was simulated: the engines store and evict by different rules."""
+    if not c.cpu_tokens:
+        return None  # the GPU alone: both commands start the same prefix cache
+    backend = c.cpu_backend or DEFAULT_CPU_BACKEND
+    if backend == "lmcache":
+        return "simulated under LMCache's rules; vllm_native starts these sizes under vLLM's own offloading, not simulated here"
+    if backend == "vllm-native":
+        return "simulated under vLLM's own offloading; lmcache starts these sizes under LMCache's rules, not simulated here"
+    return f"simulated under the {backend} backend's simplified rules, which neither engine follows exactly"
