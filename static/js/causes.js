@@ -52,9 +52,7 @@
     bars = [];
     plot.drain();
     if (div && window.Plotly) window.Plotly.purge(div);
-    // Its empty chart on the next frame, not in the task of Run that also draws the TTFT chart anew (two charts'
-    // first draws in one task were the run's longest task).
-    if (div) plot.redraw(div, () => stack(div, bars));
+    stack(div, bars);
   }
 
   function pass(ev) {
