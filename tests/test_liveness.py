@@ -239,6 +239,7 @@ def test_healthz_answers_fast_while_megabyte_bodies_are_refused() -> None:
     assert statuses == [422] * 20
     assert len(loaded_ms) >= 20, f"only {len(loaded_ms)} probes answered while the bodies were sent"
     p99, idle_p99 = _p99(loaded_ms), _p99(idle_ms)
-    # Decoding a 2 MB body's JSON itself holds the loop for tens of milliseconds (more on a loaded machine), which no
-    # check can avoid; parsing each item first held it for seconds (p99 2,471 ms). The bound sits between the two.
-    assert p99 < max(500.0, 5 * idle_p99), f"/healthz p99 {p99:.1f} ms beside the refused bodies, {idle_p99:.1f} ms idle"
+    # Decoding and validating twenty 1-2 MB bodies holds the loop for tens of milliseconds each, which no check can
+    # avoid (p99 ~200 ms on a quiet machine, as several wait behind each other); parsing each list's items first held
+    # it for seconds (p99 2,471 ms, up to 7.6 s). The bound sits between the two, with room for a loaded machine.
+    assert p99 < max(1000.0, 5 * idle_p99), f"/healthz p99 {p99:.1f} ms beside the refused bodies, {idle_p99:.1f} ms idle"
