@@ -375,6 +375,16 @@ def test_a_long_list_scrolls_in_its_own_named_box(page: Page, url: str, width: i
     form = page.locator("#runs-import").bounding_box()
     assert area is not None and form is not None
     assert form["y"] - area["y"] <= 2 * height, (area, form)  # the import form is no longer screens below the list
+    # Nothing of the scrolled-away rows reaches past the page's end: each row's visually hidden label (placed
+    # absolutely) escaped the box and made the page thousands of pixels longer than its content, blank below it, and
+    # the sidebar's playback bar left the window there.
+    # With the panels after the Runs area put aside, the page ends with the area, as the rows scroll inside its box.
+    ends = page.evaluate("""() => {
+      const area = document.querySelector('#runs-area');
+      for (const el of document.querySelectorAll('main > *')) if (!el.contains(area)) el.style.display = 'none';
+      return [document.documentElement.scrollHeight, Math.ceil(document.body.getBoundingClientRect().height)];
+    }""")
+    assert ends[0] <= ends[1] + 1, ends
     # The keyboard reaches it and scrolls it: its last row comes into the box.
     box.focus()
     page.keyboard.press("End")
