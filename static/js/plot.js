@@ -75,24 +75,33 @@
     return pending.get(div);
   }
 
-  function drawJob(div, { draw, points }) {
-    if (!div.isConnected || !window.Plotly) return;
-    if (draw) draw();
-    if (!points.size) return;
+  // Returns the points left for the next frame: after a full draw, a chart's points wait a frame rather than make
+  // a second Plotly call in this one (unless everything is drawn now, as drain asks).
+  function drawJob(div, { draw, points }, now) {
+    if (!div.isConnected || !window.Plotly) return null;
+    if (draw) {
+      draw();
+      if (points.size && !now) return { draw: null, points };
+    }
+    if (!points.size) return null;
     const indices = [...points.keys()];
     const keys = [...new Set(indices.flatMap((i) => Object.keys(points.get(i))))];
     const update = Object.fromEntries(keys.map((k) => [k, indices.map((i) => points.get(i)[k] ?? [])]));
     window.Plotly.extendTraces(div, update, indices);
+    return null;
   }
 
   function flush(all = false) {
     frame = 0;
     const started = performance.now();
+    const later = []; // set after the loop: a Map visits entries added while it is iterated
     for (const [div, work] of pending) { // the longest waiting first (a chart drawn goes to the back when it asks again)
       if (!all && performance.now() - started > FRAME_BUDGET_MS) break;
       pending.delete(div);
-      drawJob(div, work);
+      const left = drawJob(div, work, all);
+      if (left) later.push([div, left]);
     }
+    for (const [div, left] of later) if (!pending.has(div)) pending.set(div, left);
     if (pending.size) {
       frame = requestAnimationFrame(() => flush());
     } else {
