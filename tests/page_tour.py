@@ -32,14 +32,20 @@ def seed_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run_seed_lab(page: Page, url: str, width: int, height: int) -> None:
-    """The page at this size, the seed lab run at full speed to its end."""
-    page.set_viewport_size({"width": width, "height": height})
-    page.goto(url + "/")
+def run_to_end(page: Page, url: str, path: str = "/", size: tuple[int, int] | None = None) -> None:
+    """The page at ``path`` (at this window size, if given), its scenario run at full speed to its end."""
+    if size is not None:
+        page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.goto(url + path)
     page.wait_for_function("() => window.Plotly && window.htmx")
     page.select_option("#speed", "max")
     page.click("button[data-action=run]")
-    page.wait_for_selector(DONE, timeout=60_000)
+    page.wait_for_selector(DONE, timeout=120_000)
+
+
+def run_seed_lab(page: Page, url: str, width: int, height: int) -> None:
+    """The page at this size, the seed lab run at full speed to its end."""
+    run_to_end(page, url, "/", (width, height))
 
 
 def compare_two_runs(page: Page) -> None:

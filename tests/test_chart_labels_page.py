@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page
+
+from page_tour import run_to_end
 
 pytestmark = pytest.mark.browser
 
@@ -22,11 +24,7 @@ CODE_KEY = re.compile(r"\b[a-z]+_[a-z_]+\b|\b(gpu|cpu|disk) (block|chunk|hit)s?\
 
 
 def test_no_chart_shows_a_code_key_and_offload_tiers_are_l1_and_l2(page: Page, live_server: str) -> None:
-    page.goto(live_server + "/?scenario=three-tiers")
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    page.select_option("#speed", "max")
-    page.click("button[data-action=run]")
-    expect(page.locator("#player-status")).to_have_attribute("data-state", "done", timeout=120_000)
+    run_to_end(page, live_server, "/?scenario=three-tiers")
     page.click("#replay-form button[type=submit]")
     page.wait_for_function("() => document.getElementById('replay-ttft-chart')?.data", timeout=60_000)
     texts = {chart: page.evaluate(TEXTS, chart) for chart in ("ttft-chart", "causes-chart", "replay-hit-chart", "replay-ttft-chart")}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from page_tour import run_to_end
+
 pytestmark = pytest.mark.browser
 
 
@@ -24,11 +26,7 @@ def test_the_run_says_it_is_the_sidebars_scenario_as_run_sent_it(page: Page, liv
 
 
 def test_a_kept_run_says_it_is_the_kept_runs_scenario(page: Page, live_server: str) -> None:
-    page.goto(live_server + "/")
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    page.select_option("#speed", "max")
-    page.click("button[data-action=run]")
-    expect(page.locator("#player-status")).to_have_attribute("data-state", "done", timeout=60_000)
+    run_to_end(page, live_server)
     link = page.locator("#runs-list-box a[href^='/?run=']").first
     expect(link).to_be_attached(timeout=15_000)
     page.goto(live_server + link.get_attribute("href"))
