@@ -23,6 +23,7 @@ from app.web.workers import Workers
 from sim.chunk_store import CPU_BACKENDS
 from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
+from sim.kv import gib_for
 from sim.versus import STATS
 
 
@@ -62,6 +63,11 @@ def times(value: float | None) -> str:
     return f"{value:.2f}x" if value < 2 else f"{value:.1f}x"
 
 
+def gib(tokens: int, bytes_per_token: int) -> str:
+    """Tokens of KV as GiB of 1024**3 bytes, as LMCache and vLLM size their tiers: ``21504, 28672`` -> ``0.57 GiB``."""
+    return f"{gib_for(tokens, bytes_per_token):.2f} GiB"
+
+
 def list_breaks(value: str) -> Markup:
     """A line may break after the comma of a list (``forward,<wbr>reverse``), not after a thousands comma (``2,000``)."""
     return Markup(re.sub(r",(?=[^\d\s])", ",<wbr>", str(escape(value))))
@@ -78,7 +84,7 @@ def whole_units(value: str) -> Markup:
 
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=TEMPLATES_DIR)
-    templates.env.filters.update(tokens=tokens, ms=ms, times=times, list_breaks=list_breaks, whole_units=whole_units)
+    templates.env.filters.update(tokens=tokens, ms=ms, times=times, gib=gib, list_breaks=list_breaks, whole_units=whole_units)
     templates.env.filters["tier_label"] = tier_label  # a tier's display name, as the CLI's tables give it (sim.events)
     templates.env.globals["tier_labels"] = TIER_LABELS  # the same names for the page's scripts (static/js/tiers.js)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).

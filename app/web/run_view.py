@@ -12,6 +12,7 @@ from app.scenario_input import resolve
 from sim.calibrate import read_table
 from sim.costs import default_costs
 from sim.events import CPU, tier_label
+from sim.kv import gib_for
 from sim.scenario import Scenario
 from sim.simulation import engines
 from sim.stats import quantile, speedup
@@ -72,7 +73,7 @@ class RowView:
         if self.pending or not self.prompt_tokens:  # not known yet, or a kept run without its requests
             return ""
         rate = 100 * tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-        return f"{rate:.1f}% · {tokens * self.bytes_per_token / 2**30:.3f} GiB"
+        return f"{rate:.1f}% · {gib_for(tokens, self.bytes_per_token):.3f} GiB"
 
 
 @dataclass(frozen=True, slots=True)
