@@ -287,12 +287,10 @@ class ReplayOutcome:
         return (self.record(i) for i in range(len(self)))
 
     def totals(self) -> dict[str, Any]:
-        if self.behind is not None:
-            behind = {name: sum(col) for name, col in self.storage_hit.items()}
-            hits = {name: t for name, t in ((CPU, sum(self.cpu_hit)), *behind.items()) if t}
-            out = totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), sum(behind.values()), sum(self.computed), hits)
-            return {**out, **explain_totals(self.explained)} if self.explained is not None else out
-        out = totals_of(self.ttft_ms, sum(self.gpu_hit), sum(self.cpu_hit), 0, sum(self.computed))
+        cpu = sum(self.cpu_hit)
+        behind = {name: sum(col) for name, col in self.storage_hit.items()}  # empty without tiers behind the CPU
+        hits = {name: t for name, t in ((CPU, cpu), *behind.items()) if t} if behind else None
+        out = totals_of(self.ttft_ms, sum(self.gpu_hit), cpu, sum(behind.values()), sum(self.computed), hits)
         return {**out, **explain_totals(self.explained)} if self.explained is not None else out
 
     @property
