@@ -1,4 +1,4 @@
-"""The budget of each surface: how much one CLI command or one web request may cost (``sim.work`` estimates the cost).
+"""The budget of each surface: how much one CLI command or one web request may cost (``sim.bounds.budget`` estimates the cost).
 
 The CLI runs one command for one user, who can wait and owns the memory: its
 budget only stops what would not finish or not fit. The web serves many
@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
-from sim.work import Budget
+from sim.bounds.budget import Budget
 
 ENV_VAR = "KVSCOPE_BUDGET"
 CLI_ENV_VAR = "KVSCOPE_CLI_BUDGET"

@@ -12,9 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sim import jsontext
-from sim.calibrate import load_profile
-from sim.costs import CostModel
+from sim.bounds import jsontext
+from sim.calibration.calibrate import load_profile
+from sim.costs.model import CostModel
 
 ENV_VAR = "KVSCOPE_COSTS"
 

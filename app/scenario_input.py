@@ -16,9 +16,9 @@ from annotated_types import Len
 from pydantic import ConfigDict, Field, StringConstraints, create_model, field_validator
 from pydantic.fields import FieldInfo
 
-from sim.costs import CostModel
-from sim.presets import PRESETS, preset_fields
-from sim.scenario import MAX_DOCS, MAX_PASSES, MAX_PASSES_TEXT, PassSpec, Scenario, StorageTier
+from sim.costs.model import CostModel
+from sim.workloads.presets import PRESETS, preset_fields
+from sim.workloads.scenario import MAX_DOCS, MAX_PASSES, MAX_PASSES_TEXT, PassSpec, Scenario, StorageTier
 
 # The scenario fields a preset provides and a flag (``--doc-tokens``) or body field (``doc_tokens``) overrides.
 OVERRIDE_FIELDS: tuple[str, ...] = (
@@ -61,7 +61,7 @@ def resolve(
 ) -> Scenario:
     """The preset's fields, overridden by every override that is not None.
 
-    Raises ``sim.presets.UnknownPreset`` for an unknown preset and pydantic's
+    Raises ``sim.workloads.presets.UnknownPreset`` for an unknown preset and pydantic's
     ``ValidationError`` (locations are ``Scenario`` field names) for bad values.
     """
     fields = preset_fields(preset)

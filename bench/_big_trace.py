@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sim.trace import DEFAULT_TRACE, bundled_trace_path
+from sim.traces.reader import DEFAULT_TRACE, bundled_trace_path
 
 COPIES = 110  # 110 x 121,877 = 13.4 M block references, 439,230 requests
 

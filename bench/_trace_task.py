@@ -20,12 +20,12 @@ from typing import Any
 
 from bench import _libcachesim
 from bench._timing import runs
-from sim import compiled
-from sim.costs import default_costs
-from sim.curve import curve_points
-from sim.replay import ReplayOutcome, ReplayTiers, replay, replay_engine, run_replay, trace_requests
-from sim.stack_distance import curve_capacities, lru_hits, stack_profile
-from sim.trace import DEFAULT_TRACE, bundled_trace_path, read_trace
+from sim.analysis.curve import curve_points
+from sim.analysis.stack_distance import curve_capacities, lru_hits, stack_profile
+from sim.costs.model import default_costs
+from sim.engine import compiled
+from sim.simulation.replay import ReplayOutcome, ReplayTiers, replay, replay_engine, run_replay, trace_requests
+from sim.traces.reader import DEFAULT_TRACE, bundled_trace_path, read_trace
 
 GPU_BLOCKS = 2_000  # 1.0M tokens of 512-token blocks
 CPU_BLOCKS = 20_000  # 10x the GPU

@@ -16,7 +16,7 @@ from bench._timing import figure, runs
 from sim.advise.candidate import Candidate
 from sim.advise.search import Space, candidates, evaluate_all
 from sim.advise.workloads import TraceWorkload
-from sim.kv import MODELS
+from sim.blocks.kv import MODELS
 
 CANDIDATES = 200
 REPEATS = 2
@@ -24,7 +24,7 @@ WORKERS = 2
 
 
 def _workload() -> TraceWorkload:
-    # As the search evaluates it: its replays together are worth the compiled replay (sim.compiled).
+    # As the search evaluates it: its replays together are worth the compiled replay (sim.engine.compiled).
     return TraceWorkload("mooncake-synthetic", "qwen2.5-1.5b", MODELS["qwen2.5-1.5b"].bytes_per_token).searching(CANDIDATES)
 
 

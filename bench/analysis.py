@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import _best_of
-from sim import measurements
-from sim.calibrate import calibrate_file, seed_scenario
-from sim.capacity import cpu_curve, gpu_curve
-from sim.costs import default_costs
-from sim.simulation import simulate
-from sim.whatif import compare
+from sim.analysis.capacity import cpu_curve, gpu_curve
+from sim.analysis.whatif import compare
+from sim.calibration import measurements
+from sim.calibration.calibrate import calibrate_file, seed_scenario
+from sim.costs.model import default_costs
+from sim.simulation.run import simulate
 
 
 def run() -> dict[str, Any]:

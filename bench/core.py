@@ -7,13 +7,13 @@ import tracemalloc
 from typing import Any
 
 from bench._timing import figure
-from sim.calibrate import seed_scenario
-from sim.chunk_store import DEFAULT_CPU_BACKEND
-from sim.costs import default_costs
-from sim.engine import Engine
-from sim.scenario import Scenario
-from sim.simulation import simulate, tier_spec
-from sim.workload import build_requests
+from sim.calibration.calibrate import seed_scenario
+from sim.costs.model import default_costs
+from sim.engine.loop import Engine
+from sim.simulation.run import simulate, tier_spec
+from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND
+from sim.workloads.requests import build_requests
+from sim.workloads.scenario import Scenario
 
 
 def _best_of(n: int, fn: Any) -> float:

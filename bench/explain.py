@@ -21,17 +21,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench._trace_task import CPU_BLOCKS, GPU_BLOCKS
-from sim import compiled, stats
-from sim.calibrate import seed_scenario
-from sim.costs import default_costs
-from sim.engine import Engine
+from sim.calibration.calibrate import seed_scenario
+from sim.costs.model import default_costs
+from sim.engine import compiled
+from sim.engine.loop import Engine
 from sim.explain import attach
 from sim.explain.observer import key_slots
-from sim.replay import ReplayTiers, replay_engine, run_replay, trace_requests
-from sim.scenario import Scenario
-from sim.simulation import simulate, tier_spec
-from sim.trace import DEFAULT_TRACE, open_trace
-from sim.workload import build_requests
+from sim.numeric import stats
+from sim.simulation.replay import ReplayTiers, replay_engine, run_replay, trace_requests
+from sim.simulation.run import simulate, tier_spec
+from sim.traces.reader import DEFAULT_TRACE, open_trace
+from sim.workloads.requests import build_requests
+from sim.workloads.scenario import Scenario
 
 TARGET_RATIO = 1.30
 

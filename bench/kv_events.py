@@ -17,12 +17,12 @@ from typing import Any
 import msgspec
 
 from app.emulator.kv_events import KvEventsBridge
-from sim.costs import default_costs
-from sim.engine import Engine, TierSpec
+from sim.blocks.prompt_keys import request_for_tokens
+from sim.blocks.request import Units
+from sim.costs.model import default_costs
+from sim.engine.loop import Engine, TierSpec
 from sim.kvevents import wire
 from sim.kvevents.feed import Feed
-from sim.prompt_keys import request_for_tokens
-from sim.workload import Units
 
 RUNS = 5
 

@@ -35,11 +35,12 @@ from app.live.client import VllmClient
 from app.live.session import LiveRun
 from app.live.targets import Target
 from bench._served import free_port, served
-from sim import measurements, stats
-from sim.calibrate import seed_scenario
-from sim.prompt_keys import request_for_tokens, tokenize
-from sim.result import comparison
-from sim.workload import Units
+from sim.blocks.prompt_keys import request_for_tokens, tokenize
+from sim.blocks.request import Units
+from sim.calibration import measurements
+from sim.calibration.calibrate import seed_scenario
+from sim.engine.result import comparison
+from sim.numeric import stats
 
 _EMULATE = [sys.executable, "-c", "from app.cli import main; main()", "emulate"]
 # Compressed time for the seed lab live: at 20 a CPU-served prompt is due 2.5 ms after it arrives, comparable to

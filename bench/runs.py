@@ -16,10 +16,10 @@ from app.runs.recording import StreamRecorder, save_simulation
 from app.runs.store import NewRun, RunStore
 from app.web.routes.simulate import recorded, stream_events, unpickled
 from app.web.sse import message
-from sim.calibrate import seed_scenario
-from sim.costs import default_costs
-from sim.scenario import Scenario
-from sim.simulation import simulate
+from sim.calibration.calibrate import seed_scenario
+from sim.costs.model import default_costs
+from sim.simulation.run import simulate
+from sim.workloads.scenario import Scenario
 
 REPEATS = 15  # the machine is shared: min of many, paired, is what holds still
 

@@ -44,9 +44,9 @@ def _libcachesim_anchor(trace_path: Path) -> dict[str, Any]:
     import json
     import subprocess
 
-    from sim.curve import trace_stream
-    from sim.stack_distance import curve_capacities
-    from sim.trace import distinct_count, read_trace
+    from sim.analysis.curve import trace_stream
+    from sim.analysis.stack_distance import curve_capacities
+    from sim.traces.reader import distinct_count, read_trace
 
     trace = read_trace(trace_path)
     distinct = distinct_count(trace.hash_ids)

@@ -18,7 +18,7 @@ from bench import _libcachesim
 from bench._timing import byte_compiled, command_runs, spread
 from bench._trace_task import CPU_BLOCKS, CURVE_POINTS, GPU_BLOCKS
 from bench.startup import KVSCOPE
-from sim.trace import DEFAULT_TRACE, bundled_trace_path, open_trace
+from sim.traces.reader import DEFAULT_TRACE, bundled_trace_path, open_trace
 
 CLI_REPEATS = 7
 
@@ -129,7 +129,7 @@ def _versus_libcachesim() -> dict[str, Any]:
 def _curve_cli_versus_script(distinct: int) -> dict[str, Any]:
     """``kvscope curve TRACE --json`` as a user runs it (a fresh process: start-up, reading, the curve, printing)
     against a fresh Python process running libCacheSim's LRU at the same 100 capacities (trace converted beforehand)."""
-    from sim.stack_distance import curve_capacities
+    from sim.analysis.stack_distance import curve_capacities
 
     capacities = ",".join(map(str, curve_capacities(distinct, CURVE_POINTS)))
     setup = byte_compiled()

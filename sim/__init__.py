@@ -1,5 +1,11 @@
 """kvscope's simulator: a block-exact vLLM GPU prefix cache with LMCache-style CPU and disk tiers.
 
+A package per concern, each a layer that imports only the layers below it
+(bottom first; tests/test_layers.py holds this order and checks it):
+``bounds``, ``numeric`` < ``blocks``, ``costs``, ``traces`` < ``tiers``,
+``kvevents`` < ``workloads`` < ``engine`` < ``explain`` < ``simulation`` <
+``calibration`` < ``analysis`` < ``advise``.
+
 The names below are loaded on first use (PEP 562), so that importing one
 module of the package (the trace reader, say) does not import them all.
 """
@@ -10,15 +16,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "CostModel": "sim.costs",
-    "default_costs": "sim.costs",
-    "Engine": "sim.engine",
-    "RequestRecord": "sim.engine",
-    "TierSpec": "sim.engine",
-    "PassSpec": "sim.scenario",
-    "Scenario": "sim.scenario",
-    "simulate": "sim.simulation",
-    "stream": "sim.simulation",
+    "CostModel": "sim.costs.model",
+    "default_costs": "sim.costs.model",
+    "Engine": "sim.engine.loop",
+    "RequestRecord": "sim.engine.loop",
+    "TierSpec": "sim.engine.loop",
+    "PassSpec": "sim.workloads.scenario",
+    "Scenario": "sim.workloads.scenario",
+    "simulate": "sim.simulation.run",
+    "stream": "sim.simulation.run",
 }
 
 __all__ = sorted(_EXPORTS)

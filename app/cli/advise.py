@@ -11,16 +11,16 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from sim import jsontext
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
 from app.cli.table import format_table
-from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
 from sim.advise.candidate import TIERS, Target
+from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
 from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
-from sim.events import tier_label
-from sim.kv import KV_CACHE_DTYPES, load_config
-from sim.replay import MAX_CHUNK_BLOCKS
+from sim.blocks.kv import KV_CACHE_DTYPES, load_config
+from sim.bounds import jsontext
+from sim.engine.events import tier_label
+from sim.simulation.replay import MAX_CHUNK_BLOCKS
 
 
 def _prices(prices_file: Path | None, gpu_hour: float | None, dram: float | None, nvme: float | None) -> Prices | None:
@@ -109,8 +109,8 @@ def command(
     if trace is not None and measurements_file is not None:
         raise click.UsageError("give --trace or --measurements, not both")
     if measurements_file is not None:
-        from sim.advise.measured import scenario_from_measurements
-        from sim.readers import read_measurements
+        from sim.calibration.measured import scenario_from_measurements
+        from sim.calibration.readers import read_measurements
 
         try:
             scenario = scenario_from_measurements(read_measurements(measurements_file).rows, scenario)

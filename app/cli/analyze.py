@@ -16,9 +16,11 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.table import format_table
-from sim import jsontext, measurements
-from sim.longdocqa import REPEAT_MODES, Failure, find_pair, read_run
-from sim.readers import Repeat, read_measurements
+from sim.bounds import jsontext
+from sim.calibration import measurements
+from sim.calibration.longdocqa_files import Failure, find_pair, read_run
+from sim.calibration.readers import Repeat, read_measurements
+from sim.workloads.questions import REPEAT_MODES
 
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)

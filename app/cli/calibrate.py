@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sim import jsontext
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from app.costs_profile import profile_name, profile_text
-from sim.calibrate import Calibration, calibrate_file, repeat_of
-from sim.longdocqa import find_pair
-from sim.measurements import Measurement, MeasurementError
-from sim.readers import read_measurements
-from sim.scenario import Scenario
-from sim.work import simulation_cost
+from sim.bounds import jsontext
+from sim.calibration.calibrate import Calibration, calibrate_file, repeat_of
+from sim.calibration.longdocqa_files import find_pair
+from sim.calibration.measurements import Measurement, MeasurementError
+from sim.calibration.readers import read_measurements
+from sim.workloads.estimate import simulation_cost
+from sim.workloads.scenario import Scenario
 
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)

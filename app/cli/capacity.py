@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
-from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
-from sim.events import tier_label
-from sim.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
-from sim.work import curve_cost
+from sim.analysis.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
+from sim.bounds import jsontext
+from sim.engine.events import tier_label
+from sim.workloads.estimate import curve_cost
 
 
 @click.command("capacity")

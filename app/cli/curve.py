@@ -6,13 +6,13 @@ from typing import Any
 
 import click
 
-from sim import jsontext
-from app.cli.trace_options import format_option, load
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
-from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
-from sim.trace import TraceFormat
-from sim.work import block_stream_cost
+from app.cli.trace_options import format_option, load
+from sim.analysis.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
+from sim.bounds import jsontext
+from sim.bounds.budget import block_stream_cost
+from sim.traces.reader import TraceFormat
 
 
 @click.command("curve")

@@ -8,11 +8,11 @@ import click
 import uvicorn
 from pydantic import ValidationError
 
-from app.cli.scenario_flags import load_costs
 from app.cli.emulate_kv_events import kv_events_options, publish_kv_events
+from app.cli.scenario_flags import load_costs
 from app.emulator.config import EmulatorConfig
 from app.emulator.server import make_emulator_app
-from sim.kv import MODELS
+from sim.blocks.kv import MODELS
 
 _FLAGS = {
     "gpu_tokens": "--gpu-tokens", "cpu_gb": "--cpu-gb", "model": "--model", "speed": "--speed",

@@ -7,20 +7,29 @@ from typing import Any
 
 import click
 
-from sim import jsontext
 from app.cli.replay import REPLAY_FLAGS
-from app.cli.trace_options import format_option, load
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
+from app.cli.trace_options import format_option, load
+from sim.bounds import jsontext
+from sim.bounds.budget import capacity_search_cost, trace_cost
 from sim.explain.capacity import DEFAULT_MAX_RUNS, MAX_SEARCH_BLOCKS
 from sim.explain.causes import PRECEDENCE
 from sim.explain.narrate import label, sentences
 from sim.explain.report import explain_run, time_windows
-from sim.replay import MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayTiers, replay_engine, trace_requests
-from sim.simulation import engines, scenario_summary
-from sim.trace import TraceFormat
-from sim.work import capacity_search_cost, simulation_cost, trace_cost
-from sim.workload import build_requests
+from sim.simulation.replay import (
+    MAX_CHUNK_BLOCKS,
+    MAX_CPU_BLOCKS,
+    MAX_GPU_BLOCKS,
+    ReplayError,
+    ReplayTiers,
+    replay_engine,
+    trace_requests,
+)
+from sim.simulation.run import engines, scenario_summary
+from sim.traces.reader import TraceFormat
+from sim.workloads.estimate import simulation_cost
+from sim.workloads.requests import build_requests
 
 MAX_WINDOWS = 1000
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Future
 import sys
+from concurrent.futures import Future
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
@@ -15,14 +15,22 @@ from app.cli import runs_db
 from app.cli.save_run import no_save_option, not_kept, say_kept
 from app.cli.scenario_flags import build_scenario, scenario_options
 from app.cli.table import format_table
-from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
+from app.live.session import (
+    DEFAULT_TIMEOUT_S,
+    MAX_COMPLETION_TOKENS,
+    MAX_CONCURRENCY,
+    MAX_TIMEOUT_S,
+    LiveOptions,
+    LiveRun,
+)
 from app.live.targets import Target, TargetSpecError, parse_targets
 from app.runs.paths import MEMORY, default_path
-from app.runs.store import RunStore
 from app.runs.recording import LiveRecorder
-from sim import jsontext, measurements
-from sim.events import Error, Event, Measured, PassDone, RunStarted, RunWarning
-from sim.result import comparison
+from app.runs.store import RunStore
+from sim.bounds import jsontext
+from sim.calibration import measurements
+from sim.engine.events import Error, Event, Measured, PassDone, RunStarted, RunWarning
+from sim.engine.result import comparison
 
 
 @click.command("live")

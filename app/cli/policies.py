@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
-from sim.whatif import compare
-from sim.work import policies_cost
+from sim.analysis.whatif import compare
+from sim.bounds import jsontext
+from sim.workloads.estimate import policies_cost
 
 
 @click.command("policies")

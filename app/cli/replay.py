@@ -12,14 +12,21 @@ from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import load_costs, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
-from sim import stats
-from sim.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, CpuBackend
-from sim.replay import (
-    MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayOutcome, ReplayTiers, run_replay, storage_tier,
+from sim.bounds.budget import trace_cost
+from sim.numeric import stats
+from sim.simulation.replay import (
+    MAX_CHUNK_BLOCKS,
+    MAX_CPU_BLOCKS,
+    MAX_GPU_BLOCKS,
+    ReplayError,
+    ReplayOutcome,
+    ReplayTiers,
+    run_replay,
+    storage_tier,
     write_replay_json,
 )
-from sim.trace import TraceFormat
-from sim.work import trace_cost
+from sim.tiers.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, CpuBackend
+from sim.traces.reader import TraceFormat
 
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)

@@ -12,9 +12,9 @@ from app.cli.table import cell_text, format_table
 from app.runs import compare, export, importer
 from app.runs.recording import result_of
 from app.runs.store import KINDS, MAX_LIST, NoSuchRun, RunInfo, RunStore, StoreError, StoreFull, check_id
-from sim import jsontext, textfile
-from sim.events import tier_label
-from sim.longdocqa import failure_text
+from sim.bounds import jsontext, textfile
+from sim.calibration.longdocqa_files import failure_text
+from sim.engine.events import tier_label
 
 
 class RunIdType(click.ParamType):

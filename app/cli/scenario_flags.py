@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
-from sim.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
-from sim.gpu import FreeOrder, Granularity
-from sim.policies import GPU_POLICY_NAMES
-from sim.presets import PRESETS, UnknownPreset
-from sim.questions import QUESTION_MODES, REPEAT_MODES
+from sim.blocks.policies import GPU_POLICY_NAMES
+from sim.blocks.pool import FreeOrder, Granularity
+from sim.tiers.chunk_store import CHUNK_POLICIES, CPU_BACKENDS
+from sim.workloads.presets import PRESETS, UnknownPreset
+from sim.workloads.questions import QUESTION_MODES, REPEAT_MODES
 
 # The scenario models (pydantic) are imported when a command builds a scenario, not when it is defined:
 # ``kvscope curve TRACE`` and ``kvscope replay`` take these flags' definitions but never a scenario.
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from sim.costs import CostModel
-    from sim.scenario import Scenario
-    from sim.work import Cost
+    from sim.bounds.budget import Cost
+    from sim.costs.model import CostModel
+    from sim.workloads.scenario import Scenario
 
 # (flag, field, click type, help)
 FLAGS: list[tuple[str, str, Any, str]] = [
@@ -98,7 +98,10 @@ def repeat_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _long_doc_qa(flags: dict[str, Any]) -> None:
     """Turn the long_doc_qa flags into ``passes`` (and no question, as its prompts have none)."""
-    from sim.longdocqa import parse_hit_miss, query_label  # its readers (csv, the measurements) only when asked for
+    from sim.workloads.longdocqa import (  # its readers (csv, the measurements) only when asked for
+        parse_hit_miss,
+        query_label,
+    )
 
     mode, count, seed, ratio = (flags.pop(k) for k in ("repeat_mode", "repeat_count", "shuffle_seed", "hit_miss_ratio"))
     if mode is None:
@@ -139,7 +142,7 @@ def within_budget(cost: Cost, fix: str = "fewer documents, passes or tokens", wh
     """Exit 2 when a command's estimated cost exceeds the CLI's budget (``app.budgets.cli_budget``), naming the flag
     (or ``where``: the input file at fault) and the limit."""
     from app import budgets
-    from sim.work import OverBudget
+    from sim.bounds.budget import OverBudget
 
     try:
         budget = budgets.cli_budget()
@@ -152,7 +155,7 @@ def within_budget(cost: Cost, fix: str = "fewer documents, passes or tokens", wh
 
 
 def load_costs(path: Path) -> CostModel:
-    from sim.calibrate import load_profile
+    from sim.calibration.calibrate import load_profile
 
     try:
         return load_profile(path)

@@ -10,13 +10,14 @@ import click
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import render_table
-from sim import jsontext, measurements
-from sim.simulation import simulate
-from sim.work import simulation_cost
+from sim.bounds import jsontext
+from sim.calibration import measurements
+from sim.simulation.run import simulate
+from sim.workloads.estimate import simulation_cost
 
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
-    from sim.scenario import Scenario
+    from sim.workloads.scenario import Scenario
 
 
 @click.command("simulate")

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from sim import jsontext
 from app.cli.table import format_table
 from app.web.model_fields import bounds
-from sim.kv import MODELS, UnknownModel, load_config, model_shape, sizing
-from sim.scenario import Scenario
+from sim.blocks.kv import MODELS, UnknownModel, load_config, model_shape, sizing
+from sim.bounds import jsontext
+from sim.workloads.scenario import Scenario
 
 
 def _scenario_int(name: str) -> dict[str, object]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from sim import jsontext
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
-from sim.sweep import sweep, sweep_cost
+from sim.analysis.sweep import sweep, sweep_cost
+from sim.bounds import jsontext
 
 
 @click.command("sweep")

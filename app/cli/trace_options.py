@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sim.trace import FORMAT_BLOCK_TOKENS, TRACE_FORMATS, Trace, TraceError, TraceFormat, open_trace
+from sim.traces.reader import FORMAT_BLOCK_TOKENS, TRACE_FORMATS, Trace, TraceError, TraceFormat, open_trace
 
 
 def load(trace: str, block_size: int | None, fmt: TraceFormat | None = None) -> Trace:

@@ -14,7 +14,7 @@ import httpx
 
 from app.cli.save_run import not_kept, open_store, save_options, say_kept
 from app.live import prom
-from sim import jsontext, textfile
+from sim.bounds import jsontext, textfile
 from sim.kvevents import wire
 from sim.kvevents.endpoints import EndpointError, check_endpoint
 from sim.kvevents.feed import Feed

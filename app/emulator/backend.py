@@ -31,10 +31,10 @@ from typing import Any
 from app.emulator.config import EmulatorConfig
 from app.emulator.deadline import sleep_until
 from app.emulator.kv_events import KvEventsBridge
-from sim.costs import default_costs
-from sim.engine import Engine, TierSpec
-from sim.prompt_keys import request_for_tokens
-from sim.workload import Units
+from sim.blocks.prompt_keys import request_for_tokens
+from sim.blocks.request import Units
+from sim.costs.model import default_costs
+from sim.engine.loop import Engine, TierSpec
 
 # vLLM's buckets for vllm:time_to_first_token_seconds.
 TTFT_BUCKETS_S = (

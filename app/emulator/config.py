@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sim.costs import CostModel
-from sim.kv import DEFAULT_MODEL, model_shape, tokens_in
-from sim.scenario import MAX_GB, MAX_GPU_TOKENS
+from sim.blocks.kv import DEFAULT_MODEL, model_shape, tokens_in
+from sim.costs.model import CostModel
+from sim.workloads.scenario import MAX_GB, MAX_GPU_TOKENS
 
 MAX_SPEED = 1000.0
 

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
-from typing import TYPE_CHECKING
-
-from sim.engine import Engine
+from sim.blocks.request import Request
+from sim.engine.loop import Engine
 from sim.kvevents import wire
 from sim.kvevents.publisher import Publisher
-from sim.workload import Request
-
-if TYPE_CHECKING:
-    from app.emulator.backend import Backend
 
 
 class KvEventsBridge:
@@ -88,8 +84,15 @@ class KvEventsBridge:
         self.publisher.close()
 
 
+class Publishing(Protocol):
+    """What ``attach`` needs of the emulator's backend (``app.emulator.backend.Backend``, which imports this module)."""
+
+    engine: Engine
+    kv_events: KvEventsBridge | None
+
+
 def attach(
-    backend: "Backend", endpoint: str, replay_endpoint: str | None = None, topic: str = "kv-events"
+    backend: Publishing, endpoint: str, replay_endpoint: str | None = None, topic: str = "kv-events"
 ) -> KvEventsBridge:
     """Bind the publisher's sockets and have ``backend`` publish every prefill; ``zmq.ZMQError`` if a bind fails."""
     bridge = KvEventsBridge(backend.engine, Publisher(endpoint, replay_endpoint, topic))

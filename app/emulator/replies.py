@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sim import jsontext
 from app.emulator.backend import Backend, Prefill
 from app.emulator.deadline import sleep_until
 from app.emulator.text import Output
+from sim.bounds import jsontext
 
 # An assumption, not a measurement: the seed measured only TTFT. A 1.5B model on
 # one GPU decodes a token in a few ms; the value only paces the rest of a stream.

@@ -1,7 +1,7 @@
 """The emulator's text: its chat template, the words behind ``/detokenize``, and what an emulated completion says.
 
 The tokenizer counts one token per whitespace-separated word
-(``sim.prompt_keys.tokenize``). Chat messages are rendered with ChatML, the
+(``sim.blocks.prompt_keys.tokenize``). Chat messages are rendered with ChatML, the
 template of the Qwen2.5 models the emulator sizes its KV by, without a
 default system message::
 
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.emulator.protocol import ChatMessage
-from sim.prompt_keys import token_id, tokenize
+from sim.blocks.prompt_keys import token_id, tokenize
 
 # The words an emulated completion is made of (it has no model to say anything).
 WORDS = ("the", "cached", "prefix", "is", "served", "from", "the", "tier", "that", "holds", "it")

@@ -15,7 +15,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sim.scenario import Scenario
+from sim.workloads.scenario import Scenario
 
 CountTokens = Callable[[str], Awaitable[int]]
 

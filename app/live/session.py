@@ -1,6 +1,6 @@
 """A live run: a scenario's requests sent to one or more servers, measured, and simulated alongside.
 
-For each target, in the event vocabulary of ``sim.events`` (``run`` is the
+For each target, in the event vocabulary of ``sim.engine.events`` (``run`` is the
 target's name): ``warning``s from probing it, ``run`` (the shadow simulation's
 tiers), then per request the shadow's events (``request``, ``lookup``, ...,
 ``ttft``: the prediction) followed by ``measured`` when the server has
@@ -33,14 +33,15 @@ from app.live.client import TargetError, TargetInfo, VllmClient
 from app.live.prompts import PromptBook, build_prompts
 from app.live.shadow import ShadowError, shadow_engine
 from app.live.targets import Target
-from sim.engine import Engine
-from sim.events import Error, Event, Measured, PassDone, RunDone, RunWarning
+from sim.blocks.request import Request
+from sim.calibration.measurements import Measurement
+from sim.engine.events import Error, Event, Measured, PassDone, RunDone, RunWarning
+from sim.engine.loop import Engine
+from sim.engine.result import pass_summaries, run_totals
 from sim.explain.stream import explained
 from sim.explain.summary import add_totals, totals
-from sim.measurements import Measurement
-from sim.result import pass_summaries, run_totals
-from sim.scenario import Scenario
-from sim.workload import Request, build_requests
+from sim.workloads.requests import build_requests
+from sim.workloads.scenario import Scenario
 
 MAX_CONCURRENCY = 64
 MAX_COMPLETION_TOKENS = 1024

@@ -20,12 +20,12 @@ from pydantic import ValidationError
 
 from app.live.client import TargetInfo
 from app.live.targets import Target
-from sim.costs import CostModel, default_costs
-from sim.engine import Engine
+from sim.costs.model import CostModel, default_costs
+from sim.engine.loop import Engine
 from sim.explain.observer import attach
-from sim.scenario import Scenario
-from sim.simulation import tier_spec
+from sim.simulation.run import tier_spec
 from sim.tiers.native import backend_runs
+from sim.workloads.scenario import Scenario
 
 _OFFLOAD_FIELDS = ("cpu_gb", "cpu_tokens", "disk_gb", "disk_tokens")
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from sim.events import Event, Evict, Occupancy, RunWarning, Store
+from sim.engine.events import Event, Evict, Occupancy, RunWarning, Store
 from sim.kvevents import wire
 from sim.kvevents.feed import Feed
 from sim.kvevents.subscriber import Subscriber

@@ -35,13 +35,13 @@ from app.live.targets import Target
 from app.proxy.forward import Exchange
 from app.proxy.kv_thread import KvThread
 from app.proxy.upstreams import Upstream
-from sim.costs import CostModel, default_costs
-from sim.engine import Engine, TierSpec
-from sim.events import Divergence, Event, Explained, Measured, RunWarning, Ttft
+from sim.blocks.prompt_keys import request_for_tokens
+from sim.blocks.request import Units
+from sim.costs.model import CostModel, default_costs
+from sim.engine.events import Divergence, Event, Explained, Measured, RunWarning, Ttft
+from sim.engine.loop import Engine, TierSpec
 from sim.explain import attach
 from sim.kvevents.wire import MEDIUM_CPU, MEDIUM_GPU, hash_label
-from sim.prompt_keys import request_for_tokens
-from sim.workload import Units
 
 MAX_EVENTS = 5_000
 MAX_RECORDS = 1_000

@@ -7,13 +7,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sim.measurements import Measurement
-from sim.result import pass_summaries
-from sim.scenario import PassSpec
-from sim.stats import speedup
-
 from app.runs.recording import rows_of
 from app.runs.store import RunStore, StoreError
+from sim.calibration.measurements import Measurement
+from sim.engine.result import pass_summaries
+from sim.numeric.stats import speedup
+from sim.workloads.scenario import PassSpec
 
 # A change of less than this (relative) is not highlighted: TTFTs are rounded to the microsecond.
 SAME_WITHIN = 0.005

@@ -6,11 +6,10 @@ from __future__ import annotations
 import io
 from typing import Any, Literal
 
-from sim import jsontext
-from sim.measurements import MeasurementWriter
-
 from app.runs.recording import result_of, rows_of
 from app.runs.store import RunStore, StoreError
+from sim.bounds import jsontext
+from sim.calibration.measurements import MeasurementWriter
 
 Format = Literal["csv", "jsonl", "json"]
 FORMATS: tuple[str, ...] = ("csv", "jsonl", "json")

@@ -8,13 +8,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sim import jsontext, measurements, textfile
-from sim.measurements import MAX_TTFT_MS, MIN_TTFT_MS, MeasurementError
-from sim.scenario import Scenario
-
 from app.runs.export import EXPORT_MARK
 from app.runs.recording import save_rows, save_simulation
 from app.runs.store import NewRun, RunStore, StoreError, StoreFull
+from sim.bounds import jsontext, textfile
+from sim.calibration import measurements
+from sim.calibration.measurements import MAX_TTFT_MS, MIN_TTFT_MS, MeasurementError
+from sim.workloads.scenario import Scenario
 
 MAX_IMPORT_BYTES = textfile.MAX_FILE_BYTES
 

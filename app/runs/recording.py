@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import replace
-from collections.abc import Iterable, Iterator
 from typing import Any
-
-from sim import jsontext, measurements
-from sim.events import Event, Measured
-from sim.measurements import Measurement
-from sim.result import comparison, pass_summaries, run_totals
-from sim.scenario import Scenario
-from sim.simulation import scenario_summary
 
 from app.runs import commits
 from app.runs.commits import Commits, kept_only_so_far
 from app.runs.store import NewRun, Run, RunStore, RunWriter, StoreError
+from sim.bounds import jsontext
+from sim.calibration import measurements
+from sim.calibration.measurements import Measurement
+from sim.engine.events import Event, Measured
+from sim.engine.result import comparison, pass_summaries, run_totals
+from sim.simulation.run import scenario_summary
+from sim.workloads.scenario import Scenario
 
 UPLOAD_KEEP_BYTES = 1 * 2**20  # an upload's content is kept up to this size; above it only its sha256 and size
 
@@ -533,7 +533,7 @@ def save_rows(
     failures: list[dict[str, Any]] | None = None,
 ) -> int:
     """An analysis, calibration or import of measurement files: the parsed rows, each file's identity, and the
-    failed requests left out of the rows (long_doc_qa's, ``sim.readers``): their count in the summary, each in the source."""
+    failed requests left out of the rows (long_doc_qa's, ``sim.calibration.readers``): their count in the summary, each in the source."""
     extra = {"failed": len(failures)} if failures else {}
     source = {**upload_source(files), **({"failures": failures} if failures else {})}
     run = NewRun(

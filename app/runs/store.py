@@ -29,7 +29,6 @@ import msgspec
 from app.runs import schema
 from app.runs.paths import ENV_DB, ENV_KEEP, ENV_MAX_MB, MEMORY, default_path  # noqa: F401  # re-exported
 
-
 DEFAULT_MAX_BYTES = 2 * 2**30
 DEFAULT_MAX_RECORDS = 200_000  # per run: a 1,000-document x 100-pass live run, twice over
 BUSY_TIMEOUT_MS = 10_000  # another process's write transaction is waited for this long
@@ -445,7 +444,7 @@ class RunWriter:
     For recorders (live runs, and watch or proxy recordings)::
 
         writer = store.open(NewRun("proxy", name="gpu", source={"target": "gpu"}))
-        for row in rows_as_they_complete:   # measurement-file rows (sim.measurements.Measurement.row())
+        for row in rows_as_they_complete:   # measurement-file rows (sim.calibration.measurements.Measurement.row())
             writer.append(row)              # committed before it returns
         writer.finish(summary=..., status="done")
     """

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.proxy.kv_thread import KvThread
-from sim.events import Event
+from sim.engine.events import Event
 from sim.kvevents import wire
 from sim.kvevents.recording import RecordingError, read_recording
 

@@ -18,13 +18,13 @@ from app.runs.store import RunStore
 from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
 from app.web.versus_view import STAT_LABELS
-from sim.events import TIER_LABELS, tier_label
 from app.web.workers import Workers
-from sim.chunk_store import CPU_BACKENDS
+from sim.blocks.kv import gib_for
+from sim.calibration.versus import STATS
+from sim.engine.events import TIER_LABELS, tier_label
 from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
-from sim.kv import gib_for
-from sim.versus import STATS
+from sim.tiers.chunk_store import CPU_BACKENDS
 
 
 def _package_dir(name: str) -> Path:
@@ -85,11 +85,11 @@ def whole_units(value: str) -> Markup:
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=TEMPLATES_DIR)
     templates.env.filters.update(tokens=tokens, ms=ms, times=times, gib=gib, list_breaks=list_breaks, whole_units=whole_units)
-    templates.env.filters["tier_label"] = tier_label  # a tier's display name, as the CLI's tables give it (sim.events)
+    templates.env.filters["tier_label"] = tier_label  # a tier's display name, as the CLI's tables give it (sim.engine.events)
     templates.env.globals["tier_labels"] = TIER_LABELS  # the same names for the page's scripts (static/js/tiers.js)
     # The cause vocabulary of sim.explain, in precedence order, for the page's chart and log (one definition).
     causes = [{"name": c, "label": CAUSE_LABELS[c]} for c in PRECEDENCE]
-    # The per-pass table's TTFT figures, its columns and its help text alike (sim.versus.STATS, in that order).
+    # The per-pass table's TTFT figures, its columns and its help text alike (sim.calibration.versus.STATS, in that order).
     ttft_stats = [{"field": name, "label": STAT_LABELS[name]} for name in STATS]
     templates.env.globals.update(static_version=_static_version(), causes=causes, plotly_src=PLOTLY_URL,
                                   number_attrs=number_attrs, field_bounds=bounds,

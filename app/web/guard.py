@@ -19,7 +19,7 @@
   and pass straight through once Host, token and origin are checked, so a
   rebound DNS name cannot reach an upstream through this server either.
 - JSON nesting: a JSON body (anything but an upload) nested deeper than
-  ``sim.jsontext.MAX_DEPTH`` is a 422 naming the body and the limit, where
+  ``sim.bounds.jsontext.MAX_DEPTH`` is a 422 naming the body and the limit, where
   the parser would fail with a RecursionError (a 400 without a reason).
 """
 
@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.web.headers import RAW_HEADERS
 from app.web.panel_input import MAX_UPLOAD_BYTES
-from sim import jsontext
+from sim.bounds import jsontext
 
 HOSTS_ENV = "KVSCOPE_ALLOWED_HOSTS"
 TOKEN_ENV = "KVSCOPE_TOKEN"

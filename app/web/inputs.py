@@ -14,8 +14,8 @@ from pydantic import Field, ValidationError
 
 from app.costs_profile import served_costs
 from app.scenario_input import ScenarioInput
-from sim.scenario import MAX_DOCS, Scenario
-from sim.work import Budget, Cost, OverBudget
+from sim.bounds.budget import Budget, Cost, OverBudget
+from sim.workloads.scenario import MAX_DOCS, Scenario
 
 # The step stream sends every tier's occupancy per request and the page draws
 # every document as a tile: bounded far below what /api/simulate accepts.

@@ -1,4 +1,4 @@
-"""JSON answers as strict clients read them: a non-finite number is written null (``sim.jsontext.dumps``), never
+"""JSON answers as strict clients read them: a non-finite number is written null (``sim.bounds.jsontext.dumps``), never
 ``NaN`` (a browser's ``JSON.parse`` refuses it) and never a 500 (Starlette's ``JSONResponse`` refuses to write it)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse as _StarletteJSON
 
-from sim import jsontext
+from sim.bounds import jsontext
 
 
 class JSONResponse(_StarletteJSON):

@@ -11,9 +11,9 @@ from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.web import scenario_form
 from app.web.inputs import InputErrors, check, errors_of
-from sim import jsontext, textfile
-from sim.kv import KvShape, shape_from_config
-from sim.scenario import Scenario
+from sim.blocks.kv import KvShape, shape_from_config
+from sim.bounds import jsontext, textfile
+from sim.workloads.scenario import Scenario
 
 MAX_UPLOAD_BYTES = 16 * 2**20  # a per-request file of ~100,000 requests
 

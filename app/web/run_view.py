@@ -9,14 +9,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.scenario_input import resolve
-from sim.calibrate import read_table
-from sim.costs import default_costs
-from sim.events import CPU, tier_label
-from sim.kv import gib_for
-from sim.scenario import Scenario
-from sim.simulation import engines
-from sim.stats import quantile, speedup
-from sim.workload import build_requests
+from sim.blocks.kv import gib_for
+from sim.calibration.calibrate import read_table
+from sim.costs.model import default_costs
+from sim.engine.events import CPU, tier_label
+from sim.numeric.stats import quantile, speedup
+from sim.simulation.run import engines
+from sim.workloads.requests import build_requests
+from sim.workloads.scenario import Scenario
 
 LANE_TITLES = {
     "gpu": "vLLM alone: the GPU prefix cache",
@@ -169,7 +169,7 @@ def build(
     scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None,
     stored_run: int | None = None, stored_note: str | None = None,
 ) -> RunView:
-    """The view of ``result`` (what ``sim.simulation.simulate(scenario)`` returned): a kept run's, every number known."""
+    """The view of ``result`` (what ``sim.simulation.run.simulate(scenario)`` returned): a kept run's, every number known."""
     lanes = _lanes(scenario, [(run["name"], run["tiers"]) for run in result["runs"]])
     measured = _measured(scenario)
     first_run = result["runs"][0]["requests"]
@@ -313,7 +313,7 @@ def _facts(scenario: Scenario, lanes: list[LaneView]) -> Facts:
     costs = scenario.costs or default_costs()
     cpu = tiers.get("cpu")
     unit = cpu.unit_tokens if cpu else scenario.chunk_size
-    # Whole units only, and never the last token, which vLLM always computes (sim/engine.py: aligned is at most
+    # Whole units only, and never the last token, which vLLM always computes (sim/engine/loop.py: aligned is at most
     # prompt_tokens - 1): 4,864 of a 5,024- or 5,120-token prompt in 256-token chunks, 5,008 of 5,024 in 16-token blocks.
     chunked = (prompt - 1) // unit * unit
     return Facts(

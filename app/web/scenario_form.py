@@ -13,11 +13,11 @@ from typing import Any, get_args
 
 from app.scenario_input import ScenarioInput, resolve
 from app.web.model_fields import bounds
-from sim import jsontext
-from sim.kv import MODELS
-from sim.presets import DESCRIPTIONS, PRESETS
-from sim.scenario import Scenario
-from sim.simulation import scenario_summary
+from sim.blocks.kv import MODELS
+from sim.bounds import jsontext
+from sim.simulation.run import scenario_summary
+from sim.workloads.presets import DESCRIPTIONS, PRESETS
+from sim.workloads.scenario import Scenario
 
 
 @dataclass(frozen=True, slots=True)

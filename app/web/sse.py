@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 import anyio
 from fastapi.sse import ServerSentEvent
 
-from sim.events import Error
+from sim.engine.events import Error
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class StreamStats:
 
 
 class Streamable(Protocol):
-    """A core event (``sim.events.Event``), or one read back from the runs database, which carries the same JSON."""
+    """A core event (``sim.engine.events.Event``), or one read back from the runs database, which carries the same JSON."""
 
     @property
     def kind(self) -> str: ...

@@ -17,8 +17,8 @@ from app.web.routes.calibrate import CostsChoice, costs_choice
 from app.web.routes.live import live_view
 from app.web.routes.replay import kept_replay
 from app.web.scenario_form import FormView
-from sim.presets import PRESETS
-from sim.scenario import Scenario
+from sim.workloads.presets import PRESETS
+from sim.workloads.scenario import Scenario
 
 DEFAULT_PRESET = "seed-lab"
 

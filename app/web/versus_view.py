@@ -1,11 +1,11 @@
-"""What the page draws of ``sim.versus``: the per-pass table, the requests listed, the chart's series, and in words
+"""What the page draws of ``sim.calibration.versus``: the per-pass table, the requests listed, the chart's series, and in words
 which scenario was simulated."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sim.versus import STATS
+from sim.calibration.versus import STATS
 
 MAX_LISTED_REQUESTS = 2_000  # rows of the per-request table; the chart and the per-pass table use every request
 MAX_CHART_REQUESTS = 20_000
@@ -21,7 +21,7 @@ def scenario_words(summary: dict[str, Any], passes: list[dict[str, Any]]) -> str
 
 
 def versus_view(result: dict[str, Any]) -> dict[str, Any]:
-    """The template's and the chart's data (``result`` is ``sim.versus.measured_vs_predicted``'s)."""
+    """The template's and the chart's data (``result`` is ``sim.calibration.versus.measured_vs_predicted``'s)."""
     passes, requests, series = [], [], []
     for i, run in enumerate(result["runs"]):
         for p in run["passes"]:

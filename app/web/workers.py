@@ -14,7 +14,7 @@ the advisor's search candidate by candidate): each call admitted has a slot of
 a small shared array, which ``run(..., watch=...)`` reads on the event loop.
 
 Past the queue a call is refused at once (``Busy``: 503 with Retry-After); a
-call that passes its deadline stops at its next ``sim.work.checkpoint()`` and
+call that passes its deadline stops at its next ``sim.bounds.budget.checkpoint()`` and
 answers 503 (``TimedOut``) instead of holding a worker. ``close()`` (server
 shutdown) ends the worker processes at once, so SIGTERM is never held up by a
 simulation (and no worker outlives the server: they are daemonic).
@@ -36,7 +36,7 @@ from fastapi.responses import Response
 
 from app.budgets import WebBudget
 from app.web.json_response import JSONResponse
-from sim.work import StopSignal, Stopped, stoppable
+from sim.bounds.budget import Stopped, StopSignal, stoppable
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ def stop_all() -> None:
 
 
 # What the routes send to a worker: imported when it starts, not on its first call.
-_WARM_MODULES = ("app.web.routes", "app.web.run_view", "sim.simulation", "sim.capacity", "sim.whatif", "sim.replay", "sim.calibrate")
+_WARM_MODULES = ("app.web.routes", "app.web.run_view", "sim.simulation.run", "sim.analysis.capacity", "sim.analysis.whatif", "sim.simulation.replay", "sim.calibration.calibrate")
 
 
 _progress: Any = None  # in a worker: the shared (done, total) array

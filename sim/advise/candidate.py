@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
-from sim.measurements import MAX_TTFT_MS
-from sim.scenario import Scenario
+from sim.calibration.measurements import MAX_TTFT_MS
+from sim.workloads.scenario import Scenario
 
 TIERS = ("gpu", "cpu", "disk")
 MAX_CANDIDATES = 5_000

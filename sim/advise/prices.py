@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sim import jsontext, textfile
+from sim.bounds import jsontext, textfile
 
 # GPU memory in GiB by type: hardware facts (the vendors' data sheets), not prices.
 GPU_MEMORY_GIB: dict[str, float] = {

@@ -5,7 +5,7 @@ none), and the offload policy and backend. The policies searched are the
 scenario model's own choices (``Scenario.model_fields``), so a policy added to
 the engine is searched without being named here; the backend is the
 workload's own unless others are asked for (``Space.backends``). Each
-candidate is simulated (the one-pass LRU curves of ``sim.curve`` are not the
+candidate is simulated (the one-pass LRU curves of ``sim.analysis.curve`` are not the
 vLLM pool's figures, as that module says, so they are not used to predict).
 The cheapest meets are then refined: each bought tier is shrunk by binary
 search down to the grid point below, which finds the exact threshold when the
@@ -25,11 +25,12 @@ from sim.advise import facts
 from sim.advise.candidate import MAX_CANDIDATES, TIERS, Candidate, Outcome, Target
 from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
-from sim.chunk_store import DEFAULT_CPU_BACKEND
-from sim.kv import GIB
-from sim.sweep import probes, smallest
+from sim.analysis.sweep import probes
+from sim.blocks.kv import GIB
+from sim.bounds.budget import Cost
+from sim.numeric.search import smallest
+from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND
 from sim.tiers.native import backend_runs
-from sim.work import Cost
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,7 @@ def _within_deployment(workload: Workload, space: Space, deployment: Deployment)
 
 
 def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: int = 10) -> Cost:
-    """What ``advise`` costs at most (``sim.work``), from its grid alone: every candidate evaluated once, then up to
+    """What ``advise`` costs at most (``sim.bounds.budget``), from its grid alone: every candidate evaluated once, then up to
     ``3 * top + 2`` meeting ones shrunk tier by tier (``refine``: a binary search per bought tier, and once more),
     each such evaluation costed as the grid's dearest."""
     cands = candidates(workload, _within_deployment(workload, space, deployment))

@@ -6,13 +6,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sim import compiled, stats
 from sim.advise.candidate import TIERS, Candidate, Outcome, field_choices
-from sim.replay import ReplayTiers, kv_block_counts, run_replay
-from sim.scenario import Scenario
-from sim.simulation import run_records
-from sim.trace import Trace, open_trace
-from sim.work import SUMMARY_JSON_BYTES, Cost, simulation_cost, trace_cost
+from sim.bounds.budget import SUMMARY_JSON_BYTES, Cost, trace_cost
+from sim.engine import compiled
+from sim.numeric import stats
+from sim.simulation.replay import ReplayTiers, kv_block_counts, run_replay
+from sim.simulation.run import run_records
+from sim.traces.reader import Trace, open_trace
+from sim.workloads.estimate import simulation_cost
+from sim.workloads.scenario import Scenario
+
 
 @dataclass(frozen=True)
 class ScenarioWorkload:
@@ -31,7 +34,7 @@ class ScenarioWorkload:
         return self.scenario.model_copy(update=changes)
 
     def cost(self, candidate: Candidate) -> Cost:
-        """What ``evaluate`` costs (``sim.work``): one run, the one with every tier the candidate has."""
+        """What ``evaluate`` costs (``sim.bounds.budget``): one run, the one with every tier the candidate has."""
         scenario = self._at(candidate)
         return simulation_cost(scenario, runs=(scenario.run_names[-1],), records=False)
 
@@ -114,7 +117,7 @@ class TraceWorkload:
     The trace is read once per process (workers read it themselves, so only
     its name crosses to them). ``replays`` is how many candidates the search
     replays it for: together they pay numba's start-up once, so the replays
-    run compiled (``sim.compiled``) where one alone would not be worth it.
+    run compiled (``sim.engine.compiled``) where one alone would not be worth it.
     """
 
     source: str
@@ -147,7 +150,7 @@ class TraceWorkload:
         return ReplayTiers(candidate.gpu_tokens // self.block - 1, cpu_blocks, self.chunk_blocks)
 
     def cost(self, candidate: Candidate) -> Cost:
-        """What ``evaluate`` costs (``sim.work``): one replay of the trace, of which only a summary is kept; a
+        """What ``evaluate`` costs (``sim.bounds.budget``): one replay of the trace, of which only a summary is kept; a
         fraction of the Python engine's work when it runs compiled."""
         trace = self.trace
         replay = trace_cost(len(trace), trace.total_blocks)

@@ -26,13 +26,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sim.engine import Engine
-from sim.events import CPU, DISK, GPU
+from sim.engine.events import CPU, DISK, GPU
+from sim.engine.loop import Engine
+from sim.numeric.search import smallest
 
 if TYPE_CHECKING:
-    from sim.costs import CostModel
-    from sim.engine import RequestRecord, TierSpec
-    from sim.workload import Request
+    from sim.blocks.request import Request
+    from sim.costs.model import CostModel
+    from sim.engine.loop import RequestRecord, TierSpec
 
 # Where each tier's capacity lives in a run's tier spec (tokens).
 TIER_FIELDS = {GPU: "gpu_tokens", CPU: "cpu_tokens", DISK: "disk_tokens"}
@@ -105,8 +106,6 @@ def fill_needs(
     (block lookups over all runs) bound the work. The policy ``belady`` looks ahead, so its runs
     replay every request; the others stop after the last request asked about.
     """
-    from sim.sweep import smallest  # sim.sweep imports sim.simulation, which imports this module
-
     by_tier: dict[str, list[dict[str, Any]]] = {}
     seq_of: dict[int, int] = {}
     for i, rec in enumerate(records):

@@ -1,7 +1,7 @@
-"""A compiled replay's attribution (``sim.explain_kernel``) as records read it: per request, the maps the Python
+"""A compiled replay's attribution (``sim.engine.explain_kernel``) as records read it: per request, the maps the Python
 observer gives, made from columns only when a record is asked for; totals summed over the columns.
 
-The compiled replay explains in the same run that gives its figures (``sim.compiled.replay_columns`` with
+The compiled replay explains in the same run that gives its figures (``sim.engine.compiled.replay_columns`` with
 ``explain``), so the attribution is always that of the replay it is shown with."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.events import CPU, GPU
+from sim.engine.events import CPU, GPU
 from sim.explain.causes import CHAIN_BROKEN, EVICTED, FIRST_SEEN, LAST_TOKEN, PARTIAL_BLOCK, PARTIAL_CHUNK, ordered
 
 # The kernel's per-tier cause columns, in precedence order, with each tier's names for them.
@@ -21,7 +21,7 @@ _CAUSES = {
 
 @dataclass(slots=True)
 class Attribution:
-    """One request's attribution, the fields ``sim.engine.RequestRecord`` carries."""
+    """One request's attribution, the fields ``sim.engine.loop.RequestRecord`` carries."""
 
     gpu_miss: dict[str, int]
     computed: dict[str, int]
@@ -36,7 +36,7 @@ class ExplainedColumns:
     """
 
     def __init__(self, table: Any, by: Any, prompt_tokens: Any, computed_tokens: Any, offload: bool) -> None:
-        from sim import explain_kernel as k
+        from sim.engine import explain_kernel as k
 
         self.k = k
         self.table, self.by, self.offload = table, by, offload

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sim.events import GPU
+from sim.engine.events import GPU
 from sim.explain.causes import DESCRIPTIONS, EVICTED
 
 UNIT = {GPU: "block"}  # every other tier stores chunks

@@ -19,7 +19,7 @@ The infinite-cache bound: a tier of unbounded size holds every unit any
 earlier request had (the GPU caches every full block; a unit's first
 occurrence always holds computed tokens, which are written through), so the
 bound's hit is the longest prefix of units seen before, under the same rules.
-A full chunk's key is the key of its last block (sim.workload, sim.replay), so
+A full chunk's key is the key of its last block (sim.workloads.requests, sim.simulation.replay), so
 the GPU's history answers for full chunks; partial chunks are remembered apart.
 
 Speed: the per-key work is done by C loops (``itemgetter`` over the history,
@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from sim.events import GPU
+from sim.engine.events import GPU
 from sim.explain.causes import (
     CHAIN_BROKEN,
     EVICTED,
@@ -51,8 +51,8 @@ from sim.explain.causes import (
 )
 
 if TYPE_CHECKING:
-    from sim.engine import Engine, Explanation
-    from sim.workload import Request
+    from sim.blocks.request import Request
+    from sim.engine.loop import Engine, Explanation
 
 HELD = -1  # state of a unit the tier holds; an evicted unit's state is the evicting request's seq (>= 0)
 
@@ -109,13 +109,13 @@ def key_slots(requests: Sequence[Request]) -> int | None:
     """A list length that gives every key of ``requests`` its own slot, if their keys are small integers.
 
     A trace's keys are its hash ids (small, mostly dense) and the generated
-    blocks' own negative keys; a scenario's are dense ids (sim.workload), its
+    blocks' own negative keys; a scenario's are dense ids (sim.workloads.requests), its
     partial chunks' too. A list indexed by key then keeps the eviction
     history in a few bytes per key, where a dict of every key ever evicted
     spends most of attribution's time on cache misses. A key ``-j`` indexes
     slot ``len - j`` (Python's negative index), past every non-negative key.
-    None when the keys are hashes (a prompt's, sim.prompt_keys): the history stays a dict.
-    A workload that knows its keys' range (``sim.workload.Requests``) is not scanned.
+    None when the keys are hashes (a prompt's, sim.blocks.prompt_keys): the history stays a dict.
+    A workload that knows its keys' range (``sim.workloads.requests.Requests``) is not scanned.
     """
     known = getattr(requests, "key_range", None)
     if known is not None:

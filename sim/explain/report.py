@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from sim.engine import Engine, RequestRecord
+from sim.blocks.request import Request
+from sim.engine.loop import Engine, RequestRecord
 from sim.explain.capacity import DEFAULT_MAX_RUNS, fill_needs
 from sim.explain.observer import attach, key_slots
 from sim.explain.summary import needs, totals
-from sim.workload import Request
 
 
 def explain_run(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from sim.engine import Engine
-from sim.events import Event, Explained, PassDone, RunDone
+from sim.engine.events import Event, Explained, PassDone, RunDone
+from sim.engine.loop import Engine
 from sim.explain.summary import totals
 
 

@@ -54,7 +54,7 @@ def totals(records: Sequence[Attributed]) -> dict[str, Any]:
 
 
 def add_totals(summaries: list[dict[str, Any]], records: Sequence[Attributed]) -> list[dict[str, Any]]:
-    """Each pass summary (``sim.result.pass_summaries``) with its pass's ``totals`` added."""
+    """Each pass summary (``sim.engine.result.pass_summaries``) with its pass's ``totals`` added."""
     for summary in summaries:
         summary.update(totals([r for r in records if r.pass_ == summary["pass"]]))
     return summaries

@@ -18,10 +18,10 @@ from typing import IO, Any
 
 import msgspec
 
-from sim import jsontext
+from sim.bounds import jsontext
 from sim.kvevents import wire
 from sim.kvevents.state import KvState
-from sim.trace import MAX_HASH_ID
+from sim.traces.reader import MAX_HASH_ID
 
 
 class RecordingError(ValueError):

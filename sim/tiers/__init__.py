@@ -1,1 +1,7 @@
-"""Offload tiers: their eviction policies (``sim.tiers.policies``), one module per policy."""
+"""Offload tiers behind the GPU: LMCache's chunk store, vLLM's native CPU offloading, their policies and admission.
+
+Imports: sim.blocks.
+Exports: ``offload`` (``OffloadTier``: a tier as data), ``chunk_store`` (``ChunkStore``: LMCache's local backend),
+``admission`` (store after N offers), ``policies`` (chunk eviction policies, one module each), ``native``
+(vLLM's ``OffloadingConnector`` CPU tier and its LRU/ARC policies).
+"""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from sim.chunk_store import ChunkStore
+from sim.tiers.chunk_store import ChunkStore
 from sim.tiers.policies.base import StoredChunk
 
 MAX_TRACKER_SIZE = 64_000

@@ -46,7 +46,7 @@
         hovertemplate: `<b>${name}</b><br>%{x:,}: %{y:,.1f}${hits ? " tokens" : " ms"}<extra></extra>`,
       };
     });
-    // The marks as vertical lines, each with its own dash, labelled at the top in words (sim/capacity.py's label).
+    // The marks as vertical lines, each with its own dash, labelled at the top in words (sim/analysis/capacity.py's label).
     const shapes = curve.marks.map((m, i) => ({
       type: "line", xref: "x", yref: "paper", x0: m.x, x1: m.x, y0: 0, y1: 1, name: m.key,
       line: { color: markColour(i), dash: palette.dashes[i % palette.dashes.length], width: 1.5 },

@@ -33,7 +33,7 @@
   const palette = {
     /** The colour of the i-th configuration of a run (gpu, gpu+cpu, ...), the same on every chart and badge. */
     run: (i) => css(`--run-${i % RUNS}`),
-    /** The colour of a configuration named as sim/scenario.py's run_names name them ("gpu", "gpu+cpu",
+    /** The colour of a configuration named as sim/workloads/scenario.py's run_names name them ("gpu", "gpu+cpu",
      *  "gpu+cpu+disk"): by how many tiers it has, so that "gpu" is the same colour wherever it is listed first or not. */
     config: (name) => css(`--run-${configIndex(name)}`),
     runIndex,

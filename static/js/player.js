@@ -4,7 +4,7 @@
 //
 // Panels never read the stream; they listen on `document` for:
 //   kvscope:reset     {runs, requests}   a run's panels appeared, or it is shown again from its start: clear
-//   kvscope:event     {event}            one core event (the vocabulary of sim/events.py), in stream order
+//   kvscope:event     {event}            one core event (the vocabulary of sim/engine/events.py), in stream order
 //   kvscope:step      {seq, applied, total}  every event of one request, in every configuration, is applied
 //   kvscope:finished  {}                 the stream has ended and every request is applied
 // A step is one request number (`seq`) across all configurations; summaries without a `seq` (pass, done)

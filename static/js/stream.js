@@ -1,4 +1,4 @@
-// The page's one intake of event streams: Server-Sent Events, one message per core event (sim/events.py), named by its
+// The page's one intake of event streams: Server-Sent Events, one message per core event (sim/engine/events.py), named by its
 // kind, whose JSON carries the same kind as `type`.
 //   kvscope.stream.take(id, receive)     every message of the htmx SSE element #id (#run-stream, #live-stream): parsed
 //                                        and handed to receive(event); htmx is told not to dispatch it as a DOM event

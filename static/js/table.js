@@ -11,7 +11,7 @@
   let ttfts = new Map(); // "run|pass" -> [ttft_ms] of the requests applied so far
   let summaries = new Map(); // "run|pass" -> the pass summary
 
-  // Linear-interpolated quantile, as sim/stats.py computes it.
+  // Linear-interpolated quantile, as sim/numeric/stats.py computes it.
   function quantile(values, q) {
     const sorted = [...values].sort((a, b) => a - b);
     const pos = (sorted.length - 1) * q;
@@ -61,7 +61,7 @@
   }
 
   // The speed-up over the first configuration in the same pass, once both passes are known (rounded as
-  // sim/result.py's comparison rounds it).
+  // sim/engine/result.py's comparison rounds it).
   function speedups(number) {
     const table = document.getElementById("results-table");
     const base = summaries.get(`${table.dataset.baseline}|${number}`);

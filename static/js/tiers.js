@@ -1,4 +1,4 @@
-// Tier display names for scripts: the server's one definition (sim.events.TIER_LABELS), carried by the body's
+// Tier display names for scripts: the server's one definition (sim.engine.events.TIER_LABELS), carried by the body's
 // data-tier-labels, so a script never spells "GPU", "CPU" or "Disk" itself. A tier not listed (a storage tier
 // behind the CPU) is called by its own name.
 (() => {

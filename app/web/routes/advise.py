@@ -20,11 +20,11 @@ from sim.advise.candidate import TIERS, Target, field_choices
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices
 from sim.advise.search import Space, advise, advise_cost
 from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
-from sim.kv import KV_CACHE_DTYPES
-from sim.measurements import MAX_TTFT_MS
-from sim.scenario import Scenario
-from sim.trace import BUNDLED_TRACES
-from sim.work import Budget, OverBudget
+from sim.blocks.kv import KV_CACHE_DTYPES
+from sim.bounds.budget import Budget, OverBudget
+from sim.calibration.measurements import MAX_TTFT_MS
+from sim.traces.reader import BUNDLED_TRACES
+from sim.workloads.scenario import Scenario
 
 MAX_WEB_POINTS = 12  # sizes per bought tier: a search of a few hundred candidates at most
 

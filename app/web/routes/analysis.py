@@ -15,27 +15,29 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.web.json_response import JSONResponse
+from app.runs.recording import keep, run_headers, save_rows
 from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
+from app.web.json_response import JSONResponse
 from app.web.model_fields import bounds
-from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
 from app.web.versus_view import versus_view
-from sim import measurements
-from sim.capacity import CurveTooLarge, cpu_curve, gpu_curve
-from sim.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, sizing
-from sim.longdocqa import REPEAT_MODES, Failure, parse_run
-from sim.longdocqa import Run as LongDocQaRun
-from sim.measurements import Measurement, MeasurementError
-from sim.readers import Kind, MeasurementSet, Repeat, read_measurements
-from sim.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
-from sim.versus import measured_vs_predicted, scenario_for
-from sim.whatif import compare
-from sim.work import Budget, OverBudget, curve_cost, policies_cost, simulation_cost
+from sim.analysis.capacity import CurveTooLarge, cpu_curve, gpu_curve
+from sim.analysis.whatif import compare
+from sim.blocks.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, sizing
+from sim.bounds.budget import Budget, OverBudget
+from sim.calibration import measurements
+from sim.calibration.longdocqa_files import Failure, parse_run
+from sim.calibration.longdocqa_files import Run as LongDocQaRun
+from sim.calibration.measurements import Measurement, MeasurementError
+from sim.calibration.readers import Kind, MeasurementSet, Repeat, read_measurements
+from sim.calibration.versus import measured_vs_predicted, scenario_for
+from sim.workloads.estimate import curve_cost, policies_cost, simulation_cost
+from sim.workloads.questions import REPEAT_MODES
+from sim.workloads.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
 
 MAX_WEB_POINTS = 200  # one curve request stays within a few seconds
 MAX_CHART_REQUESTS = 20_000  # points sent to the per-request chart
@@ -122,7 +124,7 @@ def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
 
 
 def _versus(found: MeasurementSet, given: Scenario) -> dict[str, Any]:
-    """``sim.versus`` in a worker process; a file that does not fit the scenario is a Problem at ``file``."""
+    """``sim.calibration.versus`` in a worker process; a file that does not fit the scenario is a Problem at ``file``."""
     try:
         return measured_vs_predicted(found, given)
     except MeasurementError as exc:

@@ -18,21 +18,22 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from app.web.json_response import JSONResponse
 from app.costs_profile import profile_name, profile_text
+from app.runs.recording import keep, run_headers, save_rows
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of
-from app.runs.recording import keep, run_headers, save_rows
+from app.web.json_response import JSONResponse
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.workers import Workers
-from sim import measurements
-from sim.calibrate import SAMPLE_COEFFICIENTS, Calibration, calibrate_text, parse_profile
-from sim.identify import Identifiability
-from sim.costs import CostModel
-from sim.measurements import MeasurementError
-from sim.scenario import Scenario
-from sim.work import OverBudget, simulation_cost
+from sim.bounds.budget import OverBudget
+from sim.calibration import measurements
+from sim.calibration.calibrate import SAMPLE_COEFFICIENTS, Calibration, calibrate_text, parse_profile
+from sim.calibration.measurements import MeasurementError
+from sim.costs.model import CostModel
+from sim.numeric.identify import Identifiability
+from sim.workloads.estimate import simulation_cost
+from sim.workloads.scenario import Scenario
 
 MAX_LABEL_CHARS = 160
 

@@ -26,10 +26,10 @@ from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.planned import Planned
 from app.web.routes.simulate import KeptStream, kept_stream, send, simulated_job
 from app.web.scenario_form import FormView
-from sim.presets import PRESETS
-from sim.scenario import Scenario
-from sim.simulation import simulate
-from sim.work import simulation_cost
+from sim.simulation.run import simulate
+from sim.workloads.estimate import simulation_cost
+from sim.workloads.presets import PRESETS
+from sim.workloads.scenario import Scenario
 
 DEFAULT_PRESET = "seed-lab"
 

@@ -27,7 +27,14 @@ from starlette.concurrency import run_in_threadpool
 
 from app.live.client import TargetError, VllmClient
 from app.live.registry import KEPT_RUNS, BusyTargets, LiveRunEntry, LiveRuns, RunState
-from app.live.session import DEFAULT_TIMEOUT_S, MAX_COMPLETION_TOKENS, MAX_CONCURRENCY, MAX_TIMEOUT_S, LiveOptions, LiveRun
+from app.live.session import (
+    DEFAULT_TIMEOUT_S,
+    MAX_COMPLETION_TOKENS,
+    MAX_CONCURRENCY,
+    MAX_TIMEOUT_S,
+    LiveOptions,
+    LiveRun,
+)
 from app.live.targets import Target
 from app.runs.recording import LiveRecorder
 from app.scenario_input import ScenarioInput
@@ -35,10 +42,10 @@ from app.web.context import Web
 from app.web.inputs import MAX_STREAM_DOCS, InputErrors, check, errors_of
 from app.web.routes.simulate import STATUS_OF
 from app.web.sse import Encoded, Outcome, Streamable, event_stream
-from sim import measurements
-from sim.events import Event
-from sim.presets import DESCRIPTIONS, PRESETS
-from sim.scenario import Scenario
+from sim.calibration import measurements
+from sim.engine.events import Event
+from sim.workloads.presets import DESCRIPTIONS, PRESETS
+from sim.workloads.scenario import Scenario
 
 MAX_TARGETS = 8
 PROBE_TIMEOUT_S = 5.0

@@ -18,8 +18,8 @@ from fastapi import APIRouter, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.runs.recording import keep, result_of, run_headers, save_replay
 from app.runs.store import MAX_ID, RunStore, StoreError
@@ -28,11 +28,9 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
-from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
-from sim.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
-from sim.scenario import Scenario
-from sim.work import Budget, Cost, OverBudget, block_stream_cost, trace_cost
-from sim.replay import (
+from sim.analysis.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
+from sim.bounds.budget import Budget, Cost, OverBudget, block_stream_cost, trace_cost
+from sim.simulation.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
     MAX_GPU_BLOCKS,
@@ -42,7 +40,8 @@ from sim.replay import (
     replay,
     storage_tier,
 )
-from sim.trace import (
+from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
+from sim.traces.reader import (
     BUNDLED_TRACES,
     DEFAULT_TRACE,
     MOONCAKE_BLOCK_TOKENS,
@@ -53,6 +52,7 @@ from sim.trace import (
     parse_trace,
     read_trace,
 )
+from sim.workloads.scenario import Scenario
 
 # About 3 s of replay at the most, and a JSON answer of tens of MB at the most.
 WEB_LIMITS = TraceLimits(max_bytes=32 * 2**20, max_requests=50_000, max_blocks=2_000_000)

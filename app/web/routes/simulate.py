@@ -26,11 +26,11 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, within
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
-from sim.events import RunWarning
-from sim.presets import DESCRIPTIONS, PRESETS
-from sim.scenario import Scenario
-from sim.simulation import simulate, stream
-from sim.work import simulation_cost
+from sim.engine.events import RunWarning
+from sim.simulation.run import simulate, stream
+from sim.workloads.estimate import simulation_cost
+from sim.workloads.presets import DESCRIPTIONS, PRESETS
+from sim.workloads.scenario import Scenario
 
 STATUS_OF: dict[Outcome, str] = {"completed": "done", "abandoned": "stopped", "failed": "failed"}
 

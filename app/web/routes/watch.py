@@ -26,10 +26,10 @@ from fastapi.sse import EventSourceResponse
 from app.proxy.upstreams import configured_timeout, configured_upstreams
 from app.proxy.watch import UpstreamWatch
 from app.runs.recording import ProxyRecorder
-from app.web.proxied import Proxied
 from app.web.context import Web
+from app.web.proxied import Proxied
 from app.web.sse import event_stream
-from sim.events import Event
+from sim.engine.events import Event
 
 CONNECT_TIMEOUT_S = 5.0
 WRITE_TIMEOUT_S = 30.0

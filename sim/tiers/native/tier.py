@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.chunk_store import ChunkStore
+from sim.blocks.request import Request
 from sim.tiers.admission import OfferCounts
+from sim.tiers.chunk_store import ChunkStore
 from sim.tiers.native import native_policy
 from sim.tiers.policies.base import DOC, TOKENS, StoredChunk
-from sim.workload import Request
 
 # (key, chunk, end token) of an offered offload block
 Offer = list[tuple[int, StoredChunk, int]]
