@@ -1,0 +1,31 @@
+"""The scheduler: vLLM 0.33.0's v1 scheduler loop, step by step, over the engine's GPU block pool and offload tiers.
+
+Requests overlap here: a stepped engine (``stepped``) admits them from an FCFS
+waiting queue (``queue``) under a token budget and ``max_num_seqs``
+(``config``), chunks long prefills, decodes one token per step, preempts the
+newest running request when blocks run out, and prices every step
+(``step_costs``); arrivals come from a closed or open loop or timestamps
+(``arrivals``); each step's decisions are a value object (``output``).
+
+Imports from ``sim``: ``sim.engine`` (the tiers' lookup, store and records),
+``sim.gpu`` (the block pool, through the engine), ``sim.costs``,
+``sim.offload``, ``sim.chunk_store``, ``sim.workload``, ``sim.work``.
+Exports: ``SteppedEngine``, ``SteppedRun``, ``SchedulerConfig``,
+``CLASS_DEFAULTS``, ``serve_batch_defaults``, ``StepCosts``, ``StepOutput``,
+``Admission``, ``RequestStatus``, ``FcfsQueue``, ``ClosedLoop``, ``OpenLoop``,
+``Timed``, ``Arrivals``, ``Flight``.
+"""
+
+from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop, Timed
+from sim.sched.config import CLASS_DEFAULTS, SchedulerConfig, serve_batch_defaults
+from sim.sched.flight import Flight
+from sim.sched.output import Admission, StepOutput
+from sim.sched.queue import FcfsQueue
+from sim.sched.status import RequestStatus
+from sim.sched.step_costs import StepCosts
+from sim.sched.stepped import SteppedEngine, SteppedRun
+
+__all__ = [
+    "CLASS_DEFAULTS", "Admission", "Arrivals", "ClosedLoop", "FcfsQueue", "Flight", "OpenLoop", "RequestStatus",
+    "SchedulerConfig", "StepCosts", "StepOutput", "SteppedEngine", "SteppedRun", "Timed", "serve_batch_defaults",
+]
