@@ -5,7 +5,8 @@ waiting queue (``queue``) under a token budget and ``max_num_seqs``
 (``config``), chunks long prefills, decodes one token per step, preempts the
 newest running request when blocks run out, and prices every step
 (``step_costs``); arrivals come from a closed or open loop or timestamps
-(``arrivals``); each step's decisions are a value object (``output``).
+(``arrivals``); each step's decisions are a value object (``output``); a run's
+per-request and per-run figures and its step ledger come from ``report``.
 
 Imports from ``sim``: ``sim.engine`` (the tiers' lookup, store and records),
 ``sim.gpu`` (the block pool, through the engine), ``sim.costs``,
@@ -13,7 +14,8 @@ Imports from ``sim``: ``sim.engine`` (the tiers' lookup, store and records),
 Exports: ``SteppedEngine``, ``SteppedRun``, ``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``, ``StepCosts``, ``StepOutput``,
 ``Admission``, ``RequestStatus``, ``FcfsQueue``, ``ClosedLoop``, ``OpenLoop``,
-``Timed``, ``Arrivals``, ``Flight``.
+``Timed``, ``Arrivals``, ``Flight``, ``request_rows``, ``run_summary``,
+``write_steps``.
 """
 
 from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop, Timed
@@ -22,10 +24,12 @@ from sim.sched.flight import Flight
 from sim.sched.output import Admission, StepOutput
 from sim.sched.queue import FcfsQueue
 from sim.sched.status import RequestStatus
+from sim.sched.report import request_rows, run_summary, write_steps
 from sim.sched.step_costs import StepCosts
 from sim.sched.stepped import SteppedEngine, SteppedRun
 
 __all__ = [
     "CLASS_DEFAULTS", "Admission", "Arrivals", "ClosedLoop", "FcfsQueue", "Flight", "OpenLoop", "RequestStatus",
-    "SchedulerConfig", "StepCosts", "StepOutput", "SteppedEngine", "SteppedRun", "Timed", "serve_batch_defaults",
+    "SchedulerConfig", "StepCosts", "StepOutput", "SteppedEngine", "SteppedRun", "Timed", "request_rows",
+    "run_summary", "serve_batch_defaults", "write_steps",
 ]

@@ -115,8 +115,13 @@ class SteppedEngine:
 
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
-        capacity = self.gpu.capacity_blocks
+        capacity, block = self.gpu.capacity_blocks, self.block
         for req in requests:
+            if req.alloc_blocks != -(-(req.prompt_tokens + req.output_tokens - 1) // block):
+                raise ValueError(
+                    f"request {req.seq}: its {req.alloc_blocks} GPU units do not hold its tokens in blocks of {block} "
+                    "(the stepped engine needs granularity block)"
+                )
             if req.alloc_blocks > capacity:
                 raise ValueError(
                     f"request {req.seq} needs {req.alloc_blocks} GPU blocks, the pool has {capacity}: it could never run"
