@@ -9,6 +9,7 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
+from app.cli.serving_flags import serving_options, take_serving
 from app.cli.table import render_table
 from sim import jsontext, measurements
 from sim.simulation import simulate
@@ -17,6 +18,7 @@ from sim.work import simulation_cost
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
     from sim.scenario import Scenario
+    from sim.sched.serving import Serving
 
 
 @click.command("simulate")
@@ -27,22 +29,62 @@ if TYPE_CHECKING:
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help="also write a per-request measurement file (.csv or .jsonl)",
 )
+@serving_options
 @save_options
-def command(as_json: bool, no_explain: bool, out: Path | None, db: str | None, no_save: bool, **flags: Any) -> None:
+def command(
+    as_json: bool, no_explain: bool, out: Path | None, db: str | None, no_save: bool, steps_file: Path | None,
+    **flags: Any,
+) -> None:
     """Simulate the scenario with the GPU tier alone and with a CPU tier, and compare them; the run is kept in the
-    runs database (kvscope runs) unless --no-save."""
+    runs database (kvscope runs) unless --no-save.
+
+    One request at a time unless --concurrency, --rate, a scheduler flag or --steps is given: then vLLM's
+    scheduler loop serves overlapping requests step by step (sim.sched)."""
+    serving = take_serving(flags)
     scenario = build_scenario(**flags)
-    within_budget(simulation_cost(scenario, explain=not no_explain))
-    result = simulate(scenario, explain=not no_explain)
+    if serving.stepped or steps_file is not None:
+        result = _stepped(scenario, serving, steps_file)
+    else:
+        within_budget(simulation_cost(scenario, explain=not no_explain))
+        result = simulate(scenario, explain=not no_explain)
     if out is not None:
         measurements.write(out, measurements.from_result(result, model=scenario.model))
     if as_json:
         click.echo(jsontext.dumps(result, indent=1))  # NaN and Infinity (not JSON) as null
     else:
         click.echo(render_table(result))
+        for run in result["runs"]:
+            if "serving" in run:
+                click.echo(serving_line(run["name"], run["serving"]))
         if out is not None:
             click.echo(f"\nwrote {sum(len(r['requests']) for r in result['runs'])} requests to {out}")
     save_run(db, no_save, lambda store: _save(store, scenario, result))
+
+
+def _stepped(scenario: Scenario, serving: Serving, steps_file: Path | None) -> dict[str, Any]:
+    from sim.sched.report import write_steps
+    from sim.sched.simulate import simulate_stepped, stepped_cost
+
+    if steps_file is not None and steps_file.exists():
+        raise click.BadParameter(f"{steps_file} exists; nothing is overwritten, choose another name", param_hint="--steps")
+    within_budget(stepped_cost(scenario, serving))
+    try:
+        result, ledgers = simulate_stepped(scenario, serving)
+    except ValueError as exc:  # a workload the scheduler cannot serve (a request larger than the GPU pool)
+        raise click.UsageError(str(exc)) from None
+    if steps_file is not None:
+        with steps_file.open("x") as fh:
+            for name, steps in ledgers.items():
+                write_steps(steps, fh, run=name)
+    return result
+
+
+def serving_line(run: str, s: dict[str, Any]) -> str:
+    return (
+        f"{run}: TTFT p50 {s['ttft_p50_ms']:.1f} ms, p90 {s['ttft_p90_ms']:.1f} ms, p99 {s['ttft_p99_ms']:.1f} ms; "
+        f"{s['requests_per_s']:.2f} requests/s, {s['output_tokens_per_s']:.1f} output tokens/s over "
+        f"{s['span_ms'] / 1000:.2f} s in {s['steps']} steps; {s['preemptions']} preemptions"
+    )
 
 
 def _save(store: RunStore, scenario: Scenario, result: dict[str, Any]) -> int:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import IO, Any
 
+from sim.sched.output import StepOutput
 from sim.sched.stepped import SteppedRun
 from sim.stats import DECIMALS, quantile
 
@@ -35,8 +37,10 @@ def run_summary(run: SteppedRun) -> dict[str, Any]:
     }
 
 
-def write_steps(run: SteppedRun, out: IO[str]) -> int:
-    """The step ledger as JSONL, one line per step (every step scheduled something); returns the lines written."""
-    for step in run.steps:
-        out.write(json.dumps(step.to_dict(), separators=(",", ":")) + "\n")
-    return len(run.steps)
+def write_steps(steps: Sequence[StepOutput], out: IO[str], run: str | None = None) -> int:
+    """The step ledger as JSONL, one line per step (every step scheduled something), each led by the ``run`` name
+    when given (a file holding several runs); returns the lines written."""
+    for step in steps:
+        line = step.to_dict() if run is None else {"run": run, **step.to_dict()}
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    return len(steps)

@@ -58,7 +58,7 @@ def test_the_ledger_has_one_json_line_per_step_with_the_issue_fields() -> None:
     s = Scenario(docs=1, doc_tokens=32, question_tokens=0, output_tokens=2, gpu_tokens=256, passes=[PassSpec()])
     run = SteppedEngine(Engine("gpu", tier_spec(s, "gpu"), default_costs()), costs=StepCosts.clock()).run(build_requests(s))
     out = io.StringIO()
-    assert write_steps(run, out) == 2
+    assert write_steps(run.steps, out) == 2
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert list(lines[0]) == [
         "step", "t_ms", "dt_ms", "scheduled", "admitted", "preempted", "finished", "free_blocks", "running", "waiting",
