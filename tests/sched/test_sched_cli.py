@@ -74,3 +74,11 @@ def test_an_open_loop_is_seeded() -> None:
     first = arrivals()
     assert first[0] == 0.0 and first == sorted(first) and len(set(first)) == 30
     assert arrivals() == first and arrivals("--arrival-seed", "1") != first
+
+
+def test_the_readme_shows_real_output() -> None:
+    # README.md's example under load is this command's output, line for line.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("$ kvscope simulate --concurrency 4\n", 1)[1].split("```", 1)[0]
+    code, out = run("--concurrency", "4")
+    assert code == 0 and out == block
