@@ -432,22 +432,34 @@ class Engine:
         remains, and so on. Only the tokens beyond the GPU hit are loaded
         (``need_to_allocate``, adapter 1451-1455), and never the prompt's last token.
         """
-        stores = self.offload
-        if not stores:
+        if not self.offload:
             return _External()
-        chunk = self.units.chunk
+        return self.lmcache_load(req, gpu_hit, self.lmcache_lookup(req))
+
+    def lmcache_lookup(self, req: Request) -> list[int]:
+        """LMCache's lookup proper, with its side effect (every hit chunk refreshed): the index of each tier's first
+        chunk, then the count of chunks found in all."""
         keys = req.chunk_keys
-        n = req.prompt_tokens
-        starts: list[int] = []
+        bounds: list[int] = []
         found = 0
-        for store in stores:
-            starts.append(found)
+        for store in self.offload:
+            bounds.append(found)
             if found == len(keys):
                 continue
             count = store.prefix(keys, found)
             if count:
                 store.touch_reversed(keys[found : found + count])
                 found += count
+        bounds.append(found)
+        return bounds
+
+    def lmcache_load(self, req: Request, gpu_hit: int, bounds: list[int]) -> _External:
+        """What LMCache's hit (``lmcache_lookup``) loads beyond a GPU hit of ``gpu_hit`` tokens; no side effect."""
+        stores = self.offload
+        chunk = self.units.chunk
+        keys = req.chunk_keys
+        n = req.prompt_tokens
+        found = bounds[-1]
         own = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys and found == len(keys) else found * chunk
         aligned = min(own, n - 1)  # vLLM recomputes the last token
         ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=own, tokens=[0] * len(stores))
@@ -455,8 +467,7 @@ class Engine:
             return ext
         first, end = gpu_hit // chunk, -(-aligned // chunk)  # the chunks holding [gpu_hit, aligned)
         ext.keys = [[] for _ in stores]
-        bounds = starts[1:] + [found]
-        for t, (lo, hi) in enumerate(zip(starts, bounds)):
+        for t, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
             lo, hi = max(first, lo), min(end, hi)
             if lo >= hi:
                 continue

@@ -43,6 +43,7 @@ class Flight:
     gpu_hit: int = 0  # this admission's GPU hit
     hit_end: int = 0
     store_pending: bool = False
+    lmcache_hit: list[int] | None = None  # LMCache's cached lookup while the request waits (Engine.lmcache_lookup)
     written: int = 0  # tokens copied out to the offload tiers, every admission
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)

@@ -218,7 +218,15 @@ class SteppedEngine:
                 engine.future.now = req.seq
             hit_blocks = gpu.find_prefix(req.block_keys, (f.num_tokens - 1) // block)
             gpu_hit = len(hit_blocks) * block
-            ext = engine.lookup_offload(req, gpu_hit)
+            if engine.lmcache and engine.offload:
+                # LMCache looks a request up once and answers again from its lookup cache until the request is
+                # admitted (``vllm_v1_adapter.py`` 1381-1432): a request left waiting does not refresh its chunks
+                # again; what it loads is recounted against the GPU hit of the moment.
+                if f.lmcache_hit is None:
+                    f.lmcache_hit = engine.lmcache_lookup(req)
+                ext = engine.lmcache_load(req, gpu_hit, f.lmcache_hit)
+            else:
+                ext = engine.lookup_offload(req, gpu_hit)
             hit_end = max(gpu_hit, ext.aligned)
             new = f.num_tokens - hit_end
             if 0 < threshold < new:
@@ -235,6 +243,7 @@ class SteppedEngine:
                 f.first_step = len(self._dts)
                 self._queue_ms[f.seq] = self.now_ms - f.arrival_ms
             f.status = RequestStatus.RUNNING
+            f.lmcache_hit = None  # uncached once the request is allocated (update_state_after_alloc)
             f.num_computed = hit_end
             f.gpu_hit, f.hit_end, f.ext, f.store_pending = gpu_hit, hit_end, ext, True
             f.admissions.append(hit_end)

@@ -192,3 +192,21 @@ def test_reserve_full_isl_admits_only_a_prompt_that_fits_whole(reserve: bool, fi
     )
     run = lone_engine(12, config).run(lone_requests([160, 160], 1), ClosedLoop(2))
     assert run.steps[0].scheduled == first
+
+
+def test_lmcache_looks_a_waiting_request_up_once_per_admission(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The KV-pressure scenario above with a CPU tier. LMCache answers a request from its lookup cache until it is
+    # allocated (vllm_v1_adapter.py 1381-1432), so each admission costs one lookup, however long the wait: A once
+    # (step 1), B twice (step 1; then from step 19, after its preemption, until step 34), C once (step 1, waiting
+    # until step 34). Four lookups, not one per step of waiting (C alone was asked 34 times).
+    s = Scenario(
+        docs=3, doc_tokens=64, question_tokens=0, output_tokens=33, gpu_tokens=12 * BLOCK, cpu_gb=None, cpu_tokens=4096,
+        passes=[PassSpec()],
+    )
+    engine = stepped(s, run="gpu+cpu")
+    looked: list[int] = []
+    lookup = engine.engine.lmcache_lookup
+    monkeypatch.setattr(engine.engine, "lmcache_lookup", lambda req: looked.append(req.seq) or lookup(req))
+    run = engine.run(build_requests(s), ClosedLoop(3))
+    assert sorted(looked) == [0, 1, 1, 2]
+    assert {f.seq: f.admissions for f in run.flights} == {0: [0], 1: [0, 80], 2: [0]}
