@@ -52,6 +52,7 @@ Not modelled: asynchronous scheduling, vLLM's native offloading connector
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -337,8 +338,7 @@ class SteppedEngine:
             f.num_cached_blocks = len(hit_blocks)
         if need:
             fresh = gpu.allocate(need, f.evictions)
-            for b in fresh:
-                refs[b] = 1
+            refs.update(dict.fromkeys(fresh, 1))
             f.blocks.extend(fresh)
         req = f.req
         to_cache = min(min(computed + new, f.num_tokens) // block, len(req.block_keys))
@@ -349,17 +349,20 @@ class SteppedEngine:
 
     def _free(self, f: Flight) -> None:
         """Let go of the request's blocks; those no other request holds return to the free queue, tail first."""
-        refs = self.refs
-        released: list[int] = []
-        hashed = 0
-        for i, b in enumerate(f.blocks):
-            left = refs[b] - 1
-            if left:
-                refs[b] = left
-                continue
-            del refs[b]
-            released.append(b)
-            hashed += i < f.num_cached_blocks
+        refs, blocks = self.refs, f.blocks
+        if max(map(refs.__getitem__, blocks), default=1) == 1:  # nothing shared (the usual case): all go back
+            deque(map(refs.pop, blocks), maxlen=0)
+            released, hashed = blocks, f.num_cached_blocks
+        else:
+            released, hashed = [], 0
+            for i, b in enumerate(blocks):
+                left = refs[b] - 1
+                if left:
+                    refs[b] = left
+                    continue
+                del refs[b]
+                released.append(b)
+                hashed += i < f.num_cached_blocks
         if released:
             self.gpu.free(released, hashed)  # the hashed blocks are the first ones: cached from the prompt's start
         f.blocks = []

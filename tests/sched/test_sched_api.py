@@ -15,13 +15,14 @@ def post(url: str, body: dict[str, object]) -> httpx.Response:
 
 
 def test_the_body_takes_the_cli_flags_in_snake_case(live_server: str) -> None:
-    body = {"concurrency": 4, "max_num_batched_tokens": 2048, "max_num_seqs": 256, "no_cpu": True}
+    # Four seed-lab documents read once: small, so the server's 4 s deadline holds on a busy machine.
+    body = {"docs": 4, "passes": "forward", "concurrency": 4, "max_num_batched_tokens": 2048, "max_num_seqs": 256, "no_cpu": True}
     response = post(live_server, body)
     assert response.status_code == 200, response.text
     api = response.json()
     cli = CliRunner().invoke(
-        main, ["simulate", "--no-save", "--json", "--no-cpu", "--concurrency", "4", "--max-num-batched-tokens", "2048",
-               "--max-num-seqs", "256"],
+        main, ["simulate", "--no-save", "--json", "--docs", "4", "--passes", "forward", "--no-cpu", "--concurrency", "4",
+               "--max-num-batched-tokens", "2048", "--max-num-seqs", "256"],
     )
     assert api == json.loads(cli.output)
     assert api["scenario"]["serving"]["concurrency"] == 4
@@ -33,7 +34,7 @@ def test_the_body_takes_the_cli_flags_in_snake_case(live_server: str) -> None:
 
 
 def test_without_serving_fields_the_answer_is_unchanged(live_server: str) -> None:
-    response = post(live_server, {"no_cpu": True})
+    response = post(live_server, {"docs": 4, "passes": "forward", "no_cpu": True})
     assert response.status_code == 200
     run = response.json()["runs"][0]
     assert "serving" not in run and "queue_ms" not in run["requests"][0]
