@@ -210,3 +210,21 @@ def test_lmcache_looks_a_waiting_request_up_once_per_admission(monkeypatch: pyte
     run = engine.run(build_requests(s), ClosedLoop(3))
     assert sorted(looked) == [0, 1, 1, 2]
     assert {f.seq: f.admissions for f in run.flights} == {0: [0], 1: [0, 80], 2: [0]}
+
+
+def test_an_lmcache_load_lands_in_the_step_that_admits_the_request() -> None:
+    # Two seed-lab documents (5,024-token prompts) read twice, one at a time, on a GPU that holds one prompt (315
+    # blocks, 314 usable: 5,024 / 16 = 314). Pass 1 stores each prompt's 19 full 256-token chunks (4,864 tokens) in
+    # the CPU tier (the 160 left are a partial chunk, not saved). In pass 2 document 0's blocks are gone (document
+    # 1's prompt took the whole pool), so request 2 finds no GPU hit, loads 4,864 tokens from CPU and computes 160;
+    # LMCache saves nothing (no full chunk beyond its own hit). That step costs overhead + 160 x prefill + 4,864 x
+    # CPU load, and LMCache's load is in it: the step that admits the request.
+    s = Scenario(docs=2, doc_tokens=5011, question_tokens=13, gpu_tokens=5040, cpu_gb=None, cpu_tokens=50_000,
+                 passes=[PassSpec(), PassSpec()])
+    run = stepped(s, run="gpu+cpu", clock=False).run(build_requests(s))
+    step = run.steps[2]
+    assert step.scheduled == {2: 160} and step.admitted[0].hit_tokens == 4864
+    assert step.loaded == {"cpu": 4864} and step.stored == {}
+    c = default_costs()
+    assert step.dt_ms == pytest.approx(c.overhead_ms + 160 * c.prefill_ms_per_token + 4864 * c.load_cpu_ms_per_token)
+    assert run.records[2].ttft_ms == round(step.dt_ms, 3) and run.records[2].cpu_hit_tokens == 4864
