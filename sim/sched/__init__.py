@@ -9,7 +9,7 @@ newest running request when blocks run out, and prices every step
 per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields)
 and ``simulate`` the whole result in ``simulate --json``'s shape; neither is
-imported here (they pull in pydantic and ``sim.simulation``).
+imported here (they pull in ``sim.simulation`` and the explainers).
 
 Imports from ``sim``: ``sim.engine`` (the tiers' lookup, store and records),
 ``sim.gpu`` (the block pool, through the engine), ``sim.costs``,

@@ -27,6 +27,7 @@ class Flight:
 
     req: Request
     arrival_ms: float
+    num_tokens: int  # prompt + generated: grows by one with each sampled token
     status: RequestStatus = RequestStatus.WAITING
     num_computed: int = 0
     num_output: int = 0
@@ -51,10 +52,6 @@ class Flight:
     @property
     def seq(self) -> int:
         return self.req.seq
-
-    @property
-    def num_tokens(self) -> int:
-        return self.req.prompt_tokens + self.num_output
 
     @property
     def done(self) -> bool:

@@ -161,7 +161,7 @@ class SteppedEngine:
             yield out
 
     def _arrive(self, req: Request, t_ms: float) -> Flight:
-        flight = Flight(req, t_ms, offload_evicted=[[] for _ in self.engine.offload])
+        flight = Flight(req, t_ms, req.prompt_tokens, offload_evicted=[[] for _ in self.engine.offload])
         self.waiting.add(flight)
         return flight
 
@@ -185,7 +185,7 @@ class SteppedEngine:
     def _schedule_running(
         self, budget: int, threshold: int, scheduled: dict[Flight, int], preempted: list[Flight]
     ) -> None:
-        running, limit = self.running, self.config.max_model_len
+        running, limit, block = self.running, self.config.max_model_len, self.block
         i = 0
         while i < len(running) and budget > 0:
             f = running[i]
@@ -198,12 +198,15 @@ class SteppedEngine:
             if new <= 0:
                 i += 1
                 continue
-            while not self._allocate(f, new):
-                victim = running.pop()  # FCFS: the newest running request (scheduler.py 970)
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is f:
-                    return  # nothing left to preempt for it: the running loop stops (scheduler.py 978-993)
+            end = f.num_computed + new
+            # Most decodes stay within the request's blocks and fill none: nothing to allocate or cache then.
+            if end > len(f.blocks) * block or end // block > f.num_cached_blocks:
+                while not self._allocate(f, new):
+                    victim = running.pop()  # FCFS: the newest running request (scheduler.py 970)
+                    self._preempt(victim)
+                    preempted.append(victim)
+                    if victim is f:
+                        return  # nothing left to preempt for it: the running loop stops (scheduler.py 978-993)
             scheduled[f] = new
             budget -= new
             i += 1
@@ -290,6 +293,7 @@ class SteppedEngine:
             if f.num_computed < f.num_tokens:
                 continue  # a prefill chunk: no token yet
             f.num_output += 1
+            f.num_tokens += 1
             if f.first_token_step < 0:
                 f.first_token_step = index + 1
                 f.ttft_ms = self._elapsed(f, index)
