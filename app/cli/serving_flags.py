@@ -1,4 +1,5 @@
-"""Serving flags (``--concurrency``, ``--rate``, vLLM's scheduler flags by their own names) and ``--steps FILE``.
+"""Serving flags (``--concurrency``, ``--rate``, vLLM's scheduler flags by their own names), ``--steps FILE`` and the
+line that reports a run under load.
 
 Each flag is a ``sim.sched.serving.Serving`` field in kebab case, with its
 help; a boolean is a ``--x/--no-x`` pair as ``vllm serve`` spells it. A bad
@@ -16,6 +17,8 @@ import click
 from pydantic import ValidationError
 
 from sim.sched.serving import Serving
+
+OVERLOAD = 1.05  # arrivals this much faster than the run served them: say the queue grew
 
 
 def flag_of(field: str) -> str:
@@ -55,3 +58,35 @@ def take_serving(flags: dict[str, Any]) -> Serving:
                 message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda m: flag_of(m[0]) if m[0] in Serving.model_fields else m[0], message)
             lines.append(f"{flag_of(field)}: {message}" if field else message)
         raise click.UsageError("\n".join(lines)) from None
+
+
+def check_new(steps_file: Path | None) -> None:
+    """``--steps`` never overwrites: checked before anything runs."""
+    if steps_file is not None and steps_file.exists():
+        raise click.BadParameter(f"{steps_file} exists; nothing is overwritten, choose another name", param_hint="--steps")
+
+
+def write_ledgers(steps_file: Path | None, ledgers: dict[str, list[Any]]) -> None:
+    """Each run's step ledger into ``--steps FILE`` (JSONL, each line led by its run's name)."""
+    if steps_file is None:
+        return
+    from sim.sched.report import write_steps
+
+    with steps_file.open("x") as fh:
+        for name, steps in ledgers.items():
+            write_steps(steps, fh, run=name)
+
+
+def serving_line(run: str, s: dict[str, Any], open_loop: bool = False) -> str:
+    """A run's figures under load in one line: TTFT percentiles (queueing included), throughput, preemptions; and for
+    arrivals that do not wait for the server (``open_loop``: a rate, timestamps), a note when they outran it."""
+    line = (
+        f"{run}: TTFT p50 {s['ttft_p50_ms']:.1f} ms, p90 {s['ttft_p90_ms']:.1f} ms, p99 {s['ttft_p99_ms']:.1f} ms; "
+        f"{s['requests_per_s']:.2f} requests/s, {s['output_tokens_per_s']:.1f} output tokens/s over "
+        f"{s['span_ms'] / 1000:.2f} s in {s['steps']} steps; {s['preemptions']} preemptions"
+    )
+    offered = s.get("arrivals_per_s")
+    if open_loop and offered and offered > OVERLOAD * s["requests_per_s"]:
+        line += (f"\n{run}: requests arrived at {offered:.2f}/s, faster than the {s['requests_per_s']:.2f}/s served: "
+                 "the queue grew and TTFT counts the wait")
+    return line

@@ -9,7 +9,7 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
-from app.cli.serving_flags import serving_options, take_serving
+from app.cli.serving_flags import check_new, serving_line, serving_options, take_serving, write_ledgers
 from app.cli.table import render_table
 from sim import jsontext, measurements
 from sim.simulation import simulate
@@ -55,36 +55,27 @@ def command(
         click.echo(render_table(result))
         for run in result["runs"]:
             if "serving" in run:
-                click.echo(serving_line(run["name"], run["serving"]))
+                click.echo(serving_line(run["name"], run["serving"], open_loop=run_open(result)))
         if out is not None:
             click.echo(f"\nwrote {sum(len(r['requests']) for r in result['runs'])} requests to {out}")
     save_run(db, no_save, lambda store: _save(store, scenario, result))
 
 
 def _stepped(scenario: Scenario, serving: Serving, steps_file: Path | None) -> dict[str, Any]:
-    from sim.sched.report import write_steps
     from sim.sched.simulate import simulate_stepped, stepped_cost
 
-    if steps_file is not None and steps_file.exists():
-        raise click.BadParameter(f"{steps_file} exists; nothing is overwritten, choose another name", param_hint="--steps")
+    check_new(steps_file)
     within_budget(stepped_cost(scenario, serving))
     try:
         result, ledgers = simulate_stepped(scenario, serving)
     except ValueError as exc:  # a workload the scheduler cannot serve (a request larger than the GPU pool)
         raise click.UsageError(str(exc)) from None
-    if steps_file is not None:
-        with steps_file.open("x") as fh:
-            for name, steps in ledgers.items():
-                write_steps(steps, fh, run=name)
+    write_ledgers(steps_file, ledgers)
     return result
 
 
-def serving_line(run: str, s: dict[str, Any]) -> str:
-    return (
-        f"{run}: TTFT p50 {s['ttft_p50_ms']:.1f} ms, p90 {s['ttft_p90_ms']:.1f} ms, p99 {s['ttft_p99_ms']:.1f} ms; "
-        f"{s['requests_per_s']:.2f} requests/s, {s['output_tokens_per_s']:.1f} output tokens/s over "
-        f"{s['span_ms'] / 1000:.2f} s in {s['steps']} steps; {s['preemptions']} preemptions"
-    )
+def run_open(result: dict[str, Any]) -> bool:
+    return "rate" in result["scenario"].get("serving", {})
 
 
 def _save(store: RunStore, scenario: Scenario, result: dict[str, Any]) -> int:

@@ -24,6 +24,7 @@ def run_summary(run: SteppedRun) -> dict[str, Any]:
     last = run.steps[-1]
     span_ms = last.t_ms + last.dt_ms - start
     per_s = 1000.0 / span_ms if span_ms > 0 else 0.0
+    arrived_ms = max(f.arrival_ms for f in flights) - start
     return {
         "requests": len(flights),
         "steps": len(run.steps),
@@ -32,6 +33,8 @@ def run_summary(run: SteppedRun) -> dict[str, Any]:
         "ttft_p90_ms": round(quantile(ttfts, 0.9), DECIMALS),
         "ttft_p99_ms": round(quantile(ttfts, 0.99), DECIMALS),
         "requests_per_s": round(len(flights) * per_s, DECIMALS),
+        # The rate requests came at, from the first arrival to the last (None when they all came at once).
+        "arrivals_per_s": round((len(flights) - 1) * 1000.0 / arrived_ms, DECIMALS) if arrived_ms > 0 else None,
         "output_tokens_per_s": round(sum(f.num_output for f in flights) * per_s, DECIMALS),
         "preemptions": sum(f.preemptions for f in flights),
     }

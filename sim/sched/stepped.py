@@ -118,7 +118,7 @@ class SteppedEngine:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
         capacity, block = self.gpu.capacity_blocks, self.block
         for req in requests:
-            if req.alloc_blocks != -(-(req.prompt_tokens + req.output_tokens - 1) // block):
+            if req.alloc_blocks < -(-(req.prompt_tokens + req.output_tokens - 1) // block):
                 raise ValueError(
                     f"request {req.seq}: its {req.alloc_blocks} GPU units do not hold its tokens in blocks of {block} "
                     "(the stepped engine needs granularity block)"
