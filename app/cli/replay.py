@@ -20,7 +20,7 @@ from sim.replay import (
     write_replay_json,
 )
 from sim.sched.arrivals import Timed
-from sim.sched.replay import MAX_SPEEDUP, replay_served, trace_arrivals
+from sim.sched.replay import MAX_SPEEDUP, replay_served, served_trace_cost, trace_arrivals
 from sim.trace import Trace, TraceFormat
 from sim.work import trace_cost
 
@@ -98,6 +98,7 @@ def _served(
     steps_file: Path | None,
 ) -> None:
     check_new(steps_file)
+    within_budget(served_trace_cost(trace, serving), "a smaller trace", where=trace.name)
     try:
         result, steps = replay_served(trace, tiers, costs, serving, arrivals)
     except ValueError as exc:  # the stepped engine's refusals (vllm-native, a request larger than the pool)

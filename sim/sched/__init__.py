@@ -7,14 +7,16 @@ newest running request when blocks run out, and prices every step
 (``step_costs``); arrivals come from a closed or open loop or timestamps
 (``arrivals``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
-``serving`` holds the settings as a user gives them (CLI flags, API fields)
-and ``simulate`` the whole result in ``simulate --json``'s shape; neither is
-imported here (they pull in ``sim.simulation`` and the explainers).
+``serving`` holds the settings as a user gives them (CLI flags, API fields),
+``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
+trace sent at its timestamps; none is imported here (they pull in
+``sim.simulation``, ``sim.replay`` and the explainers).
 
 Imports from ``sim``: ``sim.engine`` (the tiers' lookup, store and records),
 ``sim.gpu`` (the block pool, through the engine), ``sim.costs``,
 ``sim.offload``, ``sim.chunk_store``, ``sim.workload``, ``sim.work``,
-``sim.stats``; ``simulate`` also ``sim.simulation`` and ``sim.result``.
+``sim.stats``; ``simulate`` also ``sim.simulation`` and ``sim.result``,
+``replay`` ``sim.replay`` and ``sim.trace``.
 Exports: ``SteppedEngine``, ``SteppedRun``, ``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``, ``StepCosts``, ``StepOutput``,
 ``Admission``, ``RequestStatus``, ``FcfsQueue``, ``ClosedLoop``, ``OpenLoop``,

@@ -19,9 +19,22 @@ from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
 from sim.sched.serving import Serving
 from sim.sched.stepped import SteppedEngine
+from sim.sched.simulate import STEP_BYTES, STEP_REQUEST_STEPS, TIMING_JSON_BYTES
 from sim.trace import Trace
+from sim.work import Cost, trace_cost
 
 MAX_SPEEDUP = 1_000_000.0
+
+
+def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
+    """``trace_cost`` plus each request's work in every step it takes part in (a step per generated token, a step
+    per prefill chunk), as ``sim.sched.simulate.stepped_cost`` counts a scenario's."""
+    budget = serving.scheduler_config().max_num_batched_tokens
+    request_steps = sum(max(1, out) + -(-n // budget) for n, out in zip(trace.input_tokens, trace.output_tokens))
+    base = trace_cost(len(trace), trace.total_blocks)
+    return base + Cost(
+        request_steps * STEP_REQUEST_STEPS, base.memory_bytes + request_steps * STEP_BYTES, len(trace) * TIMING_JSON_BYTES
+    )
 
 
 def trace_arrivals(trace: Trace, speedup: float = 1.0) -> Timed:

@@ -87,3 +87,13 @@ def test_the_readme_shows_real_output() -> None:
     block = readme.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
     result = CliRunner().invoke(main, [*command.split()[1:], "--no-save"])
     assert result.exit_code == 0 and result.output == block
+
+
+def test_a_timed_replay_is_held_to_the_cli_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trace's replay one at a time costs 25 references + 3 requests x 16 = 73 block steps (sim.work.trace_cost);
+    # served step by step each request also takes part in 2 steps (its prefill, which fits the 8,192 budget, and its
+    # one output token counted as a step), 26 block steps each: 73 + 6 x 26 = 229. A budget of 200 lets the first
+    # estimate through and stops the second.
+    monkeypatch.setenv("KVSCOPE_CLI_BUDGET", "work=200")
+    code, out = replay(str(trace_file(tmp_path)), "--timed")
+    assert code == 2 and "estimated work is 229 block steps; the limit here is 200 block steps" in out
