@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, StringConstraints, create_model, field_v
 from pydantic.fields import FieldInfo
 
 from sim.costs.model import CostModel
+from sim.sched.serving import Serving
 from sim.workloads.presets import PRESETS, preset_fields
 from sim.workloads.scenario import MAX_DOCS, MAX_PASSES, MAX_PASSES_TEXT, PassSpec, Scenario, StorageTier
 
@@ -142,3 +143,16 @@ class ScenarioInput(_Overrides):  # type: ignore[misc, valid-type]
     def to_scenario(self) -> Scenario:
         """Raises pydantic's ``ValidationError`` when the fields are fine alone but not together."""
         return resolve(self.preset, self.overrides(), self.no_cpu, self.costs)
+
+
+_serving_fields = {name: (info.annotation, info) for name, info in Serving.model_fields.items()}
+
+
+class SimulateInput(create_model("_Served", __base__=ScenarioInput, **_serving_fields)):  # type: ignore[misc]
+    """``/api/simulate``'s body: the scenario, and how it is served (``--concurrency 4`` is ``{"concurrency": 4}``,
+    ``--max-num-batched-tokens 2048`` is ``{"max_num_batched_tokens": 2048}``); none of these: one request at a time."""
+
+    def serving(self) -> Serving:
+        """The ``sim.sched.serving.Serving`` of the body; raises pydantic's ``ValidationError`` when its fields do not
+        combine (both concurrency and rate)."""
+        return Serving(**{name: getattr(self, name) for name in Serving.model_fields})

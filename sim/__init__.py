@@ -4,7 +4,7 @@ A package per concern, each a layer that imports only the layers below it
 (bottom first; tests/test_layers.py holds this order and checks it):
 ``bounds``, ``numeric`` < ``blocks``, ``costs``, ``traces`` < ``tiers``,
 ``kvevents`` < ``workloads`` < ``engine`` < ``explain`` < ``simulation`` <
-``fleet`` < ``calibration`` < ``analysis`` < ``advise``.
+``sched`` < ``fleet`` < ``calibration`` < ``analysis`` < ``advise``.
 
 The names below are loaded on first use (PEP 562), so that importing one
 module of the package (the trace reader, say) does not import them all.

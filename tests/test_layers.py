@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim.engine",),
     ("sim.explain",),
     ("sim.simulation",),
+    ("sim.sched",),
     ("sim.fleet",),
     ("sim.calibration",),
     ("sim.analysis",),

@@ -2,7 +2,7 @@
 
 Imports: app.budgets, app.costs_profile, app.emulator, app.live, app.proxy, app.runs, app.scenario_input,
 app.web (each command its own), and sim.advise, sim.analysis, sim.blocks, sim.bounds, sim.calibration,
-sim.costs, sim.engine, sim.explain, sim.kvevents, sim.numeric, sim.simulation, sim.tiers, sim.traces,
+sim.costs, sim.engine, sim.explain, sim.kvevents, sim.numeric, sim.sched, sim.simulation, sim.tiers, sim.traces,
 sim.workloads.
 Exports: ``main`` (the group; ``entry.run`` is the executable), ``COMMANDS``.
 """

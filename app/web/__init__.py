@@ -2,6 +2,6 @@
 
 Imports: app.budgets, app.costs_profile, app.live, app.proxy, app.runs, app.scenario_input, sim.advise,
 sim.analysis, sim.blocks, sim.bounds, sim.calibration, sim.costs, sim.engine, sim.explain, sim.numeric,
-sim.simulation, sim.tiers, sim.traces, sim.workloads.
+sim.sched, sim.simulation, sim.tiers, sim.traces, sim.workloads.
 Exports: ``app`` (``make_app``), ``routes`` (one router per feature), ``sse``, ``guard``, ``workers``.
 """

@@ -304,10 +304,7 @@ class Engine:
         gpu.touch(hit_blocks)
         gpu_hit = len(hit_blocks) * block
 
-        if self.native:
-            ext = self._lookup_native(req, gpu_hit)
-        else:
-            ext = self._lookup_lmcache(req, gpu_hit) if self.lmcache else self._lookup_external(req, gpu_hit)
+        ext = self.lookup_offload(req, gpu_hit)
         hit_end = max(gpu_hit, ext.aligned)
         computed = n - hit_end
         explained = self.observer(req, gpu_hit, hit_end) if self.observer is not None else None  # at lookup time
@@ -319,30 +316,12 @@ class Engine:
         gpu.free(blocks, len(req.block_keys))  # cache_blocks hashed exactly the full blocks
 
         offload_evicted: list[list[StoredChunk]] = [[] for _ in self.offload]
-        stored: list[dict[int, int]] = []
-        written = 0
-        if self.native_cpu is not None:
-            added, written = self.native_cpu.store(req, gpu_hit, ext.own_hit, req.output_tokens, offload_evicted[0])
-            stored = [added]
-        elif self.offload and self.lmcache:
-            stored, written = self._store_lmcache(req, ext, offload_evicted)
-        elif self.offload:
-            stored, written = self._write_through(req, hit_end, ext, offload_evicted)
+        stored, written = self.store_offload(req, gpu_hit, hit_end, ext, offload_evicted)
 
-        tokens = ext.tokens
         # vLLM's native connector copies stores out after the step's forward pass, on the worker's own stream
         # (wait_for_save defers them to the next step, offloading_connector.py 134-138): no cost to this TTFT.
-        ttft = round(self._ttft_ms(computed, tokens, 0 if self.native else written), 3)
-        if any(tokens):
-            hits = {store.name: t for store, t in zip(self.offload, tokens) if t}
-            source = _source(gpu_hit, hits, computed)
-        else:
-            hits = _NO_HITS
-            source = GPU if gpu_hit >= computed else "computed"
-        evicted = self._evicted(req, evictions, offload_evicted)
-        record = RequestRecord(
-            req.seq, req.pass_, req.order, req.doc, n, gpu_hit, hits, computed, written, ttft, source, evicted
-        )
+        ttft = round(self._ttft_ms(computed, ext.tokens, 0 if self.native else written), 3)
+        record = self.record(req, gpu_hit, ext, computed, written, ttft, evictions, offload_evicted)
         if explained is not None:
             record.gpu_miss, record.computed, record.evicted_misses, record.infinite_hit_tokens = explained
         self.records.append(record)
@@ -350,23 +329,46 @@ class Engine:
             return record, []
         return record, self._events(req, record, ext, stored_gpu, stored)
 
+    def lookup_offload(self, req: Request, gpu_hit: int) -> _External:
+        """What the offload tiers serve beyond a GPU hit of ``gpu_hit`` tokens, by the run's backend."""
+        if self.native:
+            return self._lookup_native(req, gpu_hit)
+        return self._lookup_lmcache(req, gpu_hit) if self.lmcache else self._lookup_external(req, gpu_hit)
+
+    def store_offload(
+        self, req: Request, gpu_hit: int, hit_end: int, ext: _External, offload_evicted: list[list[StoredChunk]]
+    ) -> tuple[list[dict[int, int]], int]:
+        """The backend's store after the prompt is computed: tokens each tier newly holds per document, tokens
+        copied out of the GPU."""
+        if self.native_cpu is not None:
+            added, written = self.native_cpu.store(req, gpu_hit, ext.own_hit, req.output_tokens, offload_evicted[0])
+            return [added], written
+        if self.offload and self.lmcache:
+            return self._store_lmcache(req, ext, offload_evicted)
+        if self.offload:
+            return self._write_through(req, hit_end, ext, offload_evicted)
+        return [], 0
+
+    def record(
+        self, req: Request, gpu_hit: int, ext: _External, computed: int, written: int, ttft: float,
+        evictions: Evictions, offload_evicted: list[list[StoredChunk]],
+    ) -> RequestRecord:
+        """The request's record: hits per tier, where most of the prompt came from, what its allocations evicted."""
+        tokens = ext.tokens
+        if any(tokens):
+            hits = {store.name: t for store, t in zip(self.offload, tokens) if t}
+            source = _source(gpu_hit, hits, computed)
+        else:
+            hits = _NO_HITS
+            source = GPU if gpu_hit >= computed else "computed"
+        evicted = self._evicted(req, evictions, offload_evicted)
+        return RequestRecord(
+            req.seq, req.pass_, req.order, req.doc, req.prompt_tokens, gpu_hit, hits, computed, written, ttft, source,
+            evicted,
+        )
+
     def _ttft_ms(self, computed: int, tokens: list[int], written: int) -> float:
-        """The cost model's TTFT; a tier with its own load cost adds it, the others use their kind's constant."""
-        if not tokens:
-            return self.costs.ttft_ms(computed, 0, 0, written)
-        cpu = disk = 0
-        extra = 0.0
-        for spec, t in zip(self.offload_specs, tokens):
-            if not t:
-                continue
-            if spec.load_ms_per_token is not None:
-                extra += spec.load_ms_per_token * t
-            elif spec.kind == "cpu":
-                cpu += t
-            else:
-                disk += t
-        ttft = self.costs.ttft_ms(computed, cpu, disk, written)
-        return ttft + extra if extra else ttft
+        return cost_ms(self.costs, self.offload_specs, computed, tokens, written)
 
     def _lookup_external(self, req: Request, gpu_hit: int) -> _External:
         """Rule 2: the contiguous chunk prefix the offload tiers hold (each chunk from the first tier holding it),
@@ -438,22 +440,34 @@ class Engine:
         remains, and so on. Only the tokens beyond the GPU hit are loaded
         (``need_to_allocate``, adapter 1451-1455), and never the prompt's last token.
         """
-        stores = self.offload
-        if not stores:
+        if not self.offload:
             return _External()
-        chunk = self.units.chunk
+        return self.lmcache_load(req, gpu_hit, self.lmcache_lookup(req))
+
+    def lmcache_lookup(self, req: Request) -> list[int]:
+        """LMCache's lookup proper, with its side effect (every hit chunk refreshed): the index of each tier's first
+        chunk, then the count of chunks found in all."""
         keys = req.chunk_keys
-        n = req.prompt_tokens
-        starts: list[int] = []
+        bounds: list[int] = []
         found = 0
-        for store in stores:
-            starts.append(found)
+        for store in self.offload:
+            bounds.append(found)
             if found == len(keys):
                 continue
             count = store.prefix(keys, found)
             if count:
                 store.touch_reversed(keys[found : found + count])
                 found += count
+        bounds.append(found)
+        return bounds
+
+    def lmcache_load(self, req: Request, gpu_hit: int, bounds: list[int]) -> _External:
+        """What LMCache's hit (``lmcache_lookup``) loads beyond a GPU hit of ``gpu_hit`` tokens; no side effect."""
+        stores = self.offload
+        chunk = self.units.chunk
+        keys = req.chunk_keys
+        n = req.prompt_tokens
+        found = bounds[-1]
         own = (len(keys) - 1) * chunk + req.last_chunk_tokens if keys and found == len(keys) else found * chunk
         aligned = min(own, n - 1)  # vLLM recomputes the last token
         ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=own, tokens=[0] * len(stores))
@@ -461,8 +475,7 @@ class Engine:
             return ext
         first, end = gpu_hit // chunk, -(-aligned // chunk)  # the chunks holding [gpu_hit, aligned)
         ext.keys = [[] for _ in stores]
-        bounds = starts[1:] + [found]
-        for t, (lo, hi) in enumerate(zip(starts, bounds)):
+        for t, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
             lo, hi = max(first, lo), min(end, hi)
             if lo >= hi:
                 continue
@@ -629,6 +642,26 @@ class Engine:
             checkpoint()
             self.process(req, emit=False)
         return self.records
+
+
+def cost_ms(costs: CostModel, specs: list[OffloadTier], computed: int, tokens: list[int], written: int) -> float:
+    """The cost model over computed, loaded (per tier, in ``specs`` order) and stored tokens; a tier with its own load
+    cost adds it, the others use their kind's constant."""
+    if not tokens:
+        return costs.ttft_ms(computed, 0, 0, written)
+    cpu = disk = 0
+    extra = 0.0
+    for spec, t in zip(specs, tokens):
+        if not t:
+            continue
+        if spec.load_ms_per_token is not None:
+            extra += spec.load_ms_per_token * t
+        elif spec.kind == "cpu":
+            cpu += t
+        else:
+            disk += t
+    ttft = costs.ttft_ms(computed, cpu, disk, written)
+    return ttft + extra if extra else ttft
 
 
 def _merge(into: dict[int, int], more: dict[int, int]) -> None:

@@ -74,17 +74,23 @@ def simulate(scenario: Scenario, explain: bool = True, capacities: bool = False)
     runs = []
     for engine in engines(scenario, explain, requests):
         records = engine.run_all(requests)
-        run: dict[str, Any] = {"name": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()]}
+        searched: dict[str, Any] = {}
         if explain and capacities:
-            run["capacity_search"] = fill_needs(engine.spec, requests, records, engine.costs)
-            run["needs"] = needs(records)
-        run.update(
-            requests=[r.to_dict() for r in records],
-            passes=add_totals(pass_summaries(records), records),
-            totals={**run_totals(records), **totals(records)},
-        )
-        runs.append(run)
+            searched["capacity_search"] = fill_needs(engine.spec, requests, records, engine.costs)
+            searched["needs"] = needs(records)
+        runs.append(run_entry(engine, records, searched))
     return {"scenario": scenario_summary(scenario), "runs": runs, "comparison": comparison(runs)}
+
+
+def run_entry(engine: Engine, records: list[RequestRecord], more: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One run of the JSON result: its name and tiers, ``more``, then its requests, pass summaries and totals."""
+    run: dict[str, Any] = {"name": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()], **(more or {})}
+    run.update(
+        requests=[r.to_dict() for r in records],
+        passes=add_totals(pass_summaries(records), records),
+        totals={**run_totals(records), **totals(records)},
+    )
+    return run
 
 
 def stream(scenario: Scenario, explain: bool = True) -> Iterator[Event]:

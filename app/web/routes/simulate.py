@@ -17,16 +17,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.runs.recording import RUN_HEADER, StreamRecorder, encoded, keep, run_headers, save_simulation
 from app.runs.store import StoreError
-from app.scenario_input import ScenarioInput
+from app.scenario_input import ScenarioInput, SimulateInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, StreamInput, check, within
+from app.web.inputs import InputErrors, StreamInput, check, errors_of, within
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
 from sim.engine.events import RunWarning
+from sim.sched.serving import Serving
+from sim.sched.simulate import served_result, stepped_cost
 from sim.simulation.run import simulate, stream
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import DESCRIPTIONS, PRESETS
@@ -56,6 +59,15 @@ def scenario_of(body: ScenarioInput) -> Scenario:
         return check(body)
     except InputErrors as exc:
         raise exc.for_body() from None
+
+
+def served_of(body: SimulateInput) -> tuple[Scenario, Serving]:
+    """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
+    scenario = scenario_of(body)
+    try:
+        return scenario, body.serving()
+    except ValidationError as exc:
+        raise InputErrors(errors_of(exc)).for_body() from None
 
 
 def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
@@ -153,18 +165,25 @@ def router(*, web: Web) -> APIRouter:
 
     @api.post("/simulate", summary="Simulate a scenario", response_class=JSONResponse)
     async def simulate_route(
-        scenario: Annotated[Scenario, Depends(scenario_of)],
+        served: Annotated[tuple[Scenario, Serving], Depends(served_of)],
         explain: Annotated[bool, Query(description="each miss's cause (gpu_miss, computed); false is --no-explain")] = True,
     ) -> JSONResponse:
-        """The same JSON as ``kvscope simulate --json`` with the same flags: ``{"docs": 20}`` is ``--docs 20``.
+        """The same JSON as ``kvscope simulate --json`` with the same flags: ``{"docs": 20}`` is ``--docs 20``,
+        ``{"concurrency": 4, "max_num_batched_tokens": 2048}`` is ``--concurrency 4 --max-num-batched-tokens 2048``
+        (vLLM's scheduler loop; its misses are not explained).
         The ``X-Kvscope-Run`` header names the run kept of it (``X-Kvscope-Run-Error`` says why none was).
         A scenario whose estimated work, memory or answer exceeds the server's budget is a 422 naming the limit;
         a busy server or a run past its deadline answers 503."""
+        scenario, serving = served
+        cost = stepped_cost(scenario, serving) if serving.stepped else simulation_cost(scenario, explain=explain)
         try:
-            within(web.workers.budget.per_request, simulation_cost(scenario, explain=explain))
+            within(web.workers.budget.per_request, cost)
         except InputErrors as exc:
             raise exc.for_body() from None
-        result = await web.workers.run(simulate, scenario, explain)
+        if serving.stepped:
+            result = await web.workers.run(served_result, scenario, serving)
+        else:
+            result = await web.workers.run(simulate, scenario, explain)
 
         def answer() -> JSONResponse:  # kept and rendered off the event loop: /healthz must not wait for it
             return JSONResponse(result, headers=run_headers(*keep(lambda: save_simulation(web.runs, scenario, result))))

@@ -1,0 +1,30 @@
+"""A request's lifecycle in the stepped engine: vLLM v1's ``RequestStatus``, reduced to the states kvscope models."""
+
+from __future__ import annotations
+
+import enum
+
+
+class RequestStatus(enum.IntEnum):
+    """Where a request stands; the order matters: anything after PREEMPTED is finished.
+
+    vLLM 0.33.0 ``vllm/v1/request.py`` 370-393 orders its statuses the same
+    way and defines ``is_finished`` as ``status > PREEMPTED``. kvscope leaves
+    out the states of features it does not model (structured-output grammars,
+    remote KV transfers, streaming input) and the finish reasons it cannot
+    reach (a request stops only at its output length or ``max_model_len``).
+    """
+
+    WAITING = enum.auto()  # arrived, in the waiting queue, holds no blocks
+    RUNNING = enum.auto()  # admitted: holds blocks, scheduled every step until it finishes or is preempted
+    PREEMPTED = enum.auto()  # its blocks freed (still cached), back at the head of the waiting queue
+    FINISHED_LENGTH_CAPPED = enum.auto()  # generated its output tokens (or reached max_model_len)
+
+    @property
+    def is_finished(self) -> bool:
+        return self > RequestStatus.PREEMPTED
+
+    @property
+    def is_waiting(self) -> bool:
+        """In the waiting queue: new, or preempted and waiting to be prefilled again."""
+        return self in (RequestStatus.WAITING, RequestStatus.PREEMPTED)

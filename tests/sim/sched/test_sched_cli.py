@@ -1,0 +1,85 @@
+"""``kvscope simulate`` under load: --concurrency, --rate, vLLM's scheduler flags and --steps; without them, as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from live_servers import ROOT
+
+from app.cli import main
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["simulate", "--no-save", *args])
+    return result.exit_code, result.output
+
+
+def test_without_serving_flags_the_result_is_the_sequential_one() -> None:
+    code, out = run("--json")
+    assert code == 0
+    result = json.loads(out)
+    assert "serving" not in result["scenario"] and all("serving" not in r for r in result["runs"])
+    # --concurrency 1 runs the stepped engine: the same records (5,024-token prompts, one step each under the default
+    # 8,192 budget), each with its times added.
+    code, out = run("--json", "--concurrency", "1")
+    stepped = json.loads(out)
+    for before, after in zip(result["runs"], stepped["runs"]):
+        mine = [{k: r[k] for k in before["requests"][0] if k not in ("gpu_miss", "computed", "evicted_misses",
+                 "infinite_hit_tokens")} for r in after["requests"]]
+        theirs = [{k: v for k, v in r.items() if k not in ("gpu_miss", "computed", "evicted_misses", "infinite_hit_tokens")}
+                  for r in before["requests"]]
+        assert mine == theirs
+        assert after["requests"][0]["queue_ms"] == 0.0 and after["serving"]["requests"] == 30
+
+
+def test_four_in_flight_under_a_2048_budget_and_the_step_ledger(tmp_path: Path) -> None:
+    # The seed lab (5,024-token prompts), 4 requests at t=0, 2,048 tokens a step. Step 1: request 0 takes the whole
+    # budget (a 2,048 chunk), so nobody else is admitted; step 2 the same; step 3 request 0's last 928 tokens, then
+    # request 1 is admitted for the 1,120 left. Two runs (gpu, gpu+cpu), each ledger from step 1, lines led by the run.
+    steps = tmp_path / "steps.jsonl"
+    code, out = run("--concurrency", "4", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256", "--steps", str(steps))
+    assert code == 0, out
+    lines = [json.loads(line) for line in steps.read_text().splitlines()]
+    gpu = [line for line in lines if line["run"] == "gpu"]
+    assert [line["scheduled"] for line in gpu[:3]] == [{"0": 2048}, {"0": 2048}, {"0": 928, "1": 1120}]
+    assert gpu[2]["admitted"] == [{"seq": 1, "hit_tokens": 0}] and gpu[2]["finished"] == [0]
+    assert {line["run"] for line in lines} == {"gpu", "gpu+cpu"}
+    assert all(line["prefill_tokens"] + line["decode_tokens"] == sum(line["scheduled"].values()) for line in lines)
+    # The table, then a line per run with its TTFT percentiles and throughput.
+    assert "gpu: TTFT p50" in out and "gpu+cpu: TTFT p50" in out and "requests/s" in out
+    # --steps never overwrites.
+    code, out = run("--concurrency", "2", "--steps", str(steps))
+    assert code == 2 and "--steps" in out and "exists" in out
+
+
+def test_bad_serving_flags_exit_2_naming_the_flag() -> None:
+    code, out = run("--concurrency", "2", "--rate", "1")
+    assert code == 2 and "give --concurrency or --rate, not both" in out
+    code, out = run("--max-num-batched-tokens", "100", "--max-num-seqs", "101")
+    assert code == 2 and "--max-num-batched-tokens (100) must be at least --max-num-seqs (101)" in out
+    code, out = run("--concurrency", "0")
+    assert code == 2 and "--concurrency: Input should be greater than or equal to 1" in out
+    code, out = run("--async-scheduling")
+    assert code == 2 and "--async-scheduling: not modelled yet" in out
+
+
+def test_an_open_loop_is_seeded() -> None:
+    # Poisson arrivals at 2 requests/s: the same seed gives the same arrivals, another seed others.
+    def arrivals(*more: str) -> list[float]:
+        code, out = run("--json", "--rate", "2", "--no-cpu", *more)
+        assert code == 0, out
+        return [r["arrival_ms"] for r in json.loads(out)["runs"][0]["requests"]]
+
+    first = arrivals()
+    assert first[0] == 0.0 and first == sorted(first) and len(set(first)) == 30
+    assert arrivals() == first and arrivals("--arrival-seed", "1") != first
+
+
+def test_the_readme_shows_real_output() -> None:
+    # README.md's example under load is this command's output, line for line.
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("$ kvscope simulate --concurrency 4\n", 1)[1].split("```", 1)[0]
+    code, out = run("--concurrency", "4")
+    assert code == 0 and out == block
