@@ -100,6 +100,26 @@ def test_nan_and_infinity_are_422_at_their_field(server: tuple[str, int], text: 
     assert "finite number" in response.json()["detail"][0]["msg"]
 
 
+# A lone surrogate is a legal JSON escape (RFC 8259 section 7) that no UTF-8 text can hold: a 422 that repeats it
+# (its "input", or a message quoting it) was a 500. Each field here is a string the 422 names and repeats back.
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/simulate", '{"preset": "\\ud800"}', "preset"),
+        ("/api/simulate", '{"model": "\\ud800"}', "model"),
+        ("/api/simulate", '{"passes": "\\ud800"}', "passes"),
+        ("/api/simulate/stream", '{"model": "x\\udfff"}', "model"),
+        ("/api/live/runs", '{"targets": ["\\ud800"]}', "targets"),
+    ],
+)
+def test_a_lone_surrogate_is_a_422_naming_its_field(server: tuple[str, int], path: str, body: str, field: str) -> None:
+    response = _post_json(f"{server[0]}{path}", body)
+    assert response.status_code == 422, response.text[:300]
+    # The answer is UTF-8 JSON (here all ASCII: the surrogate travels as its escape) that names the field.
+    errors = json.loads(response.content.decode("utf-8"))["detail"]
+    assert any(e["loc"][:2] == ["body", field] for e in errors), errors
+
+
 def test_costs_that_make_every_ttft_zero_are_422(server: tuple[str, int]) -> None:
     zero = dict.fromkeys(("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "load_disk_ms_per_token", "store_ms_per_token"), 0)
     response = httpx.post(f"{server[0]}/api/simulate", json={"costs": zero}, timeout=10)
