@@ -137,9 +137,9 @@ class RequestGuard:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if scope["method"] == "GET" and hmac.compare_digest(query.pop("token", "").encode(), token.encode()):
             # The page's visit with the token: a cookie for the next requests, and the token out of the address bar.
-            location = scope["path"] + (f"?{urlencode(query)}" if query else "")
+            location = _own_path(scope) + (f"?{urlencode(query)}" if query else "")
             cookie_header = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-            return 303, [(b"location", location.encode()), (b"set-cookie", cookie_header.encode())], b""
+            return 303, [(b"location", location.encode("latin-1")), (b"set-cookie", cookie_header.encode())], b""
         body = json.dumps({"detail": "a token is needed: Authorization: Bearer TOKEN, or open /?token=TOKEN once"}).encode()
         return 401, [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")], body
 
@@ -204,6 +204,14 @@ class RequestGuard:
             return await counting_receive()
 
         await self.app(scope, replay, watching_send)
+
+
+def _own_path(scope: Scope) -> str:
+    """The request's path as a redirect that stays on this server: as sent (still percent-encoded), with its leading
+    slashes and backslashes made one slash, since a browser reads ``//evil.example/`` and ``/\\evil.example/`` as
+    another server's address (WHATWG URL: a scheme-relative reference; ``\\`` is ``/`` in http URLs)."""
+    sent: bytes = scope.get("raw_path") or scope["path"].encode()
+    return "/" + sent.decode("latin-1").lstrip("/\\\t\r\n")  # tabs and newlines: a URL parser drops them
 
 
 def _cross_site(headers: Headers) -> str | None:
