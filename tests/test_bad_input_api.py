@@ -8,13 +8,14 @@ front, answers of hundreds of MB, NaN and Infinity in bodies, zero costs, a curv
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from live_servers import run_kvscope, serve_process
+from live_servers import ROOT, run_kvscope, serve_process
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -304,6 +305,41 @@ def test_a_long_list_in_a_text_field_is_refused_by_its_length_before_parsing(
     assert response.status_code == 422, response.text[:300]
     errors = response.json()["detail"]  # a list refused as text too (the field takes either) has two
     assert any(e["loc"][:2] == ["body", field] and said in e["msg"] for e in errors), errors
+
+
+def _routes_taking_files(url: str) -> set[str]:
+    """Every route a file is posted to, found where each is declared: the API's in its OpenAPI (a body field that is
+    a file), the page's in the templates (a form with a file input)."""
+    spec = httpx.get(f"{url}/openapi.json", timeout=30).json()
+    api = set()
+    for path, ops in spec["paths"].items():
+        for op in ops.values():
+            for kind, content in op.get("requestBody", {}).get("content", {}).items():
+                name = content["schema"].get("$ref", "").rsplit("/", 1)[-1]
+                fields = json.dumps(spec["components"]["schemas"].get(name, {}).get("properties", {}))
+                if "application/octet-stream" in fields:  # a file among the body's fields
+                    assert kind == "multipart/form-data", (path, kind)  # a file is posted as multipart, so documented
+                    api.add(path)
+    pages = set()
+    for template in (ROOT / "templates").rglob("*.html"):
+        for form in re.findall(r"<form\b.*?</form>", template.read_text(), flags=re.S):
+            if 'type="file"' in form:
+                pages.add(re.search(r'hx-post="([^"]+)"', form).group(1))  # type: ignore[union-attr]
+    return api | pages
+
+
+def test_every_route_that_takes_a_file_takes_a_body_over_the_json_limit(server: tuple[str, int]) -> None:
+    url, _ = server
+    routes = _routes_taking_files(url)
+    # The issue's case, and the advisor's config.json: both took files and were held to the 2 MiB of a JSON body.
+    assert {"/api/analyze", "/api/compare", "/ui/analysis/measurements", "/ui/analysis/advise"} <= routes
+    # 3 MiB: over the 2 MiB of any other body, under the upload limit (two 16 MiB files and the form: 40 MiB).
+    # Not a file any route reads: each refuses it (4xx) after reading it, never with 413 before.
+    junk = b"x" * (3 * 2**20)
+    for path in sorted(routes):
+        response = httpx.post(f"{url}{path}", files={"file": ("junk.csv", junk)}, timeout=60)
+        assert response.status_code != 413, (path, response.text[:200])
+        assert response.status_code < 500, (path, response.text[:200])
 
 
 def test_bodies_over_the_route_limit_are_413_before_they_are_read(server: tuple[str, int]) -> None:

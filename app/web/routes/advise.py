@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.scenario_input import ScenarioInput
 from app.web.advise_jobs import Jobs
 from app.web.context import Web
+from app.web.guard import upload_route
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.json_response import JSONResponse
 from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text
@@ -117,6 +118,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
 
     @routes.post("/ui/analysis/advise", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def advise_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         values = form_values(form)

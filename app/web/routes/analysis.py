@@ -19,6 +19,7 @@ from app.web.json_response import JSONResponse
 from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web
+from app.web.guard import upload_route
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.model_fields import bounds
 from app.runs.recording import keep, run_headers, save_rows
@@ -190,6 +191,7 @@ def router(*, web: Web) -> APIRouter:
         )
 
     @routes.post("/ui/analysis/measurements", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def measurements_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         values = form_values(form)
@@ -251,6 +253,7 @@ def router(*, web: Web) -> APIRouter:
         return render(request, "analysis/policies.html", result=await web.workers.run(compare, scenario))
 
     @routes.post("/ui/analysis/size", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def size_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         values = form_values(form)
@@ -265,8 +268,9 @@ def router(*, web: Web) -> APIRouter:
     # -- the API ---------------------------------------------------------------
 
     @routes.post("/api/analyze", summary="Analyze a measurement file", response_class=JSONResponse)
+    @upload_route
     async def analyze_route(
-        file: Annotated[UploadFile, Form(description="a per-request measurement file, CSV or JSONL, or a long_doc_qa round CSV")],
+        file: Annotated[UploadFile, File(description="a per-request measurement file, CSV or JSONL, or a long_doc_qa round CSV")],
         baseline: Annotated[str, Form(description="configuration the speed-ups are measured against")] = "gpu",
     ) -> JSONResponse:
         """``kvscope analyze FILE --json``: ``cells`` (n, p50, mean, p90 per configuration and pass), ``speedups``
@@ -285,6 +289,7 @@ def router(*, web: Web) -> APIRouter:
         return JSONResponse(report, headers=kept)
 
     @routes.post("/api/compare", summary="A measurement file beside the prediction", response_class=JSONResponse)
+    @upload_route
     async def compare_route(
         request: Request,
         file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL) or a long_doc_qa round CSV")],

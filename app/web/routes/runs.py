@@ -25,6 +25,7 @@ from app.runs import compare, export, importer, recording
 from app.runs.store import KINDS, MAX_ID, MAX_LIST, NoSuchRun, StoreError, StoreFull
 from app.runs.watch_replay import watch_events
 from app.web.context import Web
+from app.web.guard import upload_route
 from app.web.json_response import JSONResponse
 from app.web.panel_input import MAX_UPLOAD_BYTES
 from app.web.sse import event_stream
@@ -135,6 +136,7 @@ def router(*, web: Web) -> APIRouter:
         return Response(status_code=204)
 
     @api.post("/api/runs/import", status_code=201, summary="Import a file as a run")
+    @upload_route
     async def import_run(file: UploadFile) -> JSONResponse:
         """A measurement file (CSV or JSONL), ``kvscope simulate --json`` output, or a run exported as JSON."""
         name = file.filename or "upload"
@@ -185,6 +187,7 @@ def router(*, web: Web) -> APIRouter:
                       without_scenario=compare.without_scenario_text(view), nothing_in_common=compare.NOTHING_IN_COMMON)
 
     @api.post("/ui/runs/import", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def runs_import(request: Request) -> HTMLResponse:
         form = await request.form()
         upload = form.get("file")
