@@ -42,7 +42,7 @@ WARMUP_FILE, QUERY_FILE = "warmup_round.csv", "query_round.csv"
 # The columns that make a CSV one of long_doc_qa's rounds (kvscope's own files have ttft_ms instead).
 ROUND_COLUMNS = ("prompt_id", "ttft")
 _FALSE = {"false", "0", "no"}
-_RATIO_RE = re.compile(r"^(\d+):(\d+)$")
+_RATIO_RE = re.compile(r"^([0-9]+):([0-9]+)$")  # ASCII digits: \d takes any script's
 
 
 def parse_hit_miss(text: str) -> tuple[int, int]:

@@ -265,6 +265,83 @@ def test_the_json_routes_named_here_are_every_json_body_route(server: tuple[str,
     assert taking_json == sorted(JSON_ROUTES)
 
 
+# -- strict types and ASCII digits -------------------------------------------------------------------------
+
+# A JSON body has JSON's types: true is not 1, "3" is not 3, 3.0 is not an integer, 1 is not true. Each was taken
+# (pydantic's lax mode). Every JSON body route (JSON_ROUTES, checked against the OpenAPI above) is asked once, at an
+# integer field of its own; the advisor's is nested in its scenario, so strictness reaches nested models too.
+STRICT_CASES = [
+    ("/api/simulate", {"docs": True}, ["body", "docs"]),
+    ("/api/simulate", {"docs": "3"}, ["body", "docs"]),
+    ("/api/simulate", {"docs": 3.0}, ["body", "docs"]),
+    ("/api/simulate", {"no_cpu": 1}, ["body", "no_cpu"]),
+    ("/api/simulate", {"passes": [{"order": "zipf", "seed": True}]}, ["body", "passes"]),
+    ("/api/simulate/stream", {"docs": True}, ["body", "docs"]),
+    ("/api/live/runs", {"docs": True}, ["body", "docs"]),
+    ("/api/curve/scenario", {"points": True}, ["body", "points"]),
+    ("/api/capacity", {"points": True}, ["body", "points"]),
+    ("/api/policies", {"docs": True}, ["body", "docs"]),
+    ("/api/size", {"docs": True}, ["body", "docs"]),
+    ("/api/advise", {"scenario": {"docs": True}}, ["body", "scenario", "docs"]),
+]
+
+
+def test_every_json_route_is_asked_for_strict_types() -> None:
+    assert sorted({path for path, _, _ in STRICT_CASES}) == sorted(JSON_ROUTES)
+
+
+@pytest.mark.parametrize(("path", "body", "loc"), STRICT_CASES)
+def test_a_json_body_of_the_wrong_json_type_is_422_at_its_field(server: tuple[str, int], path: str, body: dict, loc: list[str]) -> None:
+    response = httpx.post(f"{server[0]}{path}", json=body, timeout=30)
+    assert response.status_code == 422, response.text[:300]
+    assert any(e["loc"][: len(loc)] == loc for e in response.json()["detail"]), response.json()
+
+
+def test_an_explicit_pass_list_is_still_an_array(server: tuple[str, int]) -> None:
+    # Strict JSON reading still makes a tuple of an array (the explicit order's documents), as JSON has no tuples.
+    body = {"docs": 2, "doc_tokens": 100, "passes": [{"order": "list", "docs": [1, 0]}]}
+    response = httpx.post(f"{server[0]}/api/simulate", json=body, timeout=30)
+    assert response.status_code == 200, response.text[:300]
+    assert [r["doc"] for r in response.json()["runs"][0]["requests"]] == [1, 0]
+
+
+# Digits in a text field are ASCII: Python's \d and int() read any script's, so zipf@١٢ (Arabic-Indic) was zipf@12.
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [("passes", "forward,zipf@\u0661\u0662"), ("passes", "tile*\u0662"), ("passes", "tile*2:\u0663:1"), ("question_tokens", "\u0661\u0663")],
+)
+def test_digits_of_another_script_are_422_at_their_field(server: tuple[str, int], field: str, text: str) -> None:
+    response = httpx.post(f"{server[0]}/api/simulate", json={"docs": 3, "doc_tokens": 100, field: text}, timeout=30)
+    assert response.status_code == 422, response.text[:300]
+    assert [e["loc"][:2] for e in response.json()["detail"]] == [["body", field]]
+
+
+# A tier must hold the least it stores, one 256-token chunk by default (only full chunks are stored): for the seed
+# model's 28,672 bytes a token that is 256 x 28,672 = 7,340,032 bytes. 5e-324 GiB was a tier of 0 tokens.
+@pytest.mark.parametrize(
+    ("body", "field", "said"),
+    [
+        ({"cpu_gb": 5e-324}, "cpu_gb", "at least one chunk of 256 tokens: 7,340,032 bytes"),
+        ({"cpu_tokens": 255}, "cpu_tokens", "at least one chunk of 256 tokens: 256 tokens"),
+        ({"disk_gb": 1e-9}, "disk_gb", "at least one chunk of 256 tokens: 7,340,032 bytes"),
+        ({"storage_tiers": "far:10t"}, "storage_tiers", "tier far must hold at least one chunk of 256 tokens"),
+        # Storing partial chunks, the least is a token: 28,672 bytes, and 2e-5 GiB (21,474 bytes) is less.
+        ({"cpu_gb": 2e-5, "save_unfull_chunk": True}, "cpu_gb", "at least one token: 28,672 bytes"),
+    ],
+)
+def test_a_tier_below_the_least_it_stores_is_422_at_its_field(server: tuple[str, int], body: dict, field: str, said: str) -> None:
+    response = httpx.post(f"{server[0]}/api/simulate", json={"docs": 3, "doc_tokens": 100, **body}, timeout=30)
+    assert response.status_code == 422, response.text[:300]
+    errors = response.json()["detail"]
+    assert [e["loc"][:2] for e in errors] == [["body", field]] and said in errors[0]["msg"], errors
+
+
+def test_a_tier_of_exactly_the_least_it_stores_is_simulated(server: tuple[str, int]) -> None:
+    for body in ({"cpu_gb": None, "cpu_tokens": 256}, {"cpu_gb": None, "cpu_tokens": 1, "save_unfull_chunk": True}):
+        response = httpx.post(f"{server[0]}/api/simulate", json={"docs": 3, "doc_tokens": 100, **body}, timeout=30)
+        assert response.status_code == 200, (body, response.text[:300])
+
+
 # -- body limits and what an error repeats ----------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web
 from app.web.guard import upload_route
-from app.web.inputs import InputErrors, check, errors_of
+from app.web.inputs import InputErrors, check, errors_of, strict_json
 from app.web.model_fields import bounds
 from app.runs.recording import keep, run_headers, save_rows
 from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text, uploaded_files
@@ -321,7 +321,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
-    async def capacity_route(body: CapacityInput) -> JSONResponse:
+    async def capacity_route(body: Annotated[CapacityInput, strict_json(CapacityInput)]) -> JSONResponse:
         """``kvscope capacity --json``: per capacity and pass, hit tokens and predicted TTFT; ``marks`` holds the
         scenario's own capacity and the thresholds of ``kvscope sweep``."""
         try:
@@ -336,7 +336,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
 
     @routes.post("/api/policies", summary="Every eviction policy on a scenario", response_class=JSONResponse)
-    async def policies_route(body: ScenarioInput) -> JSONResponse:
+    async def policies_route(body: Annotated[ScenarioInput, strict_json(ScenarioInput)]) -> JSONResponse:
         """``kvscope policies --json``: the GPU tier alone under each GPU policy, and the CPU tier under each
         policy its backend offers; per policy, pass summaries and totals (``current`` marks the scenario's policy)."""
         try:
@@ -349,7 +349,7 @@ def router(*, web: Web) -> APIRouter:
         return await web.workers.run_json(compare, scenario)
 
     @routes.post("/api/size", summary="Size a CPU tier and a GPU KV cache", response_class=JSONResponse)
-    def size_route(body: SizeInput) -> JSONResponse:
+    def size_route(body: Annotated[SizeInput, strict_json(SizeInput)]) -> JSONResponse:
         """``kvscope size --json``: KV bytes per token, the CPU memory for the documents, the GPU tokens a budget holds."""
         try:
             shape = _shape(body.model, None)

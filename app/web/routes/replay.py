@@ -26,7 +26,7 @@ from app.runs.store import MAX_ID, RunStore, StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
 from app.web.guard import upload_route
-from app.web.inputs import InputErrors, check, errors_of, within
+from app.web.inputs import InputErrors, check, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
 from sim.chunk_store import DEFAULT_CPU_BACKEND, CpuBackend
@@ -315,7 +315,7 @@ def router(*, web: Web) -> APIRouter:
         return await web.workers.run_json(curve_answer, await TraceChoice.of(form), form.points, budget)
 
     @api.post("/api/curve/scenario", summary="Plain-LRU hit-ratio curve of a scenario's blocks", response_class=JSONResponse)
-    async def scenario_curve_route(body: ScenarioCurveInput) -> JSONResponse:
+    async def scenario_curve_route(body: Annotated[ScenarioCurveInput, strict_json(ScenarioCurveInput)]) -> JSONResponse:
         """The curve of the full blocks of the scenario's requests, in request order (``kvscope curve`` without TRACE)."""
         try:
             scenario = check(body)

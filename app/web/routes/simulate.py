@@ -23,7 +23,7 @@ from app.runs.recording import RUN_HEADER, StreamRecorder, encoded, keep, run_he
 from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, StreamInput, check, within
+from app.web.inputs import InputErrors, StreamInput, check, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
 from sim.events import RunWarning
@@ -51,7 +51,7 @@ class KeptStream:
     problem: str | None
 
 
-def scenario_of(body: ScenarioInput) -> Scenario:
+def scenario_of(body: Annotated[ScenarioInput, strict_json(ScenarioInput)]) -> Scenario:
     try:
         return check(body)
     except InputErrors as exc:
@@ -83,7 +83,7 @@ def unpickled(batches: list[bytes]) -> Iterator[Encoded]:
 
 
 async def stream_job_of(
-    body: StreamInput,
+    body: Annotated[StreamInput, strict_json(StreamInput)],
     request: Request,
     explain: Annotated[bool, Query(description="send each request's misses by cause (explain)")] = True,
 ) -> StreamJob:
