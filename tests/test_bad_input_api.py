@@ -265,6 +265,42 @@ def test_the_json_routes_named_here_are_every_json_body_route(server: tuple[str,
     assert taking_json == sorted(JSON_ROUTES)
 
 
+# -- bodies that cannot be read ------------------------------------------------------------------------------
+
+FORM = "application/x-www-form-urlencoded"
+
+
+# Each was a 400 saying only that the body could not be parsed (or Starlette's words without a location): now a 422 at
+# the body naming what is wrong and the limit.
+@pytest.mark.parametrize(
+    ("path", "kind", "body", "said"),
+    [
+        # Python converts at most 4,300 digits to an int (sys.int_info.default_max_str_digits), so json.loads fails.
+        ("/api/simulate", "application/json", b'{"docs": ' + b"9" * 5000 + b"}", 'has 5,000 digits (after "docs"); the limit is 4,300 digits'),
+        # 0xff is never UTF-8; it comes after the 12 bytes of '{"preset": "'.
+        ("/api/simulate", "application/json", b'{"preset": "\xff\xfe"}', 'not UTF-8 text (JSON is UTF-8, RFC 8259 section 8.1): byte 0xff at offset 12 (after "preset")'),
+        # A multipart body's parts are told apart by the boundary its Content-Type names: without one nothing is read,
+        # for a route FastAPI reads the form of (analyze) and one that reads its own (the page's run).
+        ("/api/analyze", "multipart/form-data", b"abc", "no boundary"),
+        ("/ui/run", "multipart/form-data", b"abc", "no boundary"),
+        # Starlette reads at most 1,000 form fields; 1,001 given.
+        ("/ui/run", FORM, "&".join(f"f{i}=1" for i in range(1001)).encode(), "Maximum number of fields is 1000"),
+    ],
+)
+def test_a_body_that_cannot_be_read_is_422_naming_the_body_and_why(server: tuple[str, int], path: str, kind: str, body: bytes, said: str) -> None:
+    response = httpx.post(f"{server[0]}{path}", content=body, headers={"content-type": kind}, timeout=30)
+    assert response.status_code == 422, response.text[:300]
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body"] and said in error["msg"], error
+
+
+def test_other_http_errors_keep_their_answer(server: tuple[str, int]) -> None:
+    # The handler of unreadable bodies sees every HTTP error: a 404 of a route or of no route is left as it was.
+    assert httpx.get(f"{server[0]}/api/runs/999999", timeout=10).json() == {"detail": "no run 999999"}
+    missing = httpx.get(f"{server[0]}/no/such/page", timeout=10)
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+
+
 # -- strict types and ASCII digits -------------------------------------------------------------------------
 
 # A JSON body has JSON's types: true is not 1, "3" is not 3, 3.0 is not an integer, 1 is not true. Each was taken
