@@ -97,8 +97,9 @@ def router(*, web: Web) -> APIRouter:
     def get_run(run_id: RunId) -> dict[str, Any]:
         """The run with its scenario, cost constants, source, uploads (each file's sha256, size, whether its content
         was kept) and result (a streamed simulation's rebuilt from its events); its requests are at ``/export``."""
-        run = get_or_404(run_id)
-        return {**run.to_dict(), "result": recording.result_of(store, run), "uploads": store.uploads(run_id), "url": f"/?run={run_id}"}
+        with store.snapshot():  # the run, its result and its uploads as of one moment
+            run = get_or_404(run_id)
+            return {**run.to_dict(), "result": recording.result_of(store, run), "uploads": store.uploads(run_id), "url": f"/?run={run_id}"}
 
     @api.get("/api/runs/{run_id}/events", response_class=EventSourceResponse, summary="A kept run's step events")
     async def run_events(run_id: Annotated[int, Depends(existing_run)]) -> AsyncIterator[ServerSentEvent]:
@@ -110,10 +111,11 @@ def router(*, web: Web) -> APIRouter:
     def export_run(run_id: RunId, format: export.Format = Query("csv")) -> Response:
         """``csv`` or ``jsonl``: its requests as a measurement file (``kvscope analyze`` reads it);
         ``json``: the whole run, which ``/api/runs/import`` takes back."""
-        get_or_404(run_id)
         headers = {"Content-Disposition": f'attachment; filename="{export.filename(run_id, format)}"'}
         try:
-            text = export.export(store, run_id, format)
+            text = export.export(store, run_id, format)  # looks the run up itself, in one snapshot with the rest
+        except NoSuchRun as exc:
+            raise HTTPException(404, str(exc)) from None
         except export.NotExportable as exc:
             raise _invalid("format", str(exc), "query") from None
         return Response(text, media_type=export.MEDIA[format], headers=headers)
@@ -122,10 +124,10 @@ def router(*, web: Web) -> APIRouter:
     def diff_runs(a: RunId, b: RunId) -> dict[str, Any]:
         """Scenario fields and cost constants that differ, and per (configuration, pass) both runs' figures
         with the change (``b / a``) and whether it differs; ``ttft`` holds each run's per-request series."""
-        get_or_404(a)
-        get_or_404(b)
         try:
-            return compare.diff(store, a, b)
+            return compare.diff(store, a, b)  # looks both runs up itself, in one snapshot with the rest
+        except NoSuchRun as exc:
+            raise HTTPException(404, str(exc)) from None
         except compare.NotComparable as exc:
             raise _invalid(exc.field, str(exc), "path") from None
 
