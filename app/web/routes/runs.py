@@ -28,7 +28,7 @@ from app.web.context import Web
 from app.web.guard import upload_route
 from app.web.json_response import JSONResponse
 from app.web.panel_input import MAX_UPLOAD_BYTES
-from app.web.sse import event_stream
+from app.web.sse import OpenStreams, event_stream, open_streams
 
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="a run's id, as /api/runs lists it")]
 PAGE_RUNS = 50  # runs the page lists
@@ -102,9 +102,11 @@ def router(*, web: Web) -> APIRouter:
             return {**run.to_dict(), "result": recording.result_of(store, run), "uploads": store.uploads(run_id), "url": f"/?run={run_id}"}
 
     @api.get("/api/runs/{run_id}/events", response_class=EventSourceResponse, summary="A kept run's step events")
-    async def run_events(run_id: Annotated[int, Depends(existing_run)]) -> AsyncIterator[ServerSentEvent]:
+    async def run_events(
+        run_id: Annotated[int, Depends(existing_run)], opened: Annotated[OpenStreams, Depends(open_streams)]
+    ) -> AsyncIterator[ServerSentEvent]:
         """The events the run's stream sent, in order, as SSE (as fast as the client reads)."""
-        async for item in event_stream(stored_events(web, run_id), web.streams):
+        async for item in opened.closing(event_stream(stored_events(web, run_id), web.streams)):
             yield item
 
     @api.get("/api/runs/{run_id}/export", summary="Export a kept run")
