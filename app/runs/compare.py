@@ -101,8 +101,9 @@ def _tier_cell(ca: dict[str, Any] | None, cb: dict[str, Any] | None, tier: str) 
 
 def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
     """``/api/runs/{a}/diff/{b}`` and ``kvscope runs diff A B``."""
-    a, b = store.get(a_id), store.get(b_id)
-    rows_a, rows_b = rows_of(store, a_id), rows_of(store, b_id)
+    with store.snapshot():  # both runs as they were at once: a delete meanwhile is a NoSuchRun first, or nothing
+        a, b = store.get(a_id), store.get(b_id)
+        rows_a, rows_b = rows_of(store, a_id), rows_of(store, b_id)
     if a_id != b_id:  # one run alone (runs show) may have no requests; two such have nothing to compare
         for field, run, rows in (("a", a, rows_a), ("b", b, rows_b)):
             if not rows:

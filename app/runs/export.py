@@ -34,16 +34,26 @@ def whole(store: RunStore, run_id: int) -> dict[str, Any]:
 
 
 def export(store: RunStore, run_id: int, fmt: Format) -> str:
+    """The run in ``fmt``: read in one snapshot (a delete meanwhile leaves it whole, or is ``NoSuchRun`` at the
+    first read), written after it."""
+    with store.snapshot():
+        kind = store.get(run_id).info.kind
+        if fmt == "json":
+            content: Any = whole(store, run_id)
+        elif kind == "watch":
+            if fmt == "csv":  # an empty measurement file would read as a run with no requests
+                raise NotExportable(f"run {run_id} (watch) keeps KV events, not requests: jsonl gives its recording, json the whole run")
+            content = store.records(run_id)
+        else:
+            content = rows_of(store, run_id)
     if fmt == "json":
-        return jsontext.dumps(whole(store, run_id), indent=1) + "\n"
-    if store.get(run_id).info.kind == "watch":
-        if fmt == "csv":  # an empty measurement file would read as a run with no requests
-            raise NotExportable(f"run {run_id} (watch) keeps KV events, not requests: jsonl gives its recording, json the whole run")
+        return jsontext.dumps(content, indent=1) + "\n"
+    if kind == "watch":
         # A kept `kvscope watch`: its KV event recording, which `kvscope watch --from` plays and `kvscope replay` reads.
-        return "".join(jsontext.dumps(line, separators=(",", ":")) + "\n" for line in store.records(run_id))
+        return "".join(jsontext.dumps(line, separators=(",", ":")) + "\n" for line in content)
     buffer = io.StringIO()
     writer = MeasurementWriter(buffer, jsonl=fmt == "jsonl")
-    for row in rows_of(store, run_id):
+    for row in content:
         writer.append(row)
     return buffer.getvalue()
 

@@ -18,7 +18,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -375,6 +376,27 @@ class RunStore:
             with self._lock:
                 self._readers.append(conn)
         return conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees the database as it was at the first: a run deleted (or appended to) meanwhile is
+        still read whole, as it was. What reads a run in several queries (an export, a diff) reads it inside one, so a
+        delete landing between two of them cannot fail the second (a 500) or leave a part out. On a file, one read
+        transaction of this thread's reader (WAL keeps its snapshot while the writer commits); in memory, where reads
+        share the writer's connection, the writer's lock held throughout (writes wait for it)."""
+        if self.memory:
+            with self._lock:
+                yield
+            return
+        conn = self._read()
+        if conn.in_transaction:  # already inside one
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.memory:

@@ -17,7 +17,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from app.web import errors
 from app.web.context import STATIC_DIR, Web
 from app.web.disconnects import QuietDisconnects
-from app.web.guard import RequestGuard
+from app.web.guard import RequestGuard, upload_paths
 from app.web.headers import SecurityHeaders
 from app.web.json_response import JSONResponse
 from app.web.proxied import ProxyFirst
@@ -54,8 +54,10 @@ def make_app(web: Web | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.add_middleware(QuietDisconnects)
     app.add_middleware(ProxyFirst, table=web.proxied)  # outside the above: proxied requests skip them
-    app.add_middleware(RequestGuard)  # outermost: a refused request reaches nothing, proxied paths included
-    for feature in ROUTERS:
-        app.include_router(feature.router(web=web))
+    routers = [feature.router(web=web) for feature in ROUTERS]
+    for routes in routers:
+        app.include_router(routes)
+    # Outermost: a refused request reaches nothing, proxied paths included. Its upload routes are those marked so.
+    app.add_middleware(RequestGuard, uploads=upload_paths(r for routes in routers for r in routes.routes))
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -1,5 +1,8 @@
 """How errors are answered: a 422 that repeats at most a little of the input, and 503 for a busy or stopped worker.
 
+A body that cannot be read (not UTF-8, a number of more digits than Python converts, a form without its multipart
+boundary or with more fields than the limit) is a 422 at ``body`` saying which, where the server said only 400.
+
 FastAPI's own 422 repeats each bad value whole (a 100 MB body came back as a
 100 MB reply) and fails on a value JSON cannot carry (``NaN``); here each
 error keeps its location, message and type, and the input only when it is a
@@ -10,12 +13,17 @@ small HTML fragment, API routes as JSON.
 from __future__ import annotations
 
 import math
+import re
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import escape
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 
 from app.web.json_response import JSONResponse
 from app.web.workers import Busy, TimedOut
@@ -53,6 +61,38 @@ def _unavailable(request: Request, message: str, retry_after_s: int) -> Response
     return JSONResponse({"detail": message}, status_code=503, headers=headers)
 
 
+async def unreadable_body(exc: HTTPException, request: Request) -> dict[str, Any] | None:
+    """The error (at ``body``) of a body that could not be read, from the 400 Starlette or FastAPI raised for it
+    (which says only "There was an error parsing the body"), or None when ``exc`` is another error."""
+    cause = exc.__cause__ or exc.__context__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError | ValueError):
+        body = await request.body()  # a JSON body, read whole before it was parsed: kept by the request
+    if isinstance(cause, UnicodeDecodeError):
+        where = _after_key(body, cause.start)
+        msg = f"the body is not UTF-8 text (JSON is UTF-8, RFC 8259 section 8.1): byte 0x{body[cause.start]:02x} at offset {cause.start:,}{where}"
+        return {"type": "json_invalid", "loc": ["body"], "msg": msg}
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        digits = sys.get_int_max_str_digits()
+        found = re.search(rb"[0-9]{%d,}" % (digits + 1), body)
+        start, length = (found.start(), len(found.group())) if found else (0, 0)
+        msg = f"a number in the body has {length:,} digits{_after_key(body, start)}; the limit is {digits:,} digits"
+        return {"type": "json_invalid", "loc": ["body"], "msg": msg}
+    if isinstance(cause, MultiPartException):
+        msg = cause.message
+        if msg.startswith("Missing boundary"):
+            msg = "the multipart/form-data body has no boundary: its Content-Type needs one (multipart/form-data; boundary=...)"
+        return {"type": "form_invalid", "loc": ["body"], "msg": f"the form cannot be read: {msg}"}
+    return None
+
+
+def _after_key(body: bytes, offset: int) -> str:
+    """`` (after "docs")``: the last object key before ``offset``, to say where in the body it is; or nothing."""
+    keys = re.findall(rb'"([A-Za-z0-9_]{1,64})"\s*:', body[max(0, offset - 4096) : offset])
+    return f' (after "{keys[-1].decode()}")' if keys else ""
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
 
@@ -60,6 +100,14 @@ def install(app: FastAPI) -> None:
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         return JSONResponse({"detail": [safe_error(e) for e in errors[:50]]}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        # A body that could not be read is bad input like any other: a 422 naming the body, what is wrong and the limit.
+        error = await unreadable_body(exc, request)
+        if error is None:
+            return await http_exception_handler(request, exc)
+        return JSONResponse({"detail": [safe_error(error)]}, status_code=422)
 
     @app.exception_handler(Busy)
     async def busy(request: Request, exc: Busy) -> Response:

@@ -12,7 +12,7 @@
 - Token (``--auth-token`` / ``KVSCOPE_TOKEN``): every request but ``/healthz``
   needs ``Authorization: Bearer TOKEN`` or the cookie a visit to ``/?token=TOKEN``
   sets (401 otherwise).
-- Body size: uploads (``UPLOAD_PATHS``) up to ``UPLOAD_LIMIT_BYTES``, anything
+- Body size: uploads (routes marked ``@upload_route``) up to ``UPLOAD_LIMIT_BYTES``, anything
   else up to ``BODY_LIMIT_BYTES``; a larger ``Content-Length`` is refused before a
   byte is read, and a body that grows past it while read (413). The proxied
   OpenAI paths (``/v1/...``, ``/upstream/NAME/v1/...``) bound their own bodies
@@ -28,11 +28,14 @@ from __future__ import annotations
 import hmac
 import json
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.datastructures import Headers
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.web.headers import RAW_HEADERS
@@ -49,14 +52,25 @@ WILDCARD_BINDS = ("0.0.0.0", "::", "")
 UPLOAD_LIMIT_BYTES = 2 * MAX_UPLOAD_BYTES + 8 * 2**20
 # A scenario is a few hundred bytes; explicit pass lists of thousands of documents fit easily.
 BODY_LIMIT_BYTES = 2 * 2**20
-UPLOAD_PATHS = frozenset({
-    "/api/analyze", "/api/calibrate", "/api/replay", "/api/curve", "/ui/replay",
-    "/ui/analysis/measurements", "/ui/analysis/calibrate", "/ui/analysis/profile", "/ui/analysis/size",
-    "/api/runs/import", "/ui/runs/import",  # a run exported as JSON is as large as its answer was (up to 16 MiB here)
-})
+UPLOAD_MARK = "_kvscope_upload"  # set by ``upload_route`` on a route's endpoint
 PROXIED_PREFIXES = ("/v1/", "/upstream/")  # app/web/proxied.py: forwarded with the proxy's own body bound
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/healthz"})  # the container's health check carries no token
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def upload_route(endpoint: F) -> F:
+    """Marks a route that takes a file (under its ``@router.post``): its body may be up to ``UPLOAD_LIMIT_BYTES``.
+    The guard's list of upload routes is made of these marks (``upload_paths``), so that a route names itself once."""
+    setattr(endpoint, UPLOAD_MARK, True)
+    return endpoint
+
+
+def upload_paths(routes: Iterable[BaseRoute]) -> frozenset[str]:
+    """The paths of the routes marked ``upload_route``."""
+    return frozenset(r.path for r in routes if isinstance(r, Route) and getattr(r.endpoint, UPLOAD_MARK, False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +107,11 @@ def host_name(host: str) -> str:
 class RequestGuard:
     """Plain ASGI middleware, so that streams pass straight through."""
 
-    def __init__(self, app: ASGIApp, config: GuardConfig | None = None) -> None:
+    def __init__(self, app: ASGIApp, config: GuardConfig | None = None, uploads: frozenset[str] = frozenset()) -> None:
+        """``uploads``: the paths that take files (``upload_paths`` of the app's routes)."""
         self.app = app
         self.config = config or GuardConfig.from_env()
+        self.uploads = uploads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -118,12 +134,13 @@ class RequestGuard:
         if path.startswith(PROXIED_PREFIXES):
             await self.app(scope, receive, send)
             return
-        limit = UPLOAD_LIMIT_BYTES if path in UPLOAD_PATHS else BODY_LIMIT_BYTES
+        uploading = path in self.uploads
+        limit = UPLOAD_LIMIT_BYTES if uploading else BODY_LIMIT_BYTES
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             await _refuse(send, 413, f"the request body is larger than the limit of {limit:,} bytes for {path}")
             return
-        await self._limited(scope, receive, send, limit, json_body=path not in UPLOAD_PATHS and _is_json(headers))
+        await self._limited(scope, receive, send, limit, json_body=not uploading and _is_json(headers))
 
     def _token_response(self, scope: Scope, headers: Headers) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
         """None when the request carries the token; else the answer (a cookie and redirect for ``?token=``, or 401)."""
@@ -137,9 +154,9 @@ class RequestGuard:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if scope["method"] == "GET" and hmac.compare_digest(query.pop("token", "").encode(), token.encode()):
             # The page's visit with the token: a cookie for the next requests, and the token out of the address bar.
-            location = scope["path"] + (f"?{urlencode(query)}" if query else "")
+            location = _own_path(scope) + (f"?{urlencode(query)}" if query else "")
             cookie_header = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-            return 303, [(b"location", location.encode()), (b"set-cookie", cookie_header.encode())], b""
+            return 303, [(b"location", location.encode("latin-1")), (b"set-cookie", cookie_header.encode())], b""
         body = json.dumps({"detail": "a token is needed: Authorization: Bearer TOKEN, or open /?token=TOKEN once"}).encode()
         return 401, [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")], body
 
@@ -204,6 +221,14 @@ class RequestGuard:
             return await counting_receive()
 
         await self.app(scope, replay, watching_send)
+
+
+def _own_path(scope: Scope) -> str:
+    """The request's path as a redirect that stays on this server: as sent (still percent-encoded), with its leading
+    slashes and backslashes made one slash, since a browser reads ``//evil.example/`` and ``/\\evil.example/`` as
+    another server's address (WHATWG URL: a scheme-relative reference; ``\\`` is ``/`` in http URLs)."""
+    sent: bytes = scope.get("raw_path") or scope["path"].encode()
+    return "/" + sent.decode("latin-1").lstrip("/\\\t\r\n")  # tabs and newlines: a URL parser drops them
 
 
 def _cross_site(headers: Headers) -> str | None:

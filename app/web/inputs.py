@@ -1,4 +1,4 @@
-"""Checking a scenario input for the web: the errors of its fields, of their combination and of the stream's limits.
+"""Checking a scenario input for the web: a JSON body's strict types, the errors of its fields, of their combination and of the stream's limits.
 
 Errors are pydantic-style dicts (``loc``, ``msg``, ``type``) with ``loc``
 naming the body field (empty for a problem of the combination), so the API can
@@ -7,10 +7,13 @@ answer 422 with them and the page can show each beside its field.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.costs_profile import served_costs
 from app.scenario_input import ScenarioInput
@@ -22,6 +25,50 @@ from sim.workloads.scenario import MAX_DOCS, Scenario
 MAX_STREAM_DOCS = 200
 MAX_STREAM_REQUESTS = 1_000  # per run
 MAX_PACE_MS = 10_000
+
+
+def strict_json(model: type[BaseModel]) -> BeforeValidator:
+    """A JSON body's types as JSON has them: ``body: Annotated[Model, strict_json(Model)]``.
+
+    FastAPI validates the parsed body in pydantic's lax Python mode, which takes ``true`` for 1, ``"3"`` for 3 and
+    ``3.0`` for an integer; here it is read as pydantic reads JSON in strict mode (where an array still makes a
+    tuple), so each of those is a 422 at its field. Forms and links post text and keep the lax mode (their values
+    are strings by nature). A string JSON can carry but Unicode cannot (a lone surrogate, ``"\\ud800"``) is a 422 at
+    its field too: pydantic's JSON reader refuses it without naming one.
+    """
+
+    def validate(value: Any) -> Any:
+        if isinstance(value, model):
+            return value
+        try:
+            return model.model_validate_json(json.dumps(value), strict=True)
+        except ValidationError as exc:
+            if any(e["type"] == "json_invalid" for e in exc.errors()) and (found := _lone_surrogate(value)):
+                path, text = found
+                error = PydanticCustomError("string_unicode", "Input should be Unicode text; it has a lone surrogate (a \\ud800-\\udfff escape)")
+                raise ValidationError.from_exception_data(model.__name__, [InitErrorDetails(type=error, loc=path, input=text)]) from None
+            raise
+
+    return BeforeValidator(validate)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # what is left of a surrogate escape that made no pair
+
+
+def _lone_surrogate(value: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """(where, the string) of the first string in ``value`` holding a lone surrogate, or None."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path, item
+        elif isinstance(item, dict):
+            stack.extend(((*path, k), v) for k, v in item.items())
+            stack.extend(((*path, k), k) for k in item if isinstance(k, str))  # a key is a string too
+        elif isinstance(item, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(item))
+    return None
 
 
 class StreamInput(ScenarioInput):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 from fastapi.sse import ServerSentEvent
@@ -21,6 +21,7 @@ from fastapi.sse import ServerSentEvent
 from sim.engine.events import Error
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The last event of one request of one run: the natural place to pace a stream.
 REQUEST_END = "ttft"
@@ -110,6 +111,38 @@ async def event_stream(
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+class OpenStreams:
+    """The event streams of one request, each closed when the request ends: ``opened.closing(send(...))``.
+
+    FastAPI pulls a stream's messages in a task of its own and cancels that task when the client leaves; a stream
+    then waiting for the client to take its next message (suspended at ``yield``) is never closed by it, only by
+    the garbage collector, minutes later: until then it counted as open and its run stayed ``running``. (A client
+    closing 1-10 ms after its POST, before the first message, left it so every time.) A route's streams are handed
+    to this request-scoped dependency (``Annotated[OpenStreams, Depends(open_streams)]``), which closes them once
+    the response is over, after FastAPI's task ended; a stream that ended by itself is closed already (no-op).
+    """
+
+    def __init__(self) -> None:
+        self._streams: list[AsyncGenerator[Any, None]] = []
+
+    def closing(self, stream: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+        self._streams.append(stream)
+        return stream
+
+    async def close(self) -> None:
+        for stream in reversed(self._streams):
+            await stream.aclose()
+
+
+async def open_streams() -> AsyncIterator[OpenStreams]:
+    """A dependency: the request's ``OpenStreams``, closed at the request's end."""
+    opened = OpenStreams()
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 async def _each(events: Iterable[Streamable]) -> AsyncIterator[Streamable]:

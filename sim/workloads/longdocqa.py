@@ -32,7 +32,7 @@ import re
 
 from sim.workloads.questions import REPEAT_MODES
 
-_RATIO_RE = re.compile(r"^(\d+):(\d+)$")
+_RATIO_RE = re.compile(r"^([0-9]+):([0-9]+)$")  # ASCII digits: \d takes any script's
 
 
 def parse_hit_miss(text: str) -> tuple[int, int]:

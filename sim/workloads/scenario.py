@@ -62,9 +62,10 @@ def _at_most(items: list[Any], limit: int, what: str) -> list[Any]:
         raise ValueError(f"{len(items):,} {what}; the limit is {limit:,}")
     return items
 
-_ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@(\d+))?$")
+# ASCII digits only ([0-9], not \d): Python's \d and int() also read other scripts' digits (zipf@\u0661\u0662 as zipf@12).
+_ORDER_RE = re.compile(r"^(forward|reverse|random|zipf)(@([0-9]+))?$")
 # LMCache long_doc_qa's query round: tile*2, interleave*3, random*2@SEED, any of them with :HIT:MISS.
-_REPEAT_RE = re.compile(r"^(tile|interleave|random)\*(\d+)(@(\d+))?(:(\d+:\d+))?$")
+_REPEAT_RE = re.compile(r"^(tile|interleave|random)\*([0-9]+)(@([0-9]+))?(:([0-9]+:[0-9]+))?$")
 
 
 class PassSpec(BaseModel):
@@ -301,7 +302,7 @@ class Scenario(BaseModel):
         """``"13"`` and ``[13]`` are one length for every document; ``"13,40,7"`` one per document."""
         if isinstance(value, str):
             parts = [p.strip() for p in _within(value, MAX_QUESTION_TEXT).split(",") if p.strip()]
-            if not parts or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+            if not parts or not all(re.fullmatch(r"-?[0-9]+", p) for p in parts):
                 raise ValueError("lengths are whole numbers of tokens, one or one per document (13 or 13,40,7)")
             value = [int(p) for p in parts]
         if isinstance(value, list) and len(_at_most(value, MAX_DOCS, "lengths (one per document)")) == 1:
@@ -368,6 +369,7 @@ class Scenario(BaseModel):
                 "fewer documents, passes or tokens",
             )
         self._native_problems(problem)
+        self._tier_size_problems(problem)
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
@@ -388,14 +390,25 @@ class Scenario(BaseModel):
         if self.disk_capacity_tokens is not None or self.storage_tiers:
             field = "disk_gb" if self.disk_gb is not None else "disk_tokens" if self.disk_tokens is not None else "storage_tiers"
             report(field, "vllm-native models vLLM's CPU offloading alone; tiers behind it need lmcache or brief")
-        cpu = self.cpu_capacity_tokens
-        if cpu is not None and cpu < self.offload_unit_tokens:
-            field = "cpu_tokens" if self.cpu_tokens is not None else "cpu_gb"
-            need = (
-                f"{self.offload_unit_tokens} tokens" if self.cpu_tokens is not None
-                else f"{block_bytes(self.bytes_per_token, self.offload_unit_tokens):,} bytes"
-            )
-            report(field, f"must hold at least one offload block of {self.offload_unit_tokens} tokens: {need}")
+
+    def _tier_size_problems(self, report: Callable[[str, str], None]) -> None:
+        """Each offload tier must hold the least it stores: a smaller one never stores anything (``cpu_gb: 5e-324``
+        was a tier of 0 tokens). That is one offload block under vllm-native, one chunk under LMCache (full chunks
+        only), and one token with ``save_unfull_chunk`` (a prompt's partial last chunk may be that short)."""
+        native = self.cpu_backend == "vllm-native"
+        unit = 1 if self.save_unfull_chunk and not native else self.offload_unit_tokens
+        what = "offload block" if native else "token" if unit == 1 else "chunk"
+        unit_bytes = block_bytes(self.bytes_per_token, unit) if native else unit * self.bytes_per_token
+        sizes = [
+            ("cpu_tokens" if self.cpu_tokens is not None else "cpu_gb", "", self.cpu_capacity_tokens, self.cpu_tokens is not None),
+            ("disk_tokens" if self.disk_tokens is not None else "disk_gb", "", self.disk_capacity_tokens, self.disk_tokens is not None),
+            *[("storage_tiers", f"tier {t.name} ", t.capacity_tokens(self.bytes_per_token), t.tokens is not None) for t in self.storage_tiers],
+        ]
+        for field, name, tokens, in_tokens in sizes:
+            if tokens is not None and tokens < unit:
+                need = f"{unit} tokens" if in_tokens else f"{unit_bytes:,} bytes"
+                size = "" if unit == 1 else f" of {unit} tokens"
+                report(field, f"{name}must hold at least one {what}{size}: {need}")
 
     def replace(self, **changes: object) -> Scenario:
         """A validated copy with some fields changed (``model_copy`` would skip validation)."""

@@ -3,7 +3,7 @@ panel starts a search, polls its progress and shows the ranked table and the Par
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse
@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.scenario_input import ScenarioInput
 from app.web.advise_jobs import Jobs
 from app.web.context import Web
-from app.web.inputs import InputErrors, check, errors_of
+from app.web.guard import upload_route
+from app.web.inputs import InputErrors, check, errors_of, strict_json
 from app.web.json_response import JSONResponse
 from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text
 from app.web.workers import Busy, report
@@ -102,7 +103,7 @@ def router(*, web: Web) -> APIRouter:
         return render(request, "analysis/problem.html", status_code=status_code, message=str(exc), field=exc.field)
 
     @routes.post("/api/advise", summary="The cheapest tier sizes that meet a TTFT target", response_class=JSONResponse)
-    async def advise_route(body: AdviseInput) -> Response:
+    async def advise_route(body: Annotated[AdviseInput, strict_json(AdviseInput)]) -> Response:
         """``kvscope advise --json``: ``candidates``, ``meets`` (ranked, with tier sizes in tokens and GiB, predicted
         p50/p90, hit ratios per tier, $/hour), ``closest`` when none meets, ``pareto``, ``warnings``, ``notes``,
         ``commands``. Every candidate is simulated, so a large space takes seconds: the search runs in the server's
@@ -117,6 +118,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
 
     @routes.post("/ui/analysis/advise", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def advise_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         values = form_values(form)

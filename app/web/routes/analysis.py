@@ -19,7 +19,8 @@ from app.runs.recording import keep, run_headers, save_rows
 from app.scenario_input import ScenarioInput
 from app.web import scenario_form
 from app.web.context import Web
-from app.web.inputs import InputErrors, check, errors_of
+from app.web.guard import upload_route
+from app.web.inputs import InputErrors, check, errors_of, strict_json
 from app.web.json_response import JSONResponse
 from app.web.model_fields import bounds
 from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text, uploaded_files
@@ -192,6 +193,7 @@ def router(*, web: Web) -> APIRouter:
         )
 
     @routes.post("/ui/analysis/measurements", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def measurements_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         values = form_values(form)
@@ -253,6 +255,7 @@ def router(*, web: Web) -> APIRouter:
         return render(request, "analysis/policies.html", result=await web.workers.run(compare, scenario))
 
     @routes.post("/ui/analysis/size", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def size_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         values = form_values(form)
@@ -267,8 +270,9 @@ def router(*, web: Web) -> APIRouter:
     # -- the API ---------------------------------------------------------------
 
     @routes.post("/api/analyze", summary="Analyze a measurement file", response_class=JSONResponse)
+    @upload_route
     async def analyze_route(
-        file: Annotated[UploadFile, Form(description="a per-request measurement file, CSV or JSONL, or a long_doc_qa round CSV")],
+        file: Annotated[UploadFile, File(description="a per-request measurement file, CSV or JSONL, or a long_doc_qa round CSV")],
         baseline: Annotated[str, Form(description="configuration the speed-ups are measured against")] = "gpu",
     ) -> JSONResponse:
         """``kvscope analyze FILE --json``: ``cells`` (n, p50, mean, p90 per configuration and pass), ``speedups``
@@ -287,6 +291,7 @@ def router(*, web: Web) -> APIRouter:
         return JSONResponse(report, headers=kept)
 
     @routes.post("/api/compare", summary="A measurement file beside the prediction", response_class=JSONResponse)
+    @upload_route
     async def compare_route(
         request: Request,
         file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL) or a long_doc_qa round CSV")],
@@ -318,7 +323,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
 
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
-    async def capacity_route(body: CapacityInput) -> JSONResponse:
+    async def capacity_route(body: Annotated[CapacityInput, strict_json(CapacityInput)]) -> JSONResponse:
         """``kvscope capacity --json``: per capacity and pass, hit tokens and predicted TTFT; ``marks`` holds the
         scenario's own capacity and the thresholds of ``kvscope sweep``."""
         try:
@@ -333,7 +338,7 @@ def router(*, web: Web) -> APIRouter:
             raise exc.for_body() from None
 
     @routes.post("/api/policies", summary="Every eviction policy on a scenario", response_class=JSONResponse)
-    async def policies_route(body: ScenarioInput) -> JSONResponse:
+    async def policies_route(body: Annotated[ScenarioInput, strict_json(ScenarioInput)]) -> JSONResponse:
         """``kvscope policies --json``: the GPU tier alone under each GPU policy, and the CPU tier under each
         policy its backend offers; per policy, pass summaries and totals (``current`` marks the scenario's policy)."""
         try:
@@ -346,7 +351,7 @@ def router(*, web: Web) -> APIRouter:
         return await web.workers.run_json(compare, scenario)
 
     @routes.post("/api/size", summary="Size a CPU tier and a GPU KV cache", response_class=JSONResponse)
-    def size_route(body: SizeInput) -> JSONResponse:
+    def size_route(body: Annotated[SizeInput, strict_json(SizeInput)]) -> JSONResponse:
         """``kvscope size --json``: KV bytes per token, the CPU memory for the documents, the GPU tokens a budget holds."""
         try:
             shape = _shape(body.model, None)

@@ -22,6 +22,7 @@ from app.costs_profile import profile_name, profile_text
 from app.runs.recording import keep, run_headers, save_rows
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
+from app.web.guard import upload_route
 from app.web.inputs import InputErrors, check, errors_of
 from app.web.json_response import JSONResponse
 from app.web.panel_input import Problem, form_values, sidebar_scenario, upload_text, uploaded_files
@@ -156,6 +157,7 @@ def router(*, web: Web) -> APIRouter:
     # -- the page --------------------------------------------------------------
 
     @routes.post("/ui/analysis/calibrate", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def calibrate_panel(request: Request) -> HTMLResponse:
         form = await request.form()
         try:
@@ -168,6 +170,7 @@ def router(*, web: Web) -> APIRouter:
         return render(request, "analysis/calibration.html", view=calibration_view(upload[0], calibration), run_id=run_id)
 
     @routes.post("/ui/analysis/profile", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def profile_panel(request: Request) -> HTMLResponse:
         """A saved profile: shown, and put in the sidebar's form at once."""
         form = await request.form()
@@ -205,6 +208,7 @@ def router(*, web: Web) -> APIRouter:
     # -- the API ---------------------------------------------------------------
 
     @routes.post("/api/calibrate", summary="Fit the cost model to a measurement file", response_class=JSONResponse)
+    @upload_route
     async def calibrate_route(
         request: Request,
         file: Annotated[UploadFile, File(description="a per-request measurement file (CSV or JSONL), a long_doc_qa round CSV, or a table of p50_ms and mean_ms per cell")],

@@ -26,6 +26,7 @@ from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.planned import Planned
 from app.web.routes.simulate import KeptStream, kept_stream, send, simulated_job
 from app.web.scenario_form import FormView
+from app.web.sse import OpenStreams, open_streams
 from sim.simulation.run import simulate
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import PRESETS
@@ -94,9 +95,11 @@ def router(*, web: Web) -> APIRouter:
         return replace(view, stream_token=PLANNED.put(scenario))
 
     @pages.post("/ui/run/stream", response_class=EventSourceResponse)
-    async def run_stream(kept: Annotated[KeptStream, Depends(planned_stream)]) -> AsyncIterator[ServerSentEvent]:
+    async def run_stream(
+        kept: Annotated[KeptStream, Depends(planned_stream)], opened: Annotated[OpenStreams, Depends(open_streams)]
+    ) -> AsyncIterator[ServerSentEvent]:
         """The stream of a run /ui/run checked: the same messages as /api/simulate/stream, kept as a run the same way."""
-        async for item in send(kept, web.streams):
+        async for item in opened.closing(send(kept, web.streams)):
             yield item
 
     def render(request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:

@@ -39,7 +39,7 @@ from app.live.targets import Target
 from app.runs.recording import LiveRecorder
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import MAX_STREAM_DOCS, InputErrors, check, errors_of
+from app.web.inputs import MAX_STREAM_DOCS, InputErrors, check, errors_of, strict_json
 from app.web.routes.simulate import STATUS_OF
 from app.web.sse import Encoded, Outcome, Streamable, event_stream
 from sim.calibration import measurements
@@ -105,7 +105,7 @@ def router(*, web: Web) -> APIRouter:
             return {}
         return {"run_id": recorder.run_id, **({"run_error": recorder.problem} if recorder.problem else {})}
 
-    def created(body: LiveRunInput) -> LiveRunEntry:
+    def created(body: Annotated[LiveRunInput, strict_json(LiveRunInput)]) -> LiveRunEntry:
         # A dependency, so that a bad body gets its 422 (or a busy target its 409) as plain JSON.
         try:
             return create(body)

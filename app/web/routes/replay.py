@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request, UploadFile
+from fastapi import APIRouter, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -25,7 +25,8 @@ from app.runs.recording import keep, result_of, run_headers, save_replay
 from app.runs.store import MAX_ID, RunStore, StoreError
 from app.scenario_input import ScenarioInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, check, errors_of, within
+from app.web.guard import upload_route
+from app.web.inputs import InputErrors, check, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
 from sim.analysis.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
@@ -251,6 +252,7 @@ def router(*, web: Web) -> APIRouter:
                       kept={"view": view, "run_id": run})
 
     @api.post("/ui/replay", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def panel_replay(request: Request) -> HTMLResponse:
         """The panel's answer: the tier table and the charts' data; on bad input, 422 and the fields redrawn with
         their errors (morphed, so the focus and a chosen file stay)."""
@@ -291,7 +293,9 @@ def router(*, web: Web) -> APIRouter:
         return [_bundled(name, MOONCAKE_BLOCK_TOKENS).summary() for name in BUNDLED_TRACES]
 
     @api.post("/api/replay", summary="Replay a trace through the tiers", response_class=JSONResponse)
-    async def replay_route(form: Annotated[ReplayForm, Form()]) -> JSONResponse:
+    @upload_route
+    # File(), not Form(): the form may carry a trace file, so its OpenAPI body is multipart, not urlencoded.
+    async def replay_route(form: Annotated[ReplayForm, File()]) -> JSONResponse:
         """The same JSON as ``kvscope replay TRACE --json``: ``trace``, ``run``, ``tiers`` (each with
         ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``;
         the ``X-Kvscope-Run`` header names the run kept of it."""
@@ -305,12 +309,13 @@ def router(*, web: Web) -> APIRouter:
         return await run_in_threadpool(answer)
 
     @api.post("/api/curve", summary="Plain-LRU hit-ratio curve of a trace", response_class=JSONResponse)
-    async def curve_route(form: Annotated[CurveForm, Form()]) -> JSONResponse:
+    @upload_route
+    async def curve_route(form: Annotated[CurveForm, File()]) -> JSONResponse:
         """``references``, ``distinct_blocks``, ``max_hit_ratio`` and ``points`` (``kvscope curve TRACE --json``'s list)."""
         return await web.workers.run_json(curve_answer, await TraceChoice.of(form), form.points, budget)
 
     @api.post("/api/curve/scenario", summary="Plain-LRU hit-ratio curve of a scenario's blocks", response_class=JSONResponse)
-    async def scenario_curve_route(body: ScenarioCurveInput) -> JSONResponse:
+    async def scenario_curve_route(body: Annotated[ScenarioCurveInput, strict_json(ScenarioCurveInput)]) -> JSONResponse:
         """The curve of the full blocks of the scenario's requests, in request order (``kvscope curve`` without TRACE)."""
         try:
             scenario = check(body)

@@ -25,9 +25,10 @@ from app.runs import compare, export, importer, recording
 from app.runs.store import KINDS, MAX_ID, MAX_LIST, NoSuchRun, StoreError, StoreFull
 from app.runs.watch_replay import watch_events
 from app.web.context import Web
+from app.web.guard import upload_route
 from app.web.json_response import JSONResponse
 from app.web.panel_input import MAX_UPLOAD_BYTES
-from app.web.sse import event_stream
+from app.web.sse import OpenStreams, event_stream, open_streams
 
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="a run's id, as /api/runs lists it")]
 PAGE_RUNS = 50  # runs the page lists
@@ -96,23 +97,27 @@ def router(*, web: Web) -> APIRouter:
     def get_run(run_id: RunId) -> dict[str, Any]:
         """The run with its scenario, cost constants, source, uploads (each file's sha256, size, whether its content
         was kept) and result (a streamed simulation's rebuilt from its events); its requests are at ``/export``."""
-        run = get_or_404(run_id)
-        return {**run.to_dict(), "result": recording.result_of(store, run), "uploads": store.uploads(run_id), "url": f"/?run={run_id}"}
+        with store.snapshot():  # the run, its result and its uploads as of one moment
+            run = get_or_404(run_id)
+            return {**run.to_dict(), "result": recording.result_of(store, run), "uploads": store.uploads(run_id), "url": f"/?run={run_id}"}
 
     @api.get("/api/runs/{run_id}/events", response_class=EventSourceResponse, summary="A kept run's step events")
-    async def run_events(run_id: Annotated[int, Depends(existing_run)]) -> AsyncIterator[ServerSentEvent]:
+    async def run_events(
+        run_id: Annotated[int, Depends(existing_run)], opened: Annotated[OpenStreams, Depends(open_streams)]
+    ) -> AsyncIterator[ServerSentEvent]:
         """The events the run's stream sent, in order, as SSE (as fast as the client reads)."""
-        async for item in event_stream(stored_events(web, run_id), web.streams):
+        async for item in opened.closing(event_stream(stored_events(web, run_id), web.streams)):
             yield item
 
     @api.get("/api/runs/{run_id}/export", summary="Export a kept run")
     def export_run(run_id: RunId, format: export.Format = Query("csv")) -> Response:
         """``csv`` or ``jsonl``: its requests as a measurement file (``kvscope analyze`` reads it);
         ``json``: the whole run, which ``/api/runs/import`` takes back."""
-        get_or_404(run_id)
         headers = {"Content-Disposition": f'attachment; filename="{export.filename(run_id, format)}"'}
         try:
-            text = export.export(store, run_id, format)
+            text = export.export(store, run_id, format)  # looks the run up itself, in one snapshot with the rest
+        except NoSuchRun as exc:
+            raise HTTPException(404, str(exc)) from None
         except export.NotExportable as exc:
             raise _invalid("format", str(exc), "query") from None
         return Response(text, media_type=export.MEDIA[format], headers=headers)
@@ -121,10 +126,10 @@ def router(*, web: Web) -> APIRouter:
     def diff_runs(a: RunId, b: RunId) -> dict[str, Any]:
         """Scenario fields and cost constants that differ, and per (configuration, pass) both runs' figures
         with the change (``b / a``) and whether it differs; ``ttft`` holds each run's per-request series."""
-        get_or_404(a)
-        get_or_404(b)
         try:
-            return compare.diff(store, a, b)
+            return compare.diff(store, a, b)  # looks both runs up itself, in one snapshot with the rest
+        except NoSuchRun as exc:
+            raise HTTPException(404, str(exc)) from None
         except compare.NotComparable as exc:
             raise _invalid(exc.field, str(exc), "path") from None
 
@@ -135,6 +140,7 @@ def router(*, web: Web) -> APIRouter:
         return Response(status_code=204)
 
     @api.post("/api/runs/import", status_code=201, summary="Import a file as a run")
+    @upload_route
     async def import_run(file: UploadFile) -> JSONResponse:
         """A measurement file (CSV or JSONL), ``kvscope simulate --json`` output, or a run exported as JSON."""
         name = file.filename or "upload"
@@ -185,6 +191,7 @@ def router(*, web: Web) -> APIRouter:
                       without_scenario=compare.without_scenario_text(view), nothing_in_common=compare.NOTHING_IN_COMMON)
 
     @api.post("/ui/runs/import", response_class=HTMLResponse, include_in_schema=False)
+    @upload_route
     async def runs_import(request: Request) -> HTMLResponse:
         form = await request.form()
         upload = form.get("file")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -24,9 +25,9 @@ from app.runs.recording import RUN_HEADER, StreamRecorder, encoded, keep, run_he
 from app.runs.store import StoreError
 from app.scenario_input import ScenarioInput, SimulateInput
 from app.web.context import Web
-from app.web.inputs import InputErrors, StreamInput, check, errors_of, within
+from app.web.inputs import InputErrors, StreamInput, check, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
-from app.web.sse import REQUEST_END, Encoded, Outcome, Streamable, StreamStats, event_stream
+from app.web.sse import REQUEST_END, Encoded, OpenStreams, Outcome, Streamable, StreamStats, event_stream, open_streams
 from sim.engine.events import RunWarning
 from sim.sched.serving import Serving
 from sim.sched.simulate import served_result, stepped_cost
@@ -54,14 +55,14 @@ class KeptStream:
     problem: str | None
 
 
-def scenario_of(body: ScenarioInput) -> Scenario:
+def scenario_of(body: Annotated[ScenarioInput, strict_json(ScenarioInput)]) -> Scenario:
     try:
         return check(body)
     except InputErrors as exc:
         raise exc.for_body() from None
 
 
-def served_of(body: SimulateInput) -> tuple[Scenario, Serving]:
+def served_of(body: Annotated[SimulateInput, strict_json(SimulateInput)]) -> tuple[Scenario, Serving]:
     """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
     scenario = scenario_of(body)
     try:
@@ -95,7 +96,7 @@ def unpickled(batches: list[bytes]) -> Iterator[Encoded]:
 
 
 async def stream_job_of(
-    body: StreamInput,
+    body: Annotated[StreamInput, strict_json(StreamInput)],
     request: Request,
     explain: Annotated[bool, Query(description="send each request's misses by cause (explain)")] = True,
 ) -> StreamJob:
@@ -150,8 +151,10 @@ async def send(kept: KeptStream, streams: StreamStats) -> AsyncIterator[ServerSe
     closed = False
     events = recorded(unpickled(kept.job.events), recorder, kept.problem)
     try:
-        async for item in event_stream(events, streams, pace_s=kept.job.pace_s, on_end=ended.append):
-            yield item
+        # Closed with this generator (aclosing), so that closing it ends the stream's count and run at once.
+        async with aclosing(event_stream(events, streams, pace_s=kept.job.pace_s, on_end=ended.append)) as messages:
+            async for item in messages:
+                yield item
         if recorder is not None:  # closed before the stream's end reaches the client, who then reads it finished
             await asyncio.wrap_future(recorder.finish_later(STATUS_OF[ended[0]]))
         closed = True
@@ -191,14 +194,16 @@ def router(*, web: Web) -> APIRouter:
         return await run_in_threadpool(answer)
 
     @api.post("/simulate/stream", summary="Stream a simulation step by step", response_class=EventSourceResponse)
-    async def simulate_stream(kept: Annotated[KeptStream, Depends(kept_stream)]) -> AsyncIterator[ServerSentEvent]:
+    async def simulate_stream(
+        kept: Annotated[KeptStream, Depends(kept_stream)], opened: Annotated[OpenStreams, Depends(open_streams)]
+    ) -> AsyncIterator[ServerSentEvent]:
         """One SSE message per core event (``run``, ``request``, ``lookup``, ``evict``, ``load``, ``store``,
         ``occupancy``, ``explain``, ``ttft``, ``pass``, ``done``; ``error`` on failure), runs interleaved request
         by request. The message's ``event`` is the kind and its ``data`` the event as JSON. The run is simulated
         first (within the server's budget: over it 422, busy or past the deadline 503); disconnecting stops the
         sending and the keeping. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
         cannot be)."""
-        async for item in send(kept, web.streams):
+        async for item in opened.closing(send(kept, web.streams)):
             yield item
 
     @api.get("/presets", summary="The named starting points")

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import httpx
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from fastapi.sse import EventSourceResponse
 
@@ -28,7 +28,7 @@ from app.proxy.watch import UpstreamWatch
 from app.runs.recording import ProxyRecorder
 from app.web.context import Web
 from app.web.proxied import Proxied
-from app.web.sse import event_stream
+from app.web.sse import OpenStreams, event_stream, open_streams
 from sim.engine.events import Event
 
 CONNECT_TIMEOUT_S = 5.0
@@ -94,9 +94,9 @@ def router(*, web: Web) -> APIRouter:
         return await watch_of(name).snapshot()
 
     @api.get("/api/watch/{name}/stream", response_class=EventSourceResponse, summary="One upstream's events, live")
-    async def watch_stream(name: str) -> AsyncIterator[Any]:
+    async def watch_stream(name: str, opened: Annotated[OpenStreams, Depends(open_streams)]) -> AsyncIterator[Any]:
         watch = watch_of(name)
-        async for message in event_stream(_follow(watch), web.streams):
+        async for message in opened.closing(event_stream(_follow(watch), web.streams)):
             yield message
 
     return api

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -86,6 +88,37 @@ def test_with_a_token_every_request_but_healthz_needs_it(live_server_factory: Ca
         with httpx.Client(base_url=url, cookies=visit.cookies, timeout=10) as browser:
             assert browser.get("/").status_code == 200
             assert browser.post("/api/simulate", json={"docs": 2}).status_code == 200
+
+
+def _location_of_visit(url: str, target: str) -> str:
+    """The Location answered to ``GET TARGET`` sent byte for byte (httpx would normalise some targets)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    assert head[0].startswith("HTTP/1.1 303"), head
+    return next(line.split(":", 1)[1].strip() for line in head if line.lower().startswith("location:"))
+
+
+def test_the_token_visit_redirects_only_to_a_path_on_this_server(live_server_factory: Callable[..., AbstractContextManager[str]]) -> None:
+    with live_server_factory("--auth-token", "s3cret") as url:
+        # Each target, redirected to itself without the token, was a scheme-relative address to evil.example:
+        # "//evil.example/" as such, "/\\evil.example/" because browsers read a backslash as a slash in http URLs.
+        # One leading slash makes each a path here; a percent-encoded slash stays encoded (a path, too).
+        cases = {
+            "//evil.example/?token=s3cret": "/evil.example/",
+            "///evil.example/x?token=s3cret&a=1": "/evil.example/x?a=1",
+            "/\\evil.example/?token=s3cret": "/evil.example/",
+            "/%2F%2Fevil.example/?token=s3cret": "/%2F%2Fevil.example/",
+            "/runs?token=s3cret": "/runs",  # an ordinary page keeps its path
+        }
+        for target, location in cases.items():
+            assert _location_of_visit(url, target) == location, target
+            # And a browser resolving it stays on this server.
+            assert urljoin(f"{url}/", location).startswith(f"{url}/"), location
 
 
 def test_the_allow_list_follows_the_bind_address() -> None:

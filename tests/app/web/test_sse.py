@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -139,6 +140,33 @@ def test_a_client_that_disconnects_stops_the_server_side_work(live_server_factor
         assert after["abandoned"] == 1 and after["completed"] == 1
         sent = after["events_sent"] - before["events_sent"]
         assert 0 < sent < len(complete) / 2, sent
+
+
+def _post_and_close(url: str, path: str, body: dict) -> None:
+    """Sends ``POST path`` whole and closes the connection at once: before the server's first byte of an answer
+    (the stream is simulated first, tens of ms at least), the point where 1-10 ms clients closed in the issue."""
+    host, port = url.removeprefix("http://").split(":")
+    data = json.dumps(body).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode() + data
+        )
+
+
+def test_a_client_that_closes_before_the_first_message_leaves_no_stream_open_and_no_run_running(
+    live_server_factory: Callable[..., AbstractContextManager[str]],
+) -> None:
+    with live_server_factory() as url:
+        for attempt in range(1, 4):
+            _post_and_close(url, "/api/simulate/stream", {"docs": 4, "doc_tokens": 500})
+            # The server simulates, starts the stream, then finds the client gone. Closed by the garbage collector
+            # only (minutes), the stream stayed open and its run 'running'; now both end with the request.
+            assert wait_for(lambda: health(url)["started"] == attempt, 30), health(url)
+            assert wait_for(lambda: health(url)["open"] == 0, 2), health(url)
+            [run] = httpx.get(f"{url}/api/runs", params={"limit": 1}, timeout=10).json()
+            assert wait_for(lambda: httpx.get(f"{url}/api/runs/{run['id']}", timeout=10).json()["status"] == "stopped", 2)
+        assert health(url)["abandoned"] == 3
 
 
 def test_clients_that_leave_mid_stream_leave_no_traceback_in_the_log(tmp_path: Path) -> None:

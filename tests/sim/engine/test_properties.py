@@ -30,14 +30,16 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         st.integers(0, 99).map(lambda s: PassSpec(order="zipf", seed=s)),
     )
     passes = draw(st.lists(orders, min_size=1, max_size=4))
-    cpu_tokens = draw(st.integers(1, prompt * (docs + 1)))
-    disk = draw(st.one_of(st.none(), st.integers(1, prompt * (docs + 2))))
+    unfull = draw(st.booleans())
+    least_tier = 1 if unfull else chunk  # what a tier must hold: the least it stores, a partial chunk or a whole one
+    cpu_tokens = draw(st.integers(least_tier, max(least_tier, prompt * (docs + 1))))
+    disk = draw(st.one_of(st.none(), st.integers(least_tier, max(least_tier, prompt * (docs + 2)))))
     return Scenario(
         docs=docs, doc_tokens=doc_tokens, question_tokens=question, shared_prefix_tokens=shared,
         gpu_tokens=gpu_tokens, cpu_gb=None, cpu_tokens=cpu_tokens, disk_tokens=disk, block_size=block,
         chunk_size=chunk, passes=passes, granularity=draw(st.sampled_from(["block", "block", "doc"])),
         free_order=draw(st.sampled_from(["vllm", "vllm-legacy"])),
-        save_unfull_chunk=draw(st.booleans()),
+        save_unfull_chunk=unfull,
     )
 
 

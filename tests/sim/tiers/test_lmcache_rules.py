@@ -199,10 +199,11 @@ def pressured(draw: st.DrawFn) -> Scenario:
     prompt = doc_tokens + question
     gpu_blocks = -(-prompt // 4) + 1 + draw(st.integers(0, 30))
     orders = draw(st.lists(st.sampled_from(["forward", "reverse", "random@1", "random@2"]), min_size=1, max_size=4))
+    chunk, unfull = draw(st.sampled_from([4, 8, 16])), draw(st.booleans())
     return Scenario(
         docs=docs, doc_tokens=doc_tokens, question_tokens=question, block_size=4,
-        chunk_size=draw(st.sampled_from([4, 8, 16])), gpu_tokens=gpu_blocks * 4, cpu_gb=None,
-        cpu_tokens=draw(st.integers(1, 200)), save_unfull_chunk=draw(st.booleans()),
+        chunk_size=chunk, gpu_tokens=gpu_blocks * 4, cpu_gb=None,
+        cpu_tokens=draw(st.integers(1 if unfull else chunk, 200)), save_unfull_chunk=unfull,  # the least a tier stores
         cpu_policy=draw(st.sampled_from(CHUNK_POLICY_NAMES)), passes=",".join(orders),
     )
 
