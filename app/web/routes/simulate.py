@@ -31,7 +31,7 @@ from sim.events import RunWarning
 from sim.presets import DESCRIPTIONS, PRESETS
 from sim.scenario import Scenario
 from sim.sched.serving import Serving
-from sim.sched.simulate import served_result, stepped_cost
+from sim.sched.simulate import refusal, served_result, stepped_cost
 from sim.simulation import simulate, stream
 from sim.work import simulation_cost
 
@@ -65,9 +65,12 @@ def served_of(body: SimulateInput) -> tuple[Scenario, Serving]:
     """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
     scenario = scenario_of(body)
     try:
-        return scenario, body.serving()
+        serving = body.serving()
     except ValidationError as exc:
         raise InputErrors(errors_of(exc)).for_body() from None
+    if serving.stepped and (refused := refusal(scenario)) is not None:
+        raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
+    return scenario, serving
 
 
 def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
