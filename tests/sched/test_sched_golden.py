@@ -251,3 +251,14 @@ def test_the_seed_lab_at_four_in_flight_passes_one_and_two() -> None:
     cpu = runs["gpu+cpu"].records
     assert [r.cpu_hit_tokens for r in cpu if r.pass_ == 2] == [4864] * 10
     assert all(r.cpu_hit_tokens == 0 for r in cpu if r.pass_ == 1)
+
+
+def test_max_model_len_caps_a_request_and_refuses_a_prompt_that_reaches_it() -> None:
+    # max_model_len 40, a 32-token prompt asking for 20 tokens. Step 1 prefills and samples token 1 (33 tokens); each
+    # step after decodes one; check_stop (sched/utils.py 114-119) ends it when prompt + output reaches 40: 8 tokens
+    # at step 8, not 20.
+    config = SchedulerConfig(max_num_batched_tokens=1024, max_num_seqs=16, max_model_len=40)
+    run = lone_engine(100, config).run(lone_requests([32], 20), ClosedLoop(1))
+    assert len(run.steps) == 8 and run.flights[0].num_output == 8 and run.steps[-1].finished == [0]
+    with pytest.raises(ValueError, match=r"request 0: prompt of 40 tokens is not below max_model_len \(40\)"):
+        lone_engine(100, config).run(lone_requests([40], 1), ClosedLoop(1))
