@@ -34,7 +34,7 @@ from sim.traces.reader import Trace, TraceFormat
 
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
-    from sim.costs import CostModel
+    from sim.costs.model import CostModel
     from sim.sched.serving import Serving
 
 REPLAY_FLAGS = {

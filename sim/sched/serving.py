@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop
-from sim.sched.config import SchedulerConfig
+from sim.sched.config import SchedulerConfig, serve_batch_defaults
 
 MAX_CONCURRENCY = 4096
 MAX_RATE_PER_S = 100_000.0
@@ -23,6 +23,12 @@ MAX_NUM_SEQS = 65_536
 
 # The fields that choose the stepped engine when given (arrival_seed alone does not).
 SCHEDULER_FIELDS = tuple(f.name for f in fields(SchedulerConfig) if f.name != "max_model_len")
+_DEFAULTS = SchedulerConfig()
+_SMALL_TOKENS, _SMALL_SEQS = serve_batch_defaults(0)  # vllm serve on a GPU below 70 GiB
+
+
+def _on(flag: bool) -> str:
+    return "on" if flag else "off"
 
 
 class Serving(BaseModel):
@@ -41,21 +47,28 @@ class Serving(BaseModel):
     arrival_seed: int = Field(default=0, ge=0, le=2**31, description="seed of the open loop's arrival times")
     max_num_batched_tokens: int | None = Field(
         default=None, ge=1, le=MAX_BATCHED_TOKENS,
-        description="vLLM's token budget per step; default 8192, vllm serve's on an 80 GiB GPU (2048 below 70 GiB)",
+        description=f"vLLM's token budget per step; default {_DEFAULTS.max_num_batched_tokens}, vllm serve's on an 80 GiB "
+        f"GPU ({_SMALL_TOKENS} below 70 GiB)",
     )
     max_num_seqs: int | None = Field(
         default=None, ge=1, le=MAX_NUM_SEQS,
-        description="vLLM's limit on running requests; default 1024, vllm serve's on an 80 GiB GPU (256 below 70 GiB)",
+        description=f"vLLM's limit on running requests; default {_DEFAULTS.max_num_seqs}, vllm serve's on an 80 GiB GPU "
+        f"({_SMALL_SEQS} below 70 GiB)",
     )
     long_prefill_token_threshold: int | None = Field(
         default=None, ge=0, le=MAX_BATCHED_TOKENS,
-        description="vLLM's cap on a prefill chunk while other requests run or wait; 0 (vLLM's default): no cap",
+        description=f"vLLM's cap on a prefill chunk while other requests run or wait; "
+        f"{_DEFAULTS.long_prefill_token_threshold} (vLLM's default): no cap",
     )
     enable_chunked_prefill: bool | None = Field(
-        default=None, description="vLLM's chunked prefill (on by default): a long prompt over several steps",
+        default=None,
+        description=f"vLLM's chunked prefill ({_on(_DEFAULTS.enable_chunked_prefill)} by default): a long prompt over "
+        "several steps",
     )
     scheduler_reserve_full_isl: bool | None = Field(
-        default=None, description="vLLM's admission only when the whole prompt's blocks fit (on by default)",
+        default=None,
+        description=f"vLLM's admission only when the whole prompt's blocks fit "
+        f"({_on(_DEFAULTS.scheduler_reserve_full_isl)} by default)",
     )
     async_scheduling: bool | None = Field(
         default=None,

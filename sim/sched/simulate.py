@@ -44,6 +44,16 @@ def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
     )
 
 
+NATIVE_REFUSED = "vllm-native: its asynchronous loads are not modelled by the stepped engine; use lmcache or brief"
+
+
+def refusal(scenario: Scenario) -> tuple[str, str] | None:
+    """The scenario field the stepped engine cannot serve, and why (None: it can serve it)."""
+    if scenario.cpu_backend == "vllm-native" and scenario.cpu_capacity_tokens is not None:
+        return "cpu_backend", NATIVE_REFUSED
+    return None
+
+
 def simulate_stepped(scenario: Scenario, serving: Serving) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The JSON result, and each run's step ledger."""
     requests = build_requests(scenario)

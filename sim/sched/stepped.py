@@ -89,7 +89,7 @@ class SteppedEngine:
         self.config = config or SchedulerConfig()
         if self.config.async_scheduling:
             raise ValueError("async_scheduling: not modelled; the stepped engine runs vLLM's synchronous loop (False)")
-        if engine.native:
+        if engine.native and engine.offload:
             raise ValueError("cpu_backend vllm-native: its asynchronous loads are not modelled by the stepped engine")
         if engine.observer is not None:
             raise ValueError("the stepped engine does not explain misses; detach the observer")

@@ -30,7 +30,7 @@ from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, OpenStreams, Outcome, Streamable, StreamStats, event_stream, open_streams
 from sim.engine.events import RunWarning
 from sim.sched.serving import Serving
-from sim.sched.simulate import served_result, stepped_cost
+from sim.sched.simulate import refusal, served_result, stepped_cost
 from sim.simulation.run import simulate, stream
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import DESCRIPTIONS, PRESETS
@@ -66,9 +66,12 @@ def served_of(body: Annotated[SimulateInput, strict_json(SimulateInput)]) -> tup
     """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
     scenario = scenario_of(body)
     try:
-        return scenario, body.serving()
+        serving = body.serving()
     except ValidationError as exc:
         raise InputErrors(errors_of(exc)).for_body() from None
+    if serving.stepped and (refused := refusal(scenario)) is not None:
+        raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
+    return scenario, serving
 
 
 def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:

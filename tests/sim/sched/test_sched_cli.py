@@ -83,3 +83,11 @@ def test_the_readme_shows_real_output() -> None:
     block = readme.split("$ kvscope simulate --concurrency 4\n", 1)[1].split("```", 1)[0]
     code, out = run("--concurrency", "4")
     assert code == 0 and out == block
+
+
+def test_vllm_native_under_load_exits_2_naming_cpu_backend() -> None:
+    code, out = run("--concurrency", "2", "--cpu-backend", "vllm-native")
+    assert code == 2 and "--cpu-backend" in out and "asynchronous loads are not modelled" in out
+    # Without an offload tier the backend changes nothing: the GPU alone is served under load.
+    code, out = run("--concurrency", "2", "--cpu-backend", "vllm-native", "--no-cpu")
+    assert code == 0 and "gpu: TTFT p50" in out

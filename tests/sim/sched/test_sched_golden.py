@@ -12,6 +12,7 @@ from sim.costs.model import default_costs
 from sim.engine.loop import Engine, TierSpec
 from sim.sched import CLASS_DEFAULTS, ClosedLoop, SchedulerConfig, StepCosts, SteppedEngine, SteppedRun
 from sim.simulation.run import tier_spec
+from sim.workloads.presets import PRESETS
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import PassSpec, Scenario
 
@@ -229,3 +230,36 @@ def test_an_lmcache_load_lands_in_the_step_that_admits_the_request() -> None:
     c = default_costs()
     assert step.dt_ms == pytest.approx(c.overhead_ms + 160 * c.prefill_ms_per_token + 4864 * c.load_cpu_ms_per_token)
     assert run.records[2].ttft_ms == round(step.dt_ms, 3) and run.records[2].cpu_hit_tokens == 4864
+
+
+def test_the_seed_lab_at_four_in_flight_passes_one_and_two() -> None:
+    # The seed lab (10 documents, 5,024-token prompts of 314 blocks, 1,344 usable blocks, CPU tier of 1.5 GiB =
+    # 56,173 tokens at 28,672 B/token) with 4 requests in flight.
+    # gpu run: every request computes its whole prompt, so prefills end in admission order (a running request is
+    # scheduled first and needs at most two steps of 8,192), and requests finish in seq order. Document d is read by
+    # seq d and seq d + 10. Seq d + 4 arrives when seq d finishes, so seqs d+4 .. d+8 are admitted after seq d's
+    # blocks went back to the free queue and are allocated whole (their prompts done) before seq d + 10 is looked
+    # up: 5 x 314 = 1,570 blocks taken from the front of a queue of at most 1,344, so none of document d is left.
+    # No GPU hit in passes 1 and 2, as at concurrency 1.
+    # gpu+cpu run: the CPU tier never fills (48,640 tokens of full chunks in all). Seq d + 10 arrives at the
+    # (d + 7)th finish (4 arrive at once, then one per finish), and those finishes include seq d's: while it waits
+    # or runs, at most 3 later requests can finish before it. Its 19 full chunks were stored when its prefill ended,
+    # so each pass-2 request loads 4,864 tokens from CPU (the 160 left are a partial chunk, never stored).
+    s = Scenario(**PRESETS["seed-lab"])
+    runs = {name: stepped(s, run=name, clock=False).run(build_requests(s), ClosedLoop(4)) for name in s.run_names}
+    gpu = runs["gpu"].records
+    assert all(r.gpu_hit_tokens == 0 for r in gpu if r.pass_ in (1, 2))
+    cpu = runs["gpu+cpu"].records
+    assert [r.cpu_hit_tokens for r in cpu if r.pass_ == 2] == [4864] * 10
+    assert all(r.cpu_hit_tokens == 0 for r in cpu if r.pass_ == 1)
+
+
+def test_max_model_len_caps_a_request_and_refuses_a_prompt_that_reaches_it() -> None:
+    # max_model_len 40, a 32-token prompt asking for 20 tokens. Step 1 prefills and samples token 1 (33 tokens); each
+    # step after decodes one; check_stop (sched/utils.py 114-119) ends it when prompt + output reaches 40: 8 tokens
+    # at step 8, not 20.
+    config = SchedulerConfig(max_num_batched_tokens=1024, max_num_seqs=16, max_model_len=40)
+    run = lone_engine(100, config).run(lone_requests([32], 20), ClosedLoop(1))
+    assert len(run.steps) == 8 and run.flights[0].num_output == 8 and run.steps[-1].finished == [0]
+    with pytest.raises(ValueError, match=r"request 0: prompt of 40 tokens is not below max_model_len \(40\)"):
+        lone_engine(100, config).run(lone_requests([40], 1), ClosedLoop(1))
