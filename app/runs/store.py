@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from app.runs import schema
+from app.runs import owner, schema
 from app.runs.paths import ENV_DB, ENV_KEEP, ENV_MAX_MB, MEMORY, default_path  # noqa: F401  # re-exported
 
 
@@ -177,6 +177,8 @@ class RunStore:
             raise StoreError(f"{self.path}: {exc}") from None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        if not self.memory:  # in memory, every run is this process's own
+            self.mark_interrupted()
 
     @classmethod
     def from_env(cls, path: str | None = None) -> RunStore:
@@ -274,10 +276,11 @@ class RunStore:
         stamp = now()
         running = status == "running"
         cur = conn.execute(
-            "INSERT INTO runs (kind, name, status, created_at, finished_at, pid, scenario, costs, summary, result, source, "
-            "record_count, event_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (run.kind, str(run.name)[:MAX_NAME_CHARS], status, stamp, None if running else stamp, os.getpid() if running else None,
-             _dump(run.scenario), _dump(run.costs), _dump(run.summary or {}), result_text, _dump(run.source), *counts),
+            "INSERT INTO runs (kind, name, status, created_at, finished_at, pid, owner, scenario, costs, summary, result, "
+            "source, record_count, event_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run.kind, str(run.name)[:MAX_NAME_CHARS], status, stamp, None if running else stamp,
+             os.getpid() if running else None, owner.this_process() if running else None, _dump(run.scenario),
+             _dump(run.costs), _dump(run.summary or {}), result_text, _dump(run.source), *counts),
         )
         run_id = int(cur.lastrowid or 0)
         self._retain(conn, run_id)
@@ -350,13 +353,15 @@ class RunStore:
         return bool(self._write(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount))
 
     def mark_interrupted(self) -> int:
-        """Runs left 'running' by a process that is gone (killed, crashed) become 'interrupted'; how many."""
-        rows = self._query("SELECT id, pid FROM runs WHERE status = 'running'")
-        dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
+        """Runs left 'running' by a process that is gone (killed, crashed) become 'interrupted'; how many. Every
+        opening of a database file does this (the server, and each CLI command that lists or shows runs)."""
+        rows = self._query("SELECT id, pid, owner FROM runs WHERE status = 'running'")
+        dead = [run_id for run_id, pid, name in rows if not owner.alive(pid, name)]
 
         def work(conn: sqlite3.Connection) -> int:
             conn.executemany(
-                "UPDATE runs SET status = 'interrupted', pid = NULL WHERE id = ? AND status = 'running'", ((i,) for i in dead)
+                "UPDATE runs SET status = 'interrupted', pid = NULL, owner = NULL WHERE id = ? AND status = 'running'",
+                ((i,) for i in dead),
             )
             return len(dead)
 
@@ -516,7 +521,7 @@ class RunWriter:
 
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, pid = NULL, summary = coalesce(?, summary), "
+                "UPDATE runs SET status = ?, finished_at = ?, pid = NULL, owner = NULL, summary = coalesce(?, summary), "
                 "result = coalesce(?, result) WHERE id = ?",
                 (status, now(), _dump(summary), _dump(result), self.id),
             )
@@ -526,14 +531,3 @@ class RunWriter:
 
 def _mib(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:,.2f}".rstrip("0").rstrip(".")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
