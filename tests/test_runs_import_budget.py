@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from app.budgets import MIB, WebBudget
+from app.runs import importer
+from app.runs.store import StoreFull
 from live_servers import busy, serve_process
 
 IMPORTS = 4
@@ -23,8 +25,8 @@ HEADER = "config,pass,order,seq,doc,prompt_tokens,ttft_ms,gpu_hit_tokens,cpu_hit
 
 
 def measurement_csv(target_bytes: int) -> tuple[bytes, int]:
-    """A valid measurement file of just under ``target_bytes`` (rows of ~93 bytes, two configurations, three passes),
-    and how many rows it holds."""
+    """A valid measurement file of just under ``target_bytes`` (rows of 85-98 bytes, two configurations, three
+    passes), and how many rows it holds."""
     lines, size, n = [HEADER], len(HEADER), 0
     while True:
         config = ("gpu", "gpu+cpu")[n % 2]
@@ -110,3 +112,12 @@ def test_a_file_that_would_pass_the_memory_budget_is_refused_naming_the_budget(t
         (error,) = r.json()["detail"]
         assert error["loc"] == ["body", "file"] and "memory budget of 16 MiB" in error["msg"]
         assert httpx.get(url + "/api/runs", timeout=10).json() == []
+
+
+def test_a_file_of_more_rows_than_a_run_keeps_is_refused_at_the_first_row_past_it(tmp_path: Path) -> None:
+    # A run keeps at most max_records rows: with 3, the fourth row of a five-row file is refused, and the rows
+    # after it are never read (a malformed sixth line would otherwise be the error).
+    lines = measurement_csv(2_000)[0].splitlines(keepends=True)
+    content = b"".join(lines[:6]) + b"not,a,row\n"  # the header, five rows, a line that is not one
+    with pytest.raises(StoreFull, match="at most 3 records"):
+        importer.prepare(content, "five.csv", str(tmp_path), max_records=3)
