@@ -33,10 +33,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def peak_rss_mib(pid: int) -> float:
+def peak_rss_mib(pid: int, key: str = "VmHWM") -> float:
+    """The process's peak RSS (``VmRSS`` for the present one), 0 when it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -66,12 +67,13 @@ def main() -> int:
     # An advisor search may run for search_seconds (120 s by default, a documented budget of its own); here it gets
     # the per-request deadline, so the slowest-answer rule also checks that a search stops at its deadline.
     search_s = max(1.0, args.max_answer_s - 1.0)
+    workdir = Path(tempfile.mkdtemp(prefix="kvscope-fuzz-"))
+    # Its runs in a database of its own: the fuzzer's thousands of runs never reach the user's.
     server = subprocess.Popen(
         [str(BIN / "kvscope"), "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-         "--budget", f"search_seconds={search_s:g}"],
+         "--budget", f"search_seconds={search_s:g}", "--db", str(workdir / "runs.db")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
-    workdir = Path(tempfile.mkdtemp(prefix="kvscope-fuzz-"))
     har = workdir / "fuzz.har"
     peaks: dict[int, float] = {}
     try:
@@ -81,6 +83,7 @@ def main() -> int:
                     break
             except OSError:
                 time.sleep(0.1)
+        rss_start = peak_rss_mib(server.pid, "VmRSS")
         fuzz = subprocess.Popen(
             [
                 str(BIN / "st"), "run", f"{url}/openapi.json", "--max-time", str(args.seconds), "--workers", args.workers,
@@ -94,6 +97,7 @@ def main() -> int:
                 peaks[pid] = max(peaks.get(pid, 0.0), peak_rss_mib(pid))
             time.sleep(1)
         output = fuzz.stdout.read() if fuzz.stdout else ""
+        rss_end = peak_rss_mib(server.pid, "VmRSS")
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -113,6 +117,8 @@ def main() -> int:
         "p99_ms": round(times_ms[int(len(times_ms) * 0.99)], 1) if times_ms else None,
         "slowest_ms": round(slowest["time"], 1) if slowest else None,
         "slowest": f"{slowest['request']['method']} {slowest['request']['url']}" if slowest else None,
+        "server_rss_start_mib": round(rss_start, 1),
+        "server_rss_end_mib": round(rss_end, 1),
         "server_peak_rss_mib": round(peaks.get(server.pid, 0.0), 1),
         "worker_peak_rss_mib": round(max((v for k, v in peaks.items() if k != server.pid), default=0.0), 1),
     }

@@ -17,7 +17,8 @@ STALL_S = 30.0  # an upstream that falls silent: far longer than any proxy timeo
 MODELS = b'{"object":"list","data":[{"id":"fake","object":"model","created":1,"owned_by":"test"}]}'
 
 
-def make_app(received: list[bytes]) -> FastAPI:
+def make_app(received: list[bytes], headers: list[dict[str, list[str]]] | None = None) -> FastAPI:
+    """``headers``, when given, gets each completion request's headers (name -> its values, in order)."""
     app = FastAPI()
 
     @app.get("/v1/models")
@@ -28,6 +29,11 @@ def make_app(received: list[bytes]) -> FastAPI:
     async def completions(request: Request) -> Response:
         body = await request.body()
         received.append(body)
+        if headers is not None:
+            seen: dict[str, list[str]] = {}
+            for name, value in request.headers.items():
+                seen.setdefault(name, []).append(value)
+            headers.append(seen)
         if b'"fail"' in body:
             return JSONResponse({"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}}, status_code=503)
         if b'"stall"' in body and b'"stream": true' not in body:
@@ -68,8 +74,8 @@ async def _chunks(breaks: bool, stalls: bool) -> AsyncIterator[bytes]:
 
 
 @contextmanager
-def fake_upstream() -> Iterator[tuple[str, list[bytes]]]:
-    """Its base URL and the list of request bodies it received."""
+def fake_upstream(headers: list[dict[str, list[str]]] | None = None) -> Iterator[tuple[str, list[bytes]]]:
+    """Its base URL and the list of request bodies it received (and their headers into ``headers`` if given)."""
     received: list[bytes] = []
-    with threaded_server(make_app(received)) as url:
+    with threaded_server(make_app(received, headers)) as url:
         yield url, received

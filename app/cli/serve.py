@@ -52,13 +52,14 @@ GRACEFUL_SHUTDOWN_S = 2
 )
 def command(
     host: str, port: int, log_level: str, targets: tuple[str, ...], costs_file: Path | None,
-    upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...], upstream_timeout: str | None,
+    upstreams: tuple[str, ...], kv_events: tuple[str, ...], kv_replay: tuple[str, ...], upstream_tokens: tuple[str, ...],
+    upstream_timeout: str | None,
     db: str | None, keep_runs: int | None, db_max_mb: int | None,
     budget: str | None, allowed_hosts: tuple[str, ...], auth_token: str | None,
 ) -> None:
     """Serve the dashboard at http://HOST:PORT/ and the API (OpenAPI at /docs)."""
     _configure_live_targets(targets)
-    configure_upstreams(upstreams, kv_events, kv_replay, upstream_timeout)
+    configure_upstreams(upstreams, kv_events, kv_replay, upstream_timeout, upstream_tokens)
     runs_db.configure(db, keep_runs, db_max_mb).close()  # checked now, reopened by the app
     _configure_guard(host, allowed_hosts, auth_token)
     try:

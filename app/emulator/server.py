@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.emulator import prometheus
 from app.emulator.backend import Backend
 from app.emulator.config import EmulatorConfig
+from app.emulator.disconnect import ClientLeft, unless_client_leaves
 from app.emulator.protocol import ApiError, ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest, invalid
 from app.emulator.replies import Job, Reply, Shape
 from app.emulator.text import Vocabulary, generate, render_chat
@@ -116,12 +117,15 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
     async def remember_words() -> None:
         vocabulary.remember()  # on the event loop: a plain function would run on a thread, beside the next request
 
-    async def answer(reply: Reply, streamed: bool) -> Response:
+    async def answer(reply: Reply, streamed: bool, request: Request) -> Response:
         # The prompt's words are remembered for /detokenize once the answer is sent, outside its deadlines.
         after = BackgroundTask(remember_words)
-        if streamed:
+        if streamed:  # a client that leaves closes the stream's generator (Starlette), which releases its request
             return StreamingResponse(reply.stream(), media_type="text/event-stream", background=after)
-        return JSONResponse(await reply.whole(), background=after)
+        try:
+            return JSONResponse(await unless_client_leaves(reply.whole(), request), background=after)
+        except ClientLeft:
+            return Response()  # as vLLM: nobody reads it
 
     @app.get("/health")
     async def health() -> Response:
@@ -191,7 +195,7 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
             echo = "" if not body.echo else prompt if isinstance(prompt, str) else vocabulary.detokenize(tokens)
             jobs.append(Job(tokens, echo, generate(budget, body.stop_strings, body.include_stop_str_in_output)))
         reply = Reply(backend, shape(body, chat=False), jobs, arrived)
-        return await answer(reply, body.stream)
+        return await answer(reply, body.stream, request)
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
@@ -208,6 +212,6 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
         echo = last.text if body.echo and last.role == role else ""
         job = Job(tokens, echo, generate(budget, body.stop_strings, body.include_stop_str_in_output))
         reply = Reply(backend, shape(body, chat=True), [job], arrived)
-        return await answer(reply, body.stream)
+        return await answer(reply, body.stream, request)
 
     return app

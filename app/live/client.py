@@ -89,12 +89,16 @@ class Completion:
 class VllmClient:
     """One target's HTTP client; use as ``async with VllmClient(target) as client``."""
 
-    def __init__(self, target: Target, timeout_s: float = 60.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self, target: Target, timeout_s: float = 60.0, transport: httpx.AsyncBaseTransport | None = None,
+        token: str | None = None,
+    ) -> None:
         self.target = target
         self.timeout_s = timeout_s
+        headers = {"user-agent": "kvscope-live"} | ({"authorization": f"Bearer {token}"} if token else {})
         self._http = httpx.AsyncClient(
             base_url=target.url, timeout=httpx.Timeout(timeout_s), transport=transport, follow_redirects=False,
-            headers={"user-agent": "kvscope-live"},
+            headers=headers,
         )
 
     async def __aenter__(self) -> VllmClient:

@@ -105,10 +105,13 @@ async def forward(
                              "BadRequestError")(scope, receive, send)
         return
     exchange = Exchange(upstream.name, path, body)
-    # The client's headers only, none of httpx's defaults (so the upstream sees what the client sent), and the
-    # URL parsed once per path (httpx's URL parsing is a good part of a request's cost).
-    outgoing = httpx.Request(scope["method"], _url(upstream.url, path), content=body,
-                             headers=[(k, v) for k, v in headers if k not in HOP_BY_HOP],
+    # The client's headers only, none of httpx's defaults (so the upstream sees what the client sent), but for the
+    # upstream's own token when one is configured (it replaces the client's); and the URL parsed once per path
+    # (httpx's URL parsing is a good part of a request's cost).
+    sent = [(k, v) for k, v in headers if k not in HOP_BY_HOP]
+    if upstream.token is not None:
+        sent = [(k, v) for k, v in sent if k != b"authorization"] + [(b"authorization", b"Bearer " + upstream.token.encode())]
+    outgoing = httpx.Request(scope["method"], _url(upstream.url, path), content=body, headers=sent,
                              extensions={"timeout": client.timeout.as_dict()})
     try:
         answer = await client.send(outgoing, stream=True)

@@ -66,7 +66,7 @@ class UpstreamWatch:
 
     def __init__(self, upstream: Upstream, timeout_s: float = 60.0) -> None:
         self.upstream = upstream
-        self.client = VllmClient(Target(upstream.name, upstream.url), timeout_s=timeout_s)
+        self.client = VllmClient(Target(upstream.name, upstream.url), timeout_s=timeout_s, token=upstream.token)
         self.events: deque[tuple[int, Event]] = deque(maxlen=MAX_EVENTS)
         self.records: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDS)
         self.warnings: deque[str] = deque(maxlen=KEPT_WARNINGS)

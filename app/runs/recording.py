@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
@@ -50,7 +50,7 @@ def scenario_text(scenario: Scenario) -> str:
     return " · ".join(parts)
 
 
-def figures(rows: list[Measurement]) -> dict[str, Any]:
+def figures(rows: Sequence[Measurement]) -> dict[str, Any]:
     """The headline figures of per-request rows: requests, configurations, the best p50 speed-up."""
     configs: dict[str, list[Measurement]] = {}
     for r in rows:
@@ -69,7 +69,7 @@ def headline(runs: list[dict[str, Any]], requests: int) -> dict[str, Any]:
     }
 
 
-def summary(scenario: Scenario | None, rows: list[Measurement], **extra: Any) -> dict[str, Any]:
+def summary(scenario: Scenario | None, rows: Sequence[Measurement], **extra: Any) -> dict[str, Any]:
     return {"scenario": scenario_text(scenario) if scenario else None, **figures(rows), **extra}
 
 
@@ -78,11 +78,15 @@ def summary(scenario: Scenario | None, rows: list[Measurement], **extra: Any) ->
 
 def save_simulation(store: RunStore, scenario: Scenario, result: dict[str, Any], *, name: str = "", source: dict[str, Any] | None = None) -> int:
     """A finished ``simulate()`` result (``/api/simulate``, ``kvscope simulate``, an imported ``--json``)."""
-    run = NewRun(
+    return store.save(simulation_run(scenario, result, name=name, source=source), result=result)
+
+
+def simulation_run(scenario: Scenario, result: dict[str, Any], *, name: str = "", source: dict[str, Any] | None = None) -> NewRun:
+    """What ``save_simulation`` keeps of the run beside its result."""
+    return NewRun(
         "simulate", name=name or scenario_text(scenario), scenario=scenario_fields(scenario),
         costs=result["scenario"].get("costs"), summary=summary(scenario, measurements.from_result(result)), source=source,
     )
-    return store.save(run, result=result)
 
 
 def encoded(event: Event) -> tuple[dict[str, Any], str]:
@@ -534,13 +538,22 @@ def save_rows(
 ) -> int:
     """An analysis, calibration or import of measurement files: the parsed rows, each file's identity, and the
     failed requests left out of the rows (long_doc_qa's, ``sim.calibration.readers``): their count in the summary, each in the source."""
+    run = rows_run(kind, files, rows, costs=costs, scenario=scenario, failures=failures)
+    return store.save(run, result=result, records=[r.row() for r in rows], uploads=files, keep_upload_bytes=UPLOAD_KEEP_BYTES)
+
+
+def rows_run(
+    kind: str, files: list[tuple[str, bytes]], rows: Sequence[Measurement], *, costs: dict[str, Any] | None = None,
+    scenario: Scenario | None = None, failures: list[dict[str, Any]] | None = None,
+) -> NewRun:
+    """What ``save_rows`` keeps of the run beside its rows (of which the per-pass figures read config, pass, order,
+    TTFT and hits)."""
     extra = {"failed": len(failures)} if failures else {}
     source = {**upload_source(files), **({"failures": failures} if failures else {})}
-    run = NewRun(
+    return NewRun(
         kind, name=" + ".join(name for name, _ in files), scenario=scenario_fields(scenario) if scenario else None,
         costs=costs, summary=summary(scenario, rows, **extra), source=source,
     )
-    return store.save(run, result=result, records=[r.row() for r in rows], uploads=files, keep_upload_bytes=UPLOAD_KEEP_BYTES)
 
 
 def save_replay(store: RunStore, result: dict[str, Any], files: list[tuple[str, bytes]]) -> int:

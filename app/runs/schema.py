@@ -52,6 +52,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, n)
     ) WITHOUT ROWID;
     """,
+    # 2: who owns a running run, beyond its pid (which the kernel reuses): app.runs.owner.
+    """
+    ALTER TABLE runs ADD COLUMN owner TEXT;                -- BOOT:PID:START while status is 'running'
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from app.runs import schema
+from app.runs import owner, schema
 from app.runs.paths import ENV_DB, ENV_KEEP, ENV_MAX_MB, MEMORY, default_path  # noqa: F401  # re-exported
 
 DEFAULT_MAX_BYTES = 2 * 2**30
@@ -70,7 +70,30 @@ def check_id(value: Any) -> int:
 _ENCODER = msgspec.json.Encoder()
 
 
-def _dump(value: Any) -> str | None:
+def prepared_rows(path: str | Path) -> sqlite3.Connection:
+    """A new file of rows for ``RunStore.save_prepared``: tables ``records`` and ``events`` of (n, data: JSON text),
+    written by whoever prepares a run (a worker process) and copied by the store. A scratch file: no journal, no
+    syncs (it is thrown away if anything fails)."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    for table in ("records", "events"):
+        conn.execute(f"CREATE TABLE {table} (n INTEGER PRIMARY KEY, data TEXT NOT NULL)")
+    return conn
+
+
+def check_count(n: int, what: str, max_records: int) -> None:
+    """``StoreFull`` when a run of ``n`` records (or event batches) is more than a run keeps."""
+    if n > max_records:
+        raise StoreFull(f"a run keeps at most {max_records:,} {what}; this one has {n:,}")
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise StoreError(f"kind must be one of {', '.join(KINDS)}, got {kind[:40]!r}")
+
+
+def dump_json(value: Any) -> str | None:
     """Compact JSON text. msgspec writes what ``json.dumps(value, separators=(",", ":"))`` writes, a tenth of the
     time (a 200-document run's result: 1 ms, not 10; make bench), except that NaN and infinities become null
     (SQLite's JSON functions, which list runs, refuse them anyway); what msgspec cannot encode (an integer past
@@ -93,6 +116,22 @@ class NewRun:
     costs: dict[str, Any] | None = None  # the cost constants it ran with
     summary: dict[str, Any] | None = None  # what the runs list shows: small
     source: dict[str, Any] | None = None  # where its input came from
+
+
+@dataclass(frozen=True, slots=True)
+class UploadRow:
+    """A file a run was read from, as kept: its name, sha256 and size, and its content (None when not kept)."""
+
+    name: str
+    sha256: str
+    size_bytes: int
+    content: bytes | None
+
+
+def upload_row(name: str, content: bytes, keep_bytes: int | None) -> UploadRow:
+    """The row of ``content``, kept whole up to ``keep_bytes`` (None: any size)."""
+    kept = content if keep_bytes is None or len(content) <= keep_bytes else None
+    return UploadRow(name, hashlib.sha256(content).hexdigest(), len(content), kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +216,8 @@ class RunStore:
             raise StoreError(f"{self.path}: {exc}") from None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        if not self.memory:  # in memory, every run is this process's own
+            self.mark_interrupted()
 
     @classmethod
     def from_env(cls, path: str | None = None) -> RunStore:
@@ -268,16 +309,16 @@ class RunStore:
         self, conn: sqlite3.Connection, run: NewRun, status: str, result_text: str | None = None, counts: tuple[int, int] = (0, 0)
     ) -> int:
         """The run's row; ``result_text`` is its result already as JSON."""
-        if run.kind not in KINDS:
-            raise StoreError(f"kind must be one of {', '.join(KINDS)}, got {run.kind[:40]!r}")
+        check_kind(run.kind)
         self._room(conn)
         stamp = now()
         running = status == "running"
         cur = conn.execute(
-            "INSERT INTO runs (kind, name, status, created_at, finished_at, pid, scenario, costs, summary, result, source, "
-            "record_count, event_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (run.kind, str(run.name)[:MAX_NAME_CHARS], status, stamp, None if running else stamp, os.getpid() if running else None,
-             _dump(run.scenario), _dump(run.costs), _dump(run.summary or {}), result_text, _dump(run.source), *counts),
+            "INSERT INTO runs (kind, name, status, created_at, finished_at, pid, owner, scenario, costs, summary, result, "
+            "source, record_count, event_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run.kind, str(run.name)[:MAX_NAME_CHARS], status, stamp, None if running else stamp,
+             os.getpid() if running else None, owner.this_process() if running else None, dump_json(run.scenario),
+             dump_json(run.costs), dump_json(run.summary or {}), result_text, dump_json(run.source), *counts),
         )
         run_id = int(cur.lastrowid or 0)
         self._retain(conn, run_id)
@@ -298,26 +339,59 @@ class RunStore:
         ``uploads`` are the (file name, content) it was read from: their sha256 and size are always kept, their
         content only up to ``keep_upload_bytes`` each (``source`` should say so).
         """
-        files = list(uploads)
         rows = list(records)
         batches = list(events)
-        self._check_count(len(rows), "records")
-        self._check_count(len(batches), "event batches")
+        self.check_count(len(rows), "records")
+        self.check_count(len(batches), "event batches")
+        # Everything is encoded before the transaction opens, so the writer's lock is held only for SQLite's work.
+        kept = [upload_row(name, content, keep_upload_bytes) for name, content in uploads]
+        return self.save_encoded(run, result_text=dump_json(result), records=[dump_json(r) for r in rows],
+                                 events=[dump_json(b) for b in batches], uploads=kept)
 
-        # Everything is encoded before the transaction opens, so the writer's lock is held only for SQLite's work:
-        # one INSERT of the run (its counts included) and one executemany per table.
-        result_text = _dump(result)
-        row_texts = [_dump(r) for r in rows]
-        batch_texts = [_dump(b) for b in batches]
+    def save_encoded(
+        self, run: NewRun, *, result_text: str | None, records: list[str | None], events: list[str | None],
+        uploads: Iterable[UploadRow],
+    ) -> int:
+        """Save a finished run whose records and event batches are JSON texts already, in one transaction: one INSERT
+        of the run (its counts included) and one executemany per table."""
 
+        def rows(conn: sqlite3.Connection, run_id: int) -> None:
+            self._append_rows(conn, run_id, "records", 0, records, encoded=True)
+            self._append_rows(conn, run_id, "events", 0, events, encoded=True)
+
+        return self._save_with(run, result_text, (len(records), len(events)), rows, uploads)
+
+    def save_prepared(
+        self, run: NewRun, *, result_text: str | None, rows_db: str | Path, uploads: Iterable[UploadRow] = (),
+    ) -> int:
+        """Save a finished run whose records and event batches wait in ``rows_db`` (made by ``prepared_rows``), in one
+        transaction. SQLite copies them itself (INSERT ... SELECT from the attached file), without a Python object
+        per row nor Python's lock held while it does: a large import costs the server's event loop nothing."""
+
+        def rows(conn: sqlite3.Connection, run_id: int) -> None:
+            for table in ("records", "events"):  # our own names: no value of a client's in this SQL
+                conn.execute(f"INSERT INTO {table} (run_id, n, data) SELECT ?, n, data FROM prepared.{table} ORDER BY n",
+                             (run_id,))
+
+        with self._lock:  # ATTACH and DETACH happen outside a transaction, the lock keeps them ours
+            self._writer.execute("ATTACH DATABASE ? AS prepared", (str(rows_db),))
+            try:
+                counts = tuple(self._writer.execute(f"SELECT count(*) FROM prepared.{t}").fetchone()[0]
+                               for t in ("records", "events"))
+                for n, what in zip(counts, ("records", "event batches"), strict=True):
+                    self.check_count(n, what)
+                return self._save_with(run, result_text, (counts[0], counts[1]), rows, uploads)
+            finally:
+                self._writer.execute("DETACH DATABASE prepared")
+
+    def _save_with(
+        self, run: NewRun, result_text: str | None, counts: tuple[int, int], rows: Any, uploads: Iterable[UploadRow],
+    ) -> int:
         def work(conn: sqlite3.Connection) -> int:
-            run_id = self._insert(conn, run, "done", result_text, (len(rows), len(batches)))
-            if row_texts:
-                self._append_rows(conn, run_id, "records", 0, row_texts, encoded=True)
-            if batch_texts:
-                self._append_rows(conn, run_id, "events", 0, batch_texts, encoded=True)
-            for n, (file_name, content) in enumerate(files):
-                self._keep_upload(conn, run_id, n, file_name, content, keep_upload_bytes)
+            run_id = self._insert(conn, run, "done", result_text, counts)
+            rows(conn, run_id)
+            for n, upload in enumerate(uploads):
+                self._keep_upload(conn, run_id, n, upload)
             self._room(conn, keep=run_id)
             return run_id
 
@@ -327,36 +401,36 @@ class RunStore:
         """Start a run whose records (and step events) arrive one at a time; finish it with ``RunWriter.finish``."""
         return RunWriter(self, int(self._write(lambda conn: self._insert(conn, run, "running"))))
 
-    def _check_count(self, n: int, what: str) -> None:
-        if n > self.max_records:
-            raise StoreFull(f"a run keeps at most {self.max_records:,} {what}; this one has {n:,}")
+    def check_count(self, n: int, what: str) -> None:
+        check_count(n, what, self.max_records)
 
     @staticmethod
-    def _append_rows(conn: sqlite3.Connection, run_id: int, table: str, start: int, rows: list[Any], encoded: bool = False) -> None:
+    def _append_rows(conn: sqlite3.Connection, run_id: int, table: str, start: int, rows: Iterable[Any], encoded: bool = False) -> None:
         """Rows as JSON (``encoded``: each already a JSON text)."""
         sql = {"records": "INSERT INTO records (run_id, n, data) VALUES (?, ?, ?)",
                "events": "INSERT INTO events (run_id, n, data) VALUES (?, ?, ?)"}[table]
-        conn.executemany(sql, ((run_id, start + i, row if encoded else _dump(row)) for i, row in enumerate(rows)))
+        conn.executemany(sql, ((run_id, start + i, row if encoded else dump_json(row)) for i, row in enumerate(rows)))
 
     @staticmethod
-    def _keep_upload(conn: sqlite3.Connection, run_id: int, n: int, name: str, content: bytes, keep_bytes: int | None) -> None:
-        kept = content if keep_bytes is None or len(content) <= keep_bytes else None
+    def _keep_upload(conn: sqlite3.Connection, run_id: int, n: int, upload: UploadRow) -> None:
         conn.execute(
             "INSERT INTO uploads (run_id, n, name, sha256, bytes, content) VALUES (?, ?, ?, ?, ?, ?)",
-            (run_id, n, str(name)[:MAX_NAME_CHARS], hashlib.sha256(content).hexdigest(), len(content), kept),
+            (run_id, n, str(upload.name)[:MAX_NAME_CHARS], upload.sha256, upload.size_bytes, upload.content),
         )
 
     def delete(self, run_id: int) -> bool:
         return bool(self._write(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount))
 
     def mark_interrupted(self) -> int:
-        """Runs left 'running' by a process that is gone (killed, crashed) become 'interrupted'; how many."""
-        rows = self._query("SELECT id, pid FROM runs WHERE status = 'running'")
-        dead = [run_id for run_id, pid in rows if pid is None or not _alive(pid)]
+        """Runs left 'running' by a process that is gone (killed, crashed) become 'interrupted'; how many. Every
+        opening of a database file does this (the server, and each CLI command that lists or shows runs)."""
+        rows = self._query("SELECT id, pid, owner FROM runs WHERE status = 'running'")
+        dead = [run_id for run_id, pid, name in rows if not owner.alive(pid, name)]
 
         def work(conn: sqlite3.Connection) -> int:
             conn.executemany(
-                "UPDATE runs SET status = 'interrupted', pid = NULL WHERE id = ? AND status = 'running'", ((i,) for i in dead)
+                "UPDATE runs SET status = 'interrupted', pid = NULL, owner = NULL WHERE id = ? AND status = 'running'",
+                ((i,) for i in dead),
             )
             return len(dead)
 
@@ -505,7 +579,7 @@ class RunWriter:
             self.full = f"run {self.id} keeps at most {self.store.max_records:,} {table}; later ones are not kept"
             raise StoreFull(self.full)
         column = "record_count" if table == "records" else "event_count"
-        texts = rows if encoded else [_dump(r) for r in rows]  # encoded before the writer's lock is taken
+        texts = rows if encoded else [dump_json(r) for r in rows]  # encoded before the writer's lock is taken
 
         def work(conn: sqlite3.Connection) -> None:
             self.store._room(conn, keep=self.id)
@@ -537,9 +611,9 @@ class RunWriter:
 
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, pid = NULL, summary = coalesce(?, summary), "
+                "UPDATE runs SET status = ?, finished_at = ?, pid = NULL, owner = NULL, summary = coalesce(?, summary), "
                 "result = coalesce(?, result) WHERE id = ?",
-                (status, now(), _dump(summary), _dump(result), self.id),
+                (status, now(), dump_json(summary), dump_json(result), self.id),
             )
 
         self.store._write(work)
@@ -547,14 +621,3 @@ class RunWriter:
 
 def _mib(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:,.2f}".rstrip("0").rstrip(".")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-

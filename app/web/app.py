@@ -48,7 +48,6 @@ def make_app(web: Web | None = None) -> FastAPI:
         lifespan=_lifespan(web),
     )
     app.state.web = web
-    web.runs.mark_interrupted()  # runs a killed server left 'running'
     errors.install(app)
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)

@@ -4,11 +4,13 @@ A proxied request should cost the client as little as the stack allows: ``ProxyF
 own middleware (security headers, gzip, disconnects) and its router, looks the method and path up in a dict
 (``/v1/...`` for the first upstream, ``/upstream/NAME/v1/...`` for one by name) and calls the endpoint itself;
 every other request goes on unchanged. The same endpoints are also the app's routes, so a wrong method answers as
-before.
+before. kvscope's own credentials (``--auth-token``'s ``Authorization: Bearer`` and the ``kvscope_token`` cookie)
+stop here: the upstream gets only the headers the client meant for it.
 """
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 
 import httpx
@@ -16,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.proxy.forward import error_response, forward
 from app.proxy.watch import UpstreamWatch
+from app.web.guard import COOKIE, GuardConfig
 
 PREFIX = "/upstream/"
 
@@ -26,6 +29,7 @@ class Proxied:
     def __init__(self, path: str, client: httpx.AsyncClient, watches: Mapping[str, UpstreamWatch]) -> None:
         self.path, self.client, self.watches = path, client, watches
         self.first = next(iter(watches.values()))
+        self.token = GuardConfig.from_env().token  # kvscope's own, which the guard has checked already
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = scope.get("path_params", {}).get("name")
@@ -43,11 +47,34 @@ class Proxied:
                 passed = True
                 watch.first_byte_passed()
 
+        scope = {**scope, "headers": without_own_credentials(scope["headers"], self.token)}
         try:
             await forward(self.client, watch.upstream, self.path, scope, receive, send,
                           lambda ex: watch.on_exchange(seq, ex), first_byte)
         finally:
             first_byte()
+
+
+def without_own_credentials(headers: list[tuple[bytes, bytes]], token: str | None) -> list[tuple[bytes, bytes]]:
+    """``headers`` (ASGI: names in lower case) without kvscope's credentials: an ``Authorization`` carrying ``token``
+    and the ``kvscope_token`` cookie (whatever its value: the name is kvscope's); the client's other cookies stay, in
+    their order, and a Cookie header left empty goes."""
+    kept: list[tuple[bytes, bytes]] = []
+    for name, value in headers:
+        if name == b"authorization" and token is not None and _bears(value, token):
+            continue
+        if name == b"cookie":
+            pairs = [p for p in value.split(b";") if p.strip() and p.split(b"=", 1)[0].strip() != COOKIE.encode()]
+            if not pairs:
+                continue
+            value = b";".join(pairs).strip()
+        kept.append((name, value))
+    return kept
+
+
+def _bears(authorization: bytes, token: str) -> bool:
+    """The header carries ``token`` as the guard reads one (the scheme in any case, the token exact)."""
+    return authorization[:7].lower() == b"bearer " and hmac.compare_digest(authorization[7:], token.encode())
 
 
 class ProxyFirst:

@@ -18,16 +18,16 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Upl
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from app.runs import compare, export, importer, recording
+from app.runs import compare, export, recording
 from app.runs.store import KINDS, MAX_ID, MAX_LIST, NoSuchRun, StoreError, StoreFull
 from app.runs.watch_replay import watch_events
 from app.web.context import Web
 from app.web.guard import upload_route
+from app.web.imports import import_upload
 from app.web.json_response import JSONResponse
-from app.web.panel_input import MAX_UPLOAD_BYTES
+from app.web.panel_input import Problem
 from app.web.sse import OpenStreams, event_stream, open_streams
 
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="a run's id, as /api/runs lists it")]
@@ -142,15 +142,12 @@ def router(*, web: Web) -> APIRouter:
     @api.post("/api/runs/import", status_code=201, summary="Import a file as a run")
     @upload_route
     async def import_run(file: UploadFile) -> JSONResponse:
-        """A measurement file (CSV or JSONL), ``kvscope simulate --json`` output, or a run exported as JSON."""
-        name = file.filename or "upload"
-        data = await file.read(MAX_UPLOAD_BYTES + 1)
-        if len(data) > MAX_UPLOAD_BYTES:
-            raise _invalid("file", f"{name}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
+        """A measurement file (CSV or JSONL), ``kvscope simulate --json`` output, or a run exported as JSON; read in
+        the server's workers as a simulation is (503 when they are busy, or past the import deadline)."""
         try:
-            run_id = await run_in_threadpool(importer.import_bytes, store, name, data)  # MBs parsed: not on the loop
-        except importer.ImportProblem as exc:
-            raise _invalid("file", str(exc)) from None
+            run_id = await import_upload(web, file)
+        except Problem as exc:
+            raise exc.for_body() from None
         except StoreFull as exc:
             raise HTTPException(507, str(exc)) from None
         return JSONResponse({"id": run_id, "url": f"/?run={run_id}"}, status_code=201)
@@ -199,12 +196,9 @@ def router(*, web: Web) -> APIRouter:
         if not isinstance(upload, StarletteUpload) or not upload.filename:
             problem = "file: choose a file to import"
         else:
-            data = await upload.read(MAX_UPLOAD_BYTES + 1)
             try:
-                if len(data) > MAX_UPLOAD_BYTES:
-                    raise importer.ImportProblem(f"{upload.filename}: larger than the limit of {MAX_UPLOAD_BYTES // 2**20} MiB")
-                await run_in_threadpool(importer.import_bytes, store, upload.filename, data)
-            except (importer.ImportProblem, StoreError) as exc:
+                await import_upload(web, upload)
+            except (Problem, StoreError) as exc:
                 problem = f"file: {exc}"
         return render(request, "runs/list.html", status_code=422 if problem else 200, problem=problem,
                       runs=store.list(limit=PAGE_RUNS), total=store.count())

@@ -289,3 +289,26 @@ def test_show_and_diff_give_each_tier_behind_the_cpu_its_own_column(db: str) -> 
     assert diffed["tiers"] == ["cpu", "nvme"]
     cell = next(p for p in diffed["passes"] if p["config"] == "gpu+cpu+nvme" and p["pass"] == 2)
     assert cell["tier_hits"]["nvme"] == {"a": 29_184, "b": 0, "change": 0.0}
+
+
+def test_listing_or_showing_marks_the_runs_of_a_killed_process_interrupted(db: str) -> None:
+    # A process (kvscope live, say) opens a run and is killed with it unfinished: SIGKILL runs no `finally`, so the
+    # row says 'running' and nobody will ever finish it. No server opens this database; the CLI's own opening of
+    # it must find the owner gone and say 'interrupted' (for list and for show alike).
+    import signal
+    import sys
+
+    left = subprocess.run(
+        [sys.executable, "-c",
+         "import os, signal, sys\n"
+         "from app.runs.store import NewRun, RunStore\n"
+         "print(RunStore(sys.argv[1]).open(NewRun('live')).id, flush=True)\n"
+         "os.kill(os.getpid(), signal.SIGKILL)\n", db],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert left.returncode == -signal.SIGKILL, left.stderr
+    run_id = int(left.stdout)
+    shown = kvscope("runs", "--db", db, "show", str(run_id), "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["status"] == "interrupted", shown.stdout[:300]
+    listed = json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)
+    assert [(r["id"], r["status"]) for r in listed] == [(run_id, "interrupted")]

@@ -10,7 +10,9 @@ is W + 2 tokens (``<|im_start|>user``, the words, ``<|im_start|>assistant``;
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
 
 import httpx
 import openai
@@ -210,3 +212,48 @@ def test_metrics_are_labelled_with_the_served_model_name(url: str) -> None:
     samples = prom.parse(httpx.get(url + "/metrics").text)
     queries = [s for s in samples if s.name == "vllm:prefix_cache_queries_total"]
     assert [s.labels["model_name"] for s in queries] == [ALIAS]
+
+
+# -- clients that leave ------------------------------------------------------------
+
+
+def _running(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:num_requests_running"))
+
+
+def _until(predicate: Callable[[], bool], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_client_that_leaves_cancels_its_request(streamed: bool) -> None:
+    # vLLM cancels a request whose client disconnected: a whole answer's handler runs beside a task that waits for
+    # the ASGI http.disconnect and is cancelled when it comes (vllm/entrypoints/serve/utils/api_utils.py:53-65
+    # listen_for_disconnect, 68-110 with_cancellation, on completion/api_router.py:50 and chat_completion/
+    # api_router.py:57); a stream is Starlette's StreamingResponse (completion/api_router.py:74-77), which does the
+    # same for its generator; the engine then aborts it (vllm/v1/engine/async_llm.py:807-811).
+    # Without max_tokens a chat may generate all that the context leaves: the default 21,520-token GPU is 1,345
+    # blocks, 1,344 usable, so max_model_len is 21,504, and a 7-token prompt leaves 21,497 tokens, at 5 ms each
+    # about 107 s of decode. Here the client leaves a moment after the request is running; the request must be
+    # gone from vllm:num_requests_running within a few seconds, not 107.
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "one two three"}], "stream": streamed})
+    with emulator() as base:
+        host, port = base.removeprefix("http://").split(":")
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        try:
+            sock.sendall(
+                f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n\r\n{body}".encode()
+            )
+            assert _until(lambda: _running(base) == 1, within_s=5)
+            if streamed:
+                assert b"data:" in sock.recv(65_536)  # the stream has begun: its first tokens came
+        finally:
+            sock.close()
+        assert _until(lambda: _running(base) == 0, within_s=3), "the request runs on for a client that left"

@@ -231,3 +231,53 @@ def test_the_upstream_is_probed_at_start_up_not_on_the_first_request(live_server
             assert time.monotonic() < deadline, state
             time.sleep(0.05)
         assert state["server"]["model"] == "fake" and state["requests"] == [] and received == []
+
+
+def test_kvscopes_own_credentials_stop_at_kvscope(live_server_factory: Serve) -> None:
+    # With --auth-token the client proves itself to kvscope with "Authorization: Bearer s3cret" or the kvscope_token
+    # cookie; neither is meant for the upstream (a vLLM server, perhaps run by someone else), so neither reaches it.
+    # What the client meant for the upstream passes: its other cookies, and an Authorization that is not kvscope's.
+    seen: list[dict[str, list[str]]] = []
+    with fake_upstream(seen) as (upstream, received), live_server_factory(
+        "--upstream", f"fake={upstream}", "--auth-token", "s3cret"
+    ) as url:
+        body = b'{"prompt": "a b", "max_tokens": 1}'
+        by_header = httpx.post(url + "/v1/completions", content=body,
+                               headers={"authorization": "Bearer s3cret", "x-client": "one"})
+        assert by_header.status_code == 200
+        assert "authorization" not in seen[-1] and seen[-1]["x-client"] == ["one"]
+        # The cookie between two of the client's own: those two pass, in their order, and kvscope's does not.
+        by_cookie = httpx.post(url + "/upstream/fake/v1/completions", content=body,
+                               headers={"cookie": "a=1; kvscope_token=s3cret; b=2", "authorization": "Bearer vllm-key"})
+        assert by_cookie.status_code == 200
+        assert seen[-1]["cookie"] == ["a=1; b=2"] and seen[-1]["authorization"] == ["Bearer vllm-key"]
+        # kvscope's cookie alone: no Cookie header is left to send.
+        alone = httpx.post(url + "/v1/completions", content=body, headers={"cookie": "kvscope_token=s3cret"})
+        assert alone.status_code == 200 and "cookie" not in seen[-1]
+        assert all("s3cret" not in v for h in seen for values in h.values() for v in values)
+        assert len(received) == 3
+
+
+def test_an_upstream_token_set_at_start_up_replaces_the_clients(live_server_factory: Serve) -> None:
+    # A vLLM started with --api-key wants its own bearer token: kvscope sends the one it was given for that upstream,
+    # in place of kvscope's (which stops at kvscope) or whatever the client sent.
+    seen: list[dict[str, list[str]]] = []
+    with fake_upstream(seen) as (upstream, _), live_server_factory(
+        "--upstream", f"fake={upstream}", "--auth-token", "s3cret", "--upstream-token", "fake=vk-1"
+    ) as url:
+        body = b'{"prompt": "a b", "max_tokens": 1}'
+        for auth in ("Bearer s3cret", None):
+            headers = {"authorization": auth} if auth else {"cookie": "kvscope_token=s3cret"}
+            assert httpx.post(url + "/v1/completions", content=body, headers=headers).status_code == 200
+            assert seen[-1]["authorization"] == ["Bearer vk-1"]
+
+
+def test_a_bad_upstream_token_exits_2_without_echoing_it() -> None:
+    for args, why in (
+        (["--upstream", "a=http://127.0.0.1:1", "--upstream-token", "b=tok,en"], "no upstream is named 'b'"),
+        (["--upstream", "a=http://127.0.0.1:1", "--upstream-token", "a=tok en"], "printable ASCII without spaces"),
+        (["--upstream-token", "a=token"], "--upstream NAME=URL too"),
+    ):
+        r = run_kvscope(["serve", *args, "--port", "0"], timeout_s=30)
+        assert r.returncode == 2 and why in r.stderr and "--upstream-token" in r.stderr, r.stderr
+        assert "tok en" not in r.stderr and "tok,en" not in r.stderr

@@ -121,14 +121,14 @@ def test_a_server_killed_mid_live_run_leaves_every_answered_request(tmp_path: Pa
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    store = RunStore(path)
+    with sqlite3.connect(path) as conn:  # nobody finished it ...
+        assert conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone() == ("running",)
+    store = RunStore(path)  # ... and its process is gone, as whoever opens the database next finds
+    assert store.get(run_id).info.status == "interrupted"
     # The server commits a request's record before it sends its `measured` event: every one the client saw is kept
     # (and perhaps a few answered while the kill was on its way; not all 30 of the seed lab).
     kept = [r["seq"] for r in store.records(run_id)]
     assert set(answered) <= set(kept) and len(kept) < 30
     # Named, not addressed: the server shows kept runs to browsers, which never see a target's URL.
     assert {r["target"] for r in store.records(run_id)} == {"gpu"}
-    assert store.get(run_id).info.status == "running"  # nobody finished it ...
-    assert store.mark_interrupted() == 1  # ... and its process is gone, as the next start-up finds
-    assert store.get(run_id).info.status == "interrupted"
     check_whole(path)

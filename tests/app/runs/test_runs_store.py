@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.runs import schema
+from app.runs import owner, schema
 from app.runs.recording import (
     StreamRecorder,
     events_from_result,
@@ -67,7 +68,9 @@ def test_a_database_from_a_newer_kvscope_is_refused_by_name(tmp_path: Path) -> N
 
 
 def test_a_failing_migration_leaves_the_database_at_the_version_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Version 2's script creates a table, then fails: the table must not survive, the version must stay 1.
+    # The next version's script creates a table, then fails: the table must not survive, and the version must stay
+    # the last good one (every shipped script applied, each in its own transaction).
+    shipped = len(schema.MIGRATIONS)
     broken = (*schema.MIGRATIONS, "CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);")
     monkeypatch.setattr(schema, "MIGRATIONS", broken)
     monkeypatch.setattr(schema, "SCHEMA_VERSION", len(broken))
@@ -75,7 +78,7 @@ def test_a_failing_migration_leaves_the_database_at_the_version_before(tmp_path:
     with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
         RunStore(path)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == shipped
     assert "half_done" not in tables(path)
 
 
@@ -236,8 +239,9 @@ def test_a_run_left_running_by_a_dead_process_is_marked_interrupted(tmp_path: Pa
     store = RunStore(tmp_path / "runs.db")
     mine = store.open(NewRun("live"))
     gone = store.open(NewRun("live"))
-    # A pid no process has: above Linux's pid_max (2**22).
-    store._write(lambda conn: conn.execute("UPDATE runs SET pid = ? WHERE id = ?", (2**22 + 7, gone.id)))
+    # As a kvscope before owners were recorded left it (a pid, no owner), with a pid no process has: above Linux's
+    # pid_max (2**22).
+    store._write(lambda conn: conn.execute("UPDATE runs SET pid = ?, owner = NULL WHERE id = ?", (2**22 + 7, gone.id)))
     assert store.mark_interrupted() == 1
     assert store.get(gone.id).info.status == "interrupted"
     assert store.get(mine.id).info.status == "running"
@@ -339,3 +343,23 @@ def test_the_runs_list_line_says_the_tier_sizes_the_run_used_and_every_tier_behi
     # Sized in GiB, the CPU tier is said in GiB (LMCache's max_local_cpu_size), a storage tier too.
     in_gib = Scenario(docs=2, storage_tiers=["s3:8"], passes="forward")
     assert scenario_text(in_gib) == "2 docs x 5,011 tok · GPU 21,520 tok · CPU 1.5 GiB · s3 8 GiB · forward"
+
+
+def test_a_run_whose_pid_another_process_now_has_is_marked_interrupted(tmp_path: Path) -> None:
+    # The kernel reuses pids: a run's owner died and a live process (here, this one) got its number. The pid alone
+    # would say "alive" for ever; the owner's recorded start time (ticks since boot, /proc/PID/stat field 22) is not
+    # this process's, so the run is an orphan. Start time 0 is the boot instant itself, when no user process starts.
+    store = RunStore(tmp_path / "runs.db")
+    reused = store.open(NewRun("live"))
+    mine = store.open(NewRun("live"))
+    boot, pid, start = owner.this_process().split(":")  # type: ignore[union-attr]
+    assert pid == str(os.getpid()) and start != "0"
+    store._write(lambda conn: conn.execute("UPDATE runs SET owner = ? WHERE id = ?", (f"{boot}:{pid}:0", reused.id)))
+    store.close()
+    reopened = RunStore(tmp_path / "runs.db")  # opening the file is what marks them
+    assert reopened.get(reused.id).info.status == "interrupted"
+    assert reopened.get(mine.id).info.status == "running"  # this process's own, still at work
+    # ... and one recorded on an earlier boot (another boot id) is gone too, whatever its pid and start time.
+    later = reopened.open(NewRun("live"))
+    reopened._write(lambda conn: conn.execute("UPDATE runs SET owner = ? WHERE id = ?", (f"x{boot}:{pid}:{start}", later.id)))
+    assert reopened.mark_interrupted() == 1 and reopened.get(later.id).info.status == "interrupted"

@@ -56,7 +56,8 @@ def test_proxied_requests_are_kept_as_they_are_measured_and_replay_in_the_watch_
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     store = RunStore(db)
     (run,) = store.list()
-    assert (run.kind, run.status, run.record_count) == ("proxy", "running", 3)  # killed: nobody finished it
+    # Killed: nobody finished it, and opening the database found its process gone.
+    assert (run.kind, run.status, run.record_count) == ("proxy", "interrupted", 3)
     kept = store.records(run.id)
     # Each request as the watch measured it: the same TTFTs in the same order, named by the upstream.
     assert [r["ttft_ms"] for r in kept] == [r["ttft_ms"] for r in sorted(seen, key=lambda r: r["seq"])]
