@@ -1,12 +1,9 @@
 // The views (app/web/views.py): the nav's links are boosted by htmx, which swaps the body and pushes the URL; back and
-// forward ask the server for the view again (htmx's history restore). This script does the two things htmx leaves:
-//   - the page's first history entry is marked as htmx's, so going back to it restores that view too (htmx restores
-//     only entries it pushed, and the first was loaded by the browser);
-//   - after Run, the lanes are brought into view when they are out of it (on a phone the scenario form is above them).
+// forward ask the server for the view again (htmx's history restore). This script does what htmx leaves to the page:
+//   - after Run, the lanes are brought into view when they are out of it (on a phone the scenario form is above them);
+//   - a table's scrolling box wider than its content's room is marked data-scrolls, so that it says it scrolls sideways.
 (() => {
   "use strict";
-
-  if (!history.state?.htmx) history.replaceState({ ...history.state, htmx: true }, "", location.href);
 
   document.addEventListener("htmx:after:swap", (evt) => {
     // htmx 4 fires after:swap on the form; the answer went to the request's target (a refused Run's to the fields).
@@ -18,4 +15,15 @@
     const box = lanes.getBoundingClientRect();
     if (box.top < 0 || box.top > window.innerHeight * 0.5) lanes.scrollIntoView({ block: "start" });
   });
+
+  function markScrolling() {
+    for (const box of document.querySelectorAll(".table-wrap")) {
+      box.toggleAttribute("data-scrolls", box.scrollWidth > box.clientWidth + 1);
+    }
+  }
+  // Rows appear as passes complete and areas load by themselves: measured again after each, and when the window turns.
+  for (const name of ["DOMContentLoaded", "htmx:after:settle", "kvscope:finished", "kvscope:step"]) {
+    document.addEventListener(name, () => requestAnimationFrame(markScrolling));
+  }
+  window.addEventListener("resize", markScrolling);
 })();
