@@ -159,3 +159,17 @@ def test_on_a_phone_no_control_is_cut_off(page: Page, live_server: str, path: st
     assert silent == []
     if path == "/runs":
         assert page.locator(".table-wrap[data-scrolls]").count() >= 1  # the kept runs' list is wider than a phone
+
+
+def test_in_plan_enter_in_a_sidebar_field_posts_no_run(page: Page, live_server: str) -> None:
+    # Plan shows the sidebar for its scenario, but no run to play it in: Enter in a field (which submits the form)
+    # sends nothing, where it posted a Run whose answer had nowhere to go.
+    posted: list[str] = []
+    page.on("request", lambda r: posted.append(r.url) if r.method == "POST" else None)
+    page.goto(live_server + "/plan")
+    _ready(page)
+    page.focus("#f-docs")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(500)
+    assert posted == []
+    expect(page.locator("main")).to_have_attribute("data-view", "plan")

@@ -1,7 +1,8 @@
 // The views (app/web/views.py): the nav's links are boosted by htmx, which swaps the body and pushes the URL; back and
 // forward ask the server for the view again (htmx's history restore). This script does what htmx leaves to the page:
 //   - after Run, the lanes are brought into view when they are out of it (on a phone the scenario form is above them);
-//   - a table's scrolling box wider than its content's room is marked data-scrolls, so that it says it scrolls sideways.
+//   - a table's scrolling box wider than its content's room is marked data-scrolls, so that it says it scrolls sideways;
+//   - in Plan, which shows the sidebar for its scenario but no run, Enter in a field does not post a Run to nowhere.
 (() => {
   "use strict";
 
@@ -15,6 +16,13 @@
     const box = lanes.getBoundingClientRect();
     if (box.top < 0 || box.top > window.innerHeight * 0.5) lanes.scrollIntoView({ block: "start" });
   });
+
+  document.addEventListener("submit", (evt) => {
+    if (evt.target?.id === "scenario-form" && !document.getElementById("run")) {
+      evt.preventDefault();
+      evt.stopPropagation(); // before htmx's listener on the form (this one is the document's, capturing)
+    }
+  }, true);
 
   function markScrolling() {
     for (const box of document.querySelectorAll(".table-wrap")) {
