@@ -1,6 +1,7 @@
 """A tour of the dashboard with every panel used, for the page tests that check each state (axe, the phone layout):
 a seed-lab Run, a replay, a measurement file beside its prediction, a calibration, the curves, the what-if, the
-advisor, a live run on two emulators, two kept runs compared and a file imported. ``check(state)`` runs after each."""
+advisor, a live run on two emulators, two kept runs compared and a file imported, each in its view (the nav bar moves
+between them). ``check(state)`` runs after each."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from app.web.views import BY_NAME
 from live_servers import emulator, run_kvscope
 
 DONE = "#player-status[data-state=done]"
@@ -43,13 +45,25 @@ def run_to_end(page: Page, url: str, path: str = "/", size: tuple[int, int] | No
     page.wait_for_selector(DONE, timeout=120_000)
 
 
+def open_view(page: Page, name: str) -> None:
+    """The view ``name`` opened from the nav bar (htmx swaps the page's body), once its main is there."""
+    page.click(f".views-nav a[data-view={name}]")
+    expect(page.locator("main")).to_have_attribute("data-view", name)
+
+
+def goto_view(page: Page, url: str, name: str) -> None:
+    """The view ``name`` loaded at its own URL, its scripts ready."""
+    page.goto(url + BY_NAME[name].path)
+    page.wait_for_function("() => window.Plotly && window.htmx")
+
+
 def run_seed_lab(page: Page, url: str, width: int, height: int) -> None:
     """The page at this size, the seed lab run at full speed to its end."""
     run_to_end(page, url, "/", (width, height))
 
 
 def compare_two_runs(page: Page) -> None:
-    """The Runs list refreshed, its two newest runs picked and compared, the comparison's chart drawn."""
+    """In the Runs view: the list refreshed, its two newest runs picked and compared, the comparison's chart drawn."""
     page.click("#runs-area [data-role=refresh]")
     picks = page.locator("#runs-compare input[name=pick]")
     expect(picks.nth(1)).to_be_attached()
@@ -62,9 +76,11 @@ def compare_two_runs(page: Page) -> None:
 def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: int, check: Callable[[str], None]) -> None:
     run_seed_lab(page, url, width, height)
     check("run")
+    open_view(page, "replay")
     page.click("#replay-form button[type=submit]")
     page.wait_for_selector("#replay[data-state=done]", timeout=60_000)
     check("replay")
+    open_view(page, "plan")
     page.set_input_files("#measure-file", str(seed_file))
     page.click("#measure-form button[type=submit]")
     expect(page.locator("#versus-passes")).to_be_visible(timeout=60_000)
@@ -82,10 +98,12 @@ def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: i
     page.click("#advise-form button[type=submit]")
     page.wait_for_selector("#advise-result .main-svg", timeout=90_000)
     check("curves, what-if, advisor")
+    open_view(page, "live")
     page.fill("#live-docs", "2")
     page.click("#live-form button[type=submit]")
     expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
     check("live run")
+    open_view(page, "runs")
     compare_two_runs(page)
     check("runs compared")
     page.set_input_files("#runs-import-file", str(seed_file))

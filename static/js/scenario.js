@@ -1,11 +1,13 @@
 // The sidebar form: "More settings" stays open once the reader has opened it, when its fields are swapped (a preset
 // chosen) or morphed (after a run); the server renders it open by itself when one of its fields has an error.
 // Every panel that simulates the sidebar's scenario names it ([data-role=sidebar-scenario], kept up to date here);
-// when its costs change ("Use these costs", a profile, reset) the run shown is marked stale until Run is pressed.
+// when its costs change ("Use these costs", a profile, reset) the run shown is marked stale until Run is pressed; when
+// they change in Plan, which shows no run, Simulate's run is marked so when the nav brings it back.
 (() => {
   "use strict";
 
   let open = false;
+  let staleWhenShown = null; // why Simulate's run is stale when it is next shown: the costs changed in another view
   document.addEventListener("htmx:before:swap", () => {
     open = Boolean(document.getElementById("more-settings")?.open);
   });
@@ -14,6 +16,11 @@
     if (more && open) more.open = true;
     describe();
     if (evt.target?.id === "scenario-costs" || evt.detail?.ctx?.target?.id === "scenario-costs") costsChanged();
+    const run = document.getElementById("run");
+    if (staleWhenShown && run && evt.detail?.ctx?.target === document.body) { // a view swapped in by the nav
+      window.kvscope?.forms?.stale(run, staleWhenShown);
+      staleWhenShown = null;
+    }
   });
 
   const value = (name) => document.querySelector(`#scenario-form [name="${name}"]`)?.value?.trim() ?? "";
@@ -42,6 +49,7 @@
     const custom = document.getElementById("scenario-costs")?.dataset.state === "custom";
     const why = custom ? "the sidebar's costs changed: press Run to simulate with them" : "the costs were reset: press Run to simulate with the server's";
     if (run) window.kvscope?.forms?.stale(run, why);
+    else staleWhenShown = why;
     const status = document.getElementById("calibrate-use-status");
     if (status && custom) {
       status.setAttribute("role", "status");

@@ -37,7 +37,7 @@
 
   function share(tokens, prompt, bytesPerToken) {
     const rate = prompt ? (100 * tokens) / prompt : 0;
-    return `${rate.toFixed(1)}% · ${((tokens * bytesPerToken) / 2 ** 30).toFixed(3)} GiB`;
+    return `${rate.toFixed(1)}% · ${((tokens * bytesPerToken) / 2 ** 30).toFixed(3)}\u00a0GiB`; // the GiB stays with its number
   }
 
   function fill(row, run, s) {

@@ -1,6 +1,7 @@
-"""The dashboard page (``GET /``) and its HTMX partials: the form's fields for a preset, and a run to play.
+"""The dashboard's views (``GET /``, ``/replay``, ``/plan``, ``/live``, ``/runs``: app.web.views) and the Simulate view's
+HTMX partials: the form's fields for a preset, and a run to play.
 
-The page is a list of panels (``PANELS``); each is a partial under
+Simulate's run is a list of panels (``PANELS``); each is a partial under
 ``templates/panels/`` with the scripts it needs. A panel's partial gets the
 ``run`` (an ``app.web.run_view.RunView``) and its script follows the player's
 DOM events (see ``static/js/player.js``). Adding a panel: write the partial and
@@ -13,9 +14,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +29,7 @@ from app.web.planned import Planned
 from app.web.routes.simulate import KeptStream, kept_stream, send, simulated_job
 from app.web.scenario_form import FormView
 from app.web.sse import OpenStreams, open_streams
+from app.web.views import BY_NAME, VIEWS, View
 from sim.simulation.run import simulate
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import PRESETS
@@ -105,37 +108,62 @@ def router(*, web: Web) -> APIRouter:
     def render(request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, {"panels": PANELS, **context}, status_code=status_code, headers=headers)
 
+    def render_view(request: Request, view: View, status_code: int = 200, **context: Any) -> HTMLResponse:
+        """A whole view; the sidebar's form (the default preset unless given) where the view shows the sidebar."""
+        if view.sidebar:
+            context.setdefault("form", scenario_form.preset_view(DEFAULT_PRESET))
+        if view.name == "simulate":
+            context.setdefault("run", _initial_run())
+        return render(request, "dashboard.html", status_code=status_code, view=view, views=VIEWS, **context)
+
     @pages.get("/", response_class=HTMLResponse)
-    async def dashboard(request: Request) -> HTMLResponse:
-        """The page; ``?run=ID`` replays a kept run, ``?scenario=PRESET&docs=12...`` runs a scenario."""
+    async def dashboard(request: Request) -> Response:
+        """The Simulate view; ``?run=ID`` replays a kept run (in the view that shows its kind), ``?scenario=PRESET&docs=12...``
+        runs a scenario."""
         query = dict(request.query_params)
         if "run" in query:
-            return await stored_run(request, query["run"])
+            return await stored_run(request, BY_NAME["simulate"], query["run"])
         if "scenario" in query:
             return await linked_scenario(request, query)
-        return render(request, "dashboard.html", form=scenario_form.preset_view(DEFAULT_PRESET), run=_initial_run())
+        return render_view(request, BY_NAME["simulate"])
 
-    async def stored_run(request: Request, raw_id: str) -> HTMLResponse:
-        """A kept simulation in the lanes, played from its stored events; any other kind opens in the Runs area."""
-        default = {"form": scenario_form.preset_view(DEFAULT_PRESET), "run": _initial_run()}
+    def view_route(view: View) -> None:
+        async def show(request: Request) -> Response:
+            if "run" in request.query_params:
+                return await stored_run(request, view, request.query_params["run"])
+            return render_view(request, view)
+
+        show.__doc__ = f"The {view.label} view: {view.title}; ``?run=ID`` opens a kept run of its kind."
+        pages.add_api_route(view.path, show, methods=["GET"], response_class=HTMLResponse, name=f"view-{view.name}")
+
+    for other in VIEWS:
+        if other.path != "/":
+            view_route(other)
+
+    async def stored_run(request: Request, view: View, raw_id: str) -> Response:
+        """A kept run in the view that shows its kind: a simulation in Simulate's lanes, played from its stored events;
+        a live run in Live & Watch, a proxy or watch recording there too, a trace replay in Trace replay, any other in
+        Runs. Asked of another view, it is a redirect to that one, so the address names the view that shows it."""
         try:
             opened = await run_in_threadpool(stored.open_run, web.runs, raw_id)
         except stored.NotOpened as exc:
-            return render(request, "dashboard.html", status_code=exc.status, runs_notice=str(exc), **default)
-        # A run the lanes do not play opens in its panel, further down: the line above the lanes says where.
+            if view.name != "runs":
+                return RedirectResponse(f"{BY_NAME['runs'].path}?run={quote(raw_id, safe='')}", status_code=303)
+            return render_view(request, view, status_code=exc.status, runs_notice=str(exc))
+        context: dict[str, Any]
         if opened.live is not None:
-            where = {"id": opened.id, "panel": "the live panel", "anchor": "live-area"}
-            return render(request, "dashboard.html", live_run=opened.live, opened_in=where, **default)
-        if opened.watch is not None:
-            where = {"id": opened.id, "panel": "the watch panel", "anchor": "watch-area"}
-            return render(request, "dashboard.html", watch_run=opened.watch, opened_in=where, **default)
-        if opened.replay:
-            where = {"id": opened.id, "panel": "the replay panel", "anchor": "replay-area"}
-            return render(request, "dashboard.html", replay_run=opened.id, opened_in=where, **default)
-        if opened.view is None:
-            where = {"id": opened.id, "panel": "Runs", "anchor": "runs-area"}
-            return render(request, "dashboard.html", open_run=opened.id, opened_in=where, **default)
-        return render(request, "dashboard.html", form=opened.form, run=opened.view, costs=opened.costs)
+            where, context = "live", {"live_run": opened.live}
+        elif opened.watch is not None:
+            where, context = "live", {"watch_run": opened.watch}
+        elif opened.replay:
+            where, context = "replay", {"replay_run": opened.id}
+        elif opened.view is None:
+            where, context = "runs", {"open_run": opened.id}
+        else:
+            where, context = "simulate", {"form": opened.form, "run": opened.view, "costs": opened.costs}
+        if where != view.name:
+            return RedirectResponse(f"{BY_NAME[where].path}?run={opened.id}", status_code=303)
+        return render_view(request, view, **context)
 
     async def linked_scenario(request: Request, query: dict[str, str]) -> HTMLResponse:
         """The scenario a link names, run at once; a bad field is shown beside it (422) as the Run button would."""
@@ -147,11 +175,12 @@ def router(*, web: Web) -> APIRouter:
             errors = errors_of(exc) if isinstance(exc, ValidationError) else exc.errors
             # Said above the lanes too: the field may be out of sight (further down the sidebar, or in More settings).
             said = "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in errors[:3]) + ("; ..." if len(errors) > 3 else "")
-            return render(request, "dashboard.html", status_code=422, form=stored.form_of(preset, query, errors), run=_initial_run(),
-                          link_problem=f"This link's scenario was refused ({said}): see the fields.")
+            return render_view(request, BY_NAME["simulate"], status_code=422, form=stored.form_of(preset, query, errors),
+                               link_problem=f"This link's scenario was refused ({said}): see the fields.")
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         view = await planned_run(scenario, stream_body)
-        return render(request, "dashboard.html", form=stored.form_of(preset, query), run=view, costs=stored.costs_of(scenario, "the link's costs"))
+        return render_view(request, BY_NAME["simulate"], form=stored.form_of(preset, query), run=view,
+                           costs=stored.costs_of(scenario, "the link's costs"))
 
     @pages.get("/ui/fields", response_class=HTMLResponse)
     def fields(request: Request, preset: str = Query(DEFAULT_PRESET)) -> HTMLResponse:

@@ -91,7 +91,7 @@ def test_a_kept_watch_replays_in_the_watch_panel(page: Page, tmp_path: Path, liv
         page.goto(f"{base}/?run=1")
         view = page.locator("#watch-watch")
         expect(view.locator("[data-role=kept-watch-run]")).to_have_text("Kept run 1 (kvscope watch), replayed from its stored events.")
-        expect(page.locator("[data-role=opened-in]")).to_have_text("the watch panel, below")  # said above the lanes
+        expect(page).to_have_url(f"{base}/live?run=1")  # the link opens the Live & Watch view
         expect(view.locator("[data-role=status]")).to_contain_text("of kept run 1", timeout=15_000)
         # The last occupancy the recording gives is the state the watch ended with (no capacity is known offline,
         # so the bar is full at what it holds).

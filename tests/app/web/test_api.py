@@ -9,6 +9,7 @@ import httpx
 import pytest
 from live_servers import run_kvscope
 
+from app.web.views import VIEWS
 from sim.workloads.presets import PRESETS
 
 
@@ -150,8 +151,10 @@ class _Scripts(HTMLParser):
             self.scripts[-1]["body"] = (self.scripts[-1]["body"] or "") + data
 
 
-def test_page_has_no_inline_script_and_a_csp_forbidding_them(live_server: str) -> None:
-    response = httpx.get(live_server + "/", timeout=10)
+@pytest.mark.parametrize("path", [view.path for view in VIEWS])
+def test_page_has_no_inline_script_and_a_csp_forbidding_them(live_server: str, path: str) -> None:
+    # Every view (app.web.views): a nav link swaps the body, so no view may bring a script of its own either.
+    response = httpx.get(live_server + path, timeout=10)
     assert response.status_code == 200
     assert "script-src 'self'" in response.headers["content-security-policy"]
     parsed = _Scripts()

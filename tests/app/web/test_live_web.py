@@ -230,7 +230,7 @@ def test_non_http_targets_are_refused_at_start_up() -> None:
 
 @pytest.mark.browser
 def test_a_live_seed_lab_run_from_the_page(page: Page, app_url: str, artifacts: Path) -> None:
-    page.goto(app_url + "/")
+    page.goto(app_url + "/live")
     page.wait_for_function("() => window.Plotly && window.htmx")
     rows = page.locator("#live-targets tr")
     expect(rows.filter(has_text="gpu+cpu").locator(".live-up")).to_have_text("up")
@@ -269,7 +269,7 @@ def test_a_target_named_for_a_configuration_has_its_colour_in_any_order(
     with live_server_factory(
         "--target", f"gpu+cpu={emulators['gpu+cpu']}", "--target", f"gpu={emulators['gpu']}", "--target", f"mine={emulators['gpu']}"
     ) as url:
-        page.goto(url + "/")
+        page.goto(url + "/live")
         page.wait_for_function("() => window.Plotly && window.htmx")
         expect(page.locator('#live-targets input[value="mine"]')).to_be_checked()
         page.fill("#live-docs", "1")
@@ -293,7 +293,7 @@ def test_the_live_panel_fits_and_its_legend_clears_the_pass_labels(page: Page, a
     measured"); on a phone the targets table and the preset's long name made the page 519 px wide. Four documents:
     three passes of four requests each."""
     page.set_viewport_size({"width": width, "height": height})
-    page.goto(app_url + "/")
+    page.goto(app_url + "/live")
     page.wait_for_function("() => window.Plotly && window.htmx")
     expect(page.locator("#live-targets .live-up").first).to_be_visible()
     page.uncheck('#live-targets input[value="down"]')
@@ -313,7 +313,7 @@ def test_the_live_panel_fits_and_its_legend_clears_the_pass_labels(page: Page, a
 
 @pytest.mark.browser
 def test_the_live_panel_is_keyboard_operable(page: Page, app_url: str) -> None:
-    page.goto(app_url + "/")
+    page.goto(app_url + "/live")
     page.wait_for_function("() => window.htmx")
     expect(page.locator("#live-targets .live-up").first).to_be_visible()
     page.focus('#live-targets input[value="gpu"]')
@@ -330,7 +330,7 @@ def test_the_live_panel_is_keyboard_operable(page: Page, app_url: str) -> None:
 @pytest.mark.browser
 def test_a_live_run_without_targets_says_why_it_cannot_start(page: Page, app_url: str, expected_console_errors: list[str]) -> None:
     expected_console_errors.append("status of 422")
-    page.goto(app_url + "/")
+    page.goto(app_url + "/live")
     page.wait_for_function("() => window.htmx")
     expect(page.locator("#live-targets .live-up").first).to_be_visible()
     for box in page.locator("#live-targets input[type=checkbox]").all():
@@ -342,5 +342,5 @@ def test_a_live_run_without_targets_says_why_it_cannot_start(page: Page, app_url
 
 @pytest.mark.browser
 def test_without_targets_the_panel_says_how_to_configure_them(page: Page, live_server: str) -> None:
-    page.goto(live_server + "/")
+    page.goto(live_server + "/live")
     expect(page.locator(".live-none")).to_contain_text("kvscope serve --target")

@@ -57,7 +57,7 @@ def test_panel_names_the_field_of_a_search_over_the_budget(live_server: str) -> 
 
 
 def open_area(page: Page, url: str) -> None:
-    page.goto(url + "/")
+    page.goto(url + "/plan")
     page.wait_for_function("() => window.Plotly && window.htmx")
     expect(page.locator("#advise-form")).to_be_visible()
 

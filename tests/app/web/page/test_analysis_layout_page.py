@@ -13,7 +13,7 @@ pytestmark = pytest.mark.browser
 
 def open_area(page: Page, url: str, width: int = 1440, height: int = 900) -> None:
     page.set_viewport_size({"width": width, "height": height})
-    page.goto(url + "/")
+    page.goto(url + "/plan")
     page.wait_for_function("() => window.Plotly && window.htmx")
     expect(page.locator("#advise-form")).to_be_visible()
 

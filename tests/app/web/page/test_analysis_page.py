@@ -20,7 +20,7 @@ HEADER = "prompt_id,request_start,ttft,request_end,ttft_time"
 
 
 def open_area(page: Page, url: str) -> None:
-    page.goto(url + "/")
+    page.goto(url + "/plan")
     page.wait_for_function("() => window.Plotly && window.htmx")
     expect(page.locator("#measure-form")).to_be_visible()
 

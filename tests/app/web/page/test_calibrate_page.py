@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import run_kvscope
+from page_tour import goto_view, open_view
 
 pytestmark = pytest.mark.browser
 
@@ -50,9 +51,8 @@ def chosen_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def open_page(page: Page, url: str) -> None:
-    page.goto(url + "/")
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    page.select_option("#speed", "max")
+    """The Plan view, where the calibration panel is."""
+    goto_view(page, url, "plan")
     expect(page.locator("#calibrate-form")).to_be_visible()
 
 
@@ -72,9 +72,11 @@ def test_calibrate_a_file_download_its_profile_and_run_with_its_costs(
     page: Page, live_server: str, chosen_run: tuple[Path, Path], tmp_path: Path
 ) -> None:
     run, saved = chosen_run
-    open_page(page, live_server)
+    goto_view(page, live_server, "simulate")
+    page.select_option("#speed", "max")
     server_p50 = p50(page, "gpu", 1)  # the page's first table, with the server's costs
     expect(page.locator("#scenario-costs")).to_contain_text("Costs: the server's")
+    open_view(page, "plan")
 
     page.set_input_files("#calibrate-file", str(run))
     page.click("#calibrate-form button[type=submit]")
@@ -104,10 +106,13 @@ def test_calibrate_a_file_download_its_profile_and_run_with_its_costs(
     page.click("#calibrate-use")
     costs_line = page.locator("#scenario-costs")
     expect(costs_line).to_contain_text("Costs: calibrated from run.csv (R²")
-    # The run shown was simulated with the earlier costs: it says so, and both places say to press Run.
-    expect(page.locator("#run > .stale-note")).to_contain_text("press Run to simulate with them")
+    # The run Simulate shows was simulated with the earlier costs: it says so, and both places say to press Run.
     expect(page.locator("#calibrate-use-status")).to_contain_text("Press Run")
     expect(page.locator("section:has(> .panel-head #policies-title) [data-role=sidebar-scenario]")).to_contain_text("costs: calibrated from run.csv")
+    open_view(page, "simulate")
+    expect(costs_line).to_contain_text("Costs: calibrated from run.csv (R²")  # the sidebar, kept between the views
+    expect(page.locator("#run > .stale-note")).to_contain_text("press Run to simulate with them")
+    page.select_option("#speed", "max")
     run_to_the_end(page)
     expect(page.locator("#run > .stale-note")).to_have_count(0)
     assert p50(page, "gpu", 1) == pytest.approx(GPU_PASS1_P50, abs=0.15)
@@ -139,9 +144,12 @@ def test_a_saved_profile_is_used_at_once(page: Page, live_server: str, tmp_path:
     expect(page.locator("#profile-summary")).to_contain_text("mine.json is in the sidebar's form")
     expect(page.locator('#profile-constants tr[data-name="overhead_ms"] [data-value]')).to_have_text("10")
     expect(page.locator("#scenario-costs")).to_contain_text("Costs: profile mine.json")
+    open_view(page, "simulate")
+    page.select_option("#speed", "max")
     run_to_the_end(page)
     assert p50(page, "gpu", 1) == pytest.approx(GPU_PASS1_P50, abs=0.05)
     # The analysis panels take the sidebar's costs too: the what-if's LRU row is this very run.
+    open_view(page, "plan")
     page.click("#policies-form button[type=submit]")
     expect(page.locator('#policies-gpu tr[data-policy="lru"][data-pass="1"] td.num').nth(2)).to_have_text(f"{GPU_PASS1_P50:.1f}")
 
@@ -175,10 +183,12 @@ def test_bad_files_are_named_inline_and_nothing_is_lost(
     expect(page.locator("#profile-result [role=alert]")).to_contain_text(
         "wrong.json: not a cost profile (costs.overhead_ms: Input should be greater than or equal to 0)"
     )
-    # Neither error touched the costs in use, the other panel's message, or the run area.
+    # Neither error touched the costs in use, the other panel's message, or the run area (in Simulate).
     expect(costs_line).to_contain_text("Costs: profile cli.costs.json")
     expect(page.locator("#calibrate-result [role=alert]")).to_contain_text("bad.csv: line 3")
+    open_view(page, "simulate")
     expect(page.locator("#run-view .lane")).to_have_count(2)
+    expect(costs_line).to_contain_text("Costs: profile cli.costs.json")
 
 
 def test_a_fit_the_measurements_cannot_determine_is_flagged_with_what_would_determine_it(

@@ -25,7 +25,7 @@ def cell(report: dict, config: str, number: int) -> dict:
 
 def test_the_file_beside_the_prediction_of_a_smaller_cpu_tier(live_server: str, page: Page, seed_run: tuple[Path, dict]) -> None:
     path, report = seed_run
-    page.goto(live_server + "/")
+    page.goto(live_server + "/plan")
     page.wait_for_function("() => window.Plotly && window.htmx")
     page.fill("#f-cpu-gb", "0.5")
     page.set_input_files("#measure-file", str(path))
@@ -63,7 +63,7 @@ def test_a_file_the_sidebar_cannot_match_is_still_analysed(live_server: str, pag
     # Unknown documents: the sidebar's seed lab (30 requests per run) is simulated whole, and 3 requests do not fit.
     path = tmp_path / "short.csv"
     path.write_text("config,pass,order,seq,doc,prompt_tokens,ttft_ms\n" + "".join(f"gpu,1,forward,{i},-1,5024,500\n" for i in range(3)))
-    page.goto(live_server + "/")
+    page.goto(live_server + "/plan")
     page.wait_for_function("() => window.Plotly && window.htmx")
     page.set_input_files("#measure-file", str(path))
     page.click("#measure-form button[type=submit]")

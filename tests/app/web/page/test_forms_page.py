@@ -6,13 +6,20 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, Route, expect
 
+from app.web.views import BY_NAME
+from page_tour import open_view
+
 pytestmark = pytest.mark.browser
 
 
-def open_page(page: Page, url: str) -> None:
-    page.goto(url + "/")
+# Each view's form the tests wait for: the what-if's in Plan, the replay's, the sidebar's in Simulate.
+FORMS = {"plan": "#policies-form", "replay": "#replay-form", "simulate": "#scenario-form"}
+
+
+def open_page(page: Page, url: str, view: str = "plan") -> None:
+    page.goto(url + BY_NAME[view].path)
     page.wait_for_function("() => window.Plotly && window.htmx && window.kvscope?.forms")
-    page.wait_for_selector("#policies-form")
+    page.wait_for_selector(FORMS[view])
 
 
 def test_a_form_is_busy_until_its_answer_arrives(live_server: str, page: Page) -> None:
@@ -97,7 +104,7 @@ def test_a_refusal_shown_in_the_result_area_replaces_the_result_with_no_stale_no
 
 def test_a_refused_run_marks_the_run_shown_stale(live_server: str, page: Page, expected_console_errors: list[str]) -> None:
     expected_console_errors.append("status of 422")
-    open_page(page, live_server)
+    open_page(page, live_server, "simulate")
     page.fill("#f-docs", "0")
     page.click("#scenario-form [data-action=run]")
     expect(page.locator("#f-docs-error")).to_be_visible()  # the errors go beside the fields ...
@@ -111,8 +118,7 @@ def test_a_refused_run_marks_the_run_shown_stale(live_server: str, page: Page, e
 
 def test_a_failed_replay_marks_its_earlier_result_stale(live_server: str, page: Page, expected_console_errors: list[str]) -> None:
     expected_console_errors.append("status of 500")
-    open_page(page, live_server)
-    page.wait_for_selector("#replay-form")
+    open_page(page, live_server, "replay")
     page.click("#replay-form button[type=submit]")
     expect(page.locator("#replay-result")).to_be_visible(timeout=30_000)
     page.route("**/ui/replay", lambda route: route.fulfill(status=500, body="{}", content_type="application/json"))
@@ -129,4 +135,5 @@ def test_each_panel_says_which_scenario_it_simulates(live_server: str, page: Pag
     expect(capacity).to_contain_text("12 documents of 5,011 tokens")
     expect(capacity).to_contain_text("costs: the server's")
     # Panels with fields of their own say that they do not use the sidebar's.
+    open_view(page, "replay")
     expect(page.locator("#replay [data-role=scope]")).to_contain_text("not the sidebar's")

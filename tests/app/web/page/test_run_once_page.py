@@ -65,7 +65,8 @@ def test_the_run_answer_has_no_numbers_until_its_stream_brings_them(live_server:
             prompt = sum(r["prompt_tokens"] for r in run["requests"] if r["pass"] == n)
             rate = 100 * p["gpu_hit_tokens"] / prompt
             gib = p["gpu_hit_tokens"] * expected["scenario"]["kv_bytes_per_token"] / 2**30
-            assert cell(run["name"], n, "gpu-hit-share") == f"{rate:.1f}% · {gib:.3f} GiB"
+            # A no-break space keeps GiB with its number when the cell wraps to two lines.
+            assert cell(run["name"], n, "gpu-hit-share") == f"{rate:.1f}% · {gib:.3f}\u00a0GiB"
             if run["name"] != "gpu":
                 assert cell(run["name"], n, "cpu-hit") == f"{p['tier_hits'].get('cpu', 0):,}"
                 s = speedups[(run["name"], n)]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from page_tour import run_to_end
+from app.web.views import VIEWS
+from page_tour import goto_view, open_view, run_to_end
 
 pytestmark = pytest.mark.browser
 
@@ -27,6 +28,7 @@ def test_the_run_says_it_is_the_sidebars_scenario_as_run_sent_it(page: Page, liv
 
 def test_a_kept_run_says_it_is_the_kept_runs_scenario(page: Page, live_server: str) -> None:
     run_to_end(page, live_server)
+    open_view(page, "runs")
     link = page.locator("#runs-list-box a[href^='/?run=']").first
     expect(link).to_be_attached(timeout=15_000)
     page.goto(live_server + link.get_attribute("href"))
@@ -34,13 +36,18 @@ def test_a_kept_run_says_it_is_the_kept_runs_scenario(page: Page, live_server: s
 
 
 def test_every_panel_names_its_scenario(page: Page, live_server: str) -> None:
-    page.goto(live_server + "/")
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    for loaded in ("#watch-title", "#analysis-title", "#replay-form", "#live-title", "#runs-title"):  # the areas that load themselves
-        expect(page.locator(loaded).first).to_be_attached(timeout=15_000)
-    # Each panel's head (or, for the run's panels, the run's origin line above them) has a "Scenario:" line.
-    missing = page.evaluate("""() => [...document.querySelectorAll('.panel-head')]
-      .filter((head) => !head.closest('#run-view') && !head.querySelector('[data-role=scope]'))
-      .map((head) => head.querySelector('h2, h3')?.textContent.trim())""")
-    assert missing == [], missing
-    assert page.locator("#run-view > .run-origin [data-role=scope]").count() == 1
+    # The areas that load themselves, each in its view; in each view, each panel's head (or, for the run's panels, the
+    # run's origin line above them) has a "Scenario:" line.
+    loads = {"simulate": (), "replay": ("#replay-form",), "plan": ("#analysis-title",), "live": ("#watch-title", "#live-title"),
+             "runs": ("#runs-title",)}
+    missing: dict[str, list[str]] = {}
+    for view in VIEWS:
+        goto_view(page, live_server, view.name)
+        for loaded in loads[view.name]:
+            expect(page.locator(loaded).first).to_be_attached(timeout=15_000)
+        missing[view.name] = page.evaluate("""() => [...document.querySelectorAll('.panel-head')]
+          .filter((head) => !head.closest('#run-view') && !head.querySelector('[data-role=scope]'))
+          .map((head) => head.querySelector('h2, h3')?.textContent.trim())""")
+        if view.name == "simulate":
+            assert page.locator("#run-view > .run-origin [data-role=scope]").count() == 1
+    assert {name: m for name, m in missing.items() if m} == {}

@@ -17,6 +17,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from page_tour import goto_view, open_view
+
 pytestmark = pytest.mark.browser
 
 DONE = "#player-status[data-state=done]"
@@ -52,12 +54,15 @@ def run_rows(page: Page) -> list[str]:
 
 
 def test_a_played_run_is_listed_and_replays_from_its_link(page: Page, url: str) -> None:
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     expect(page.locator("[data-role=runs-empty]")).to_be_visible()
+    open_view(page, "simulate")
+    page.select_option("#speed", "max")
     page.click("[data-action=run]")
     page.wait_for_selector(DONE, timeout=60_000)
     played = chart_points(page)
-    # The list reloads when the run has played: one simulation, kept while it streamed.
+    # The Runs view lists the run that has played: one simulation, kept while it streamed.
+    open_view(page, "runs")
     expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
     row = page.locator("#runs-list-box tr[data-run]").first
     expect(row).to_contain_text("simulate")
@@ -80,7 +85,7 @@ def test_a_played_run_is_listed_and_replays_from_its_link(page: Page, url: str) 
 def test_two_runs_compare_with_differences_highlighted(page: Page, url: str) -> None:
     for cpu in (1.5, 0.5):
         httpx.post(f"{url}/api/simulate", json={"passes": "forward,forward", "cpu_gb": cpu}, timeout=60)
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(2)
     compare = page.locator("#runs-compare [data-role=compare]")
     expect(compare).to_be_disabled()
@@ -112,7 +117,7 @@ def test_comparing_a_watch_says_why_it_cannot_and_marks_nothing_stale(page: Page
     store = RunStore(db)  # a kvscope watch beside the server: KV events, no requests
     watch = store.save(NewRun("watch", name="KV events"), records=[{"seq": 0, "ts": 1.0, "event": {"type": "AllBlocksCleared"}}])
     store.close()
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     page.check(f"#pick-{sim}")
     page.check(f"#pick-{watch}")
     page.locator("#runs-compare [data-role=compare]").click()
@@ -125,7 +130,7 @@ def test_comparing_a_watch_says_why_it_cannot_and_marks_nothing_stale(page: Page
 
 def test_delete_removes_the_run(page: Page, url: str) -> None:
     ids = [httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"] for _ in range(2)]
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(2)
     page.locator(f'#runs-list-box tr[data-run="{ids[0]}"] [data-role=delete]').click()
     expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
@@ -157,9 +162,9 @@ def test_a_bad_scenario_link_shows_the_field_and_its_limit(page: Page, url: str,
 def test_links_to_runs_that_do_not_exist_or_are_not_ids_say_so(page: Page, url: str, expected_console_errors: list[str]) -> None:
     expected_console_errors += ["status of 404", "status of 422"]
     page.goto(url + "/?run=12345")
-    expect(page.locator("[data-role=runs-notice]")).to_contain_text("no run 12345")
-    # Said above the lanes too, where the page opens, not only in the Runs area further down.
-    expect(page.locator("[data-role=run-origin]")).to_contain_text("no run 12345: it was deleted")
+    # Said in the Runs view, which the link opens (no Simulate view beneath it to say it above the lanes).
+    expect(page).to_have_url(url + "/runs?run=12345")
+    expect(page.locator("[data-role=runs-notice]")).to_contain_text("no run 12345: it was deleted")
     page.goto(url + "/?run=%3Cscript%3Ealert(1)%3C/script%3E")
     expect(page.locator("[data-role=runs-notice]")).to_contain_text("run id must be a positive whole number")
     assert page.locator("#runs-area script:not([src])").count() == 0
@@ -171,10 +176,10 @@ def test_a_measurement_run_opens_in_the_runs_area(page: Page, url: str, tmp_path
     )
     answer = httpx.post(f"{url}/api/runs/import", files={"file": ("<b>mine</b>.csv", rows.encode(), "text/csv")})
     run_id = answer.json()["id"]
-    open_page(page, url + f"/?run={run_id}")
+    page.goto(url + f"/?run={run_id}")
     detail = page.locator("[data-role=runs-compare]")
     expect(detail).to_contain_text(f"Run {run_id}: import")
-    expect(page.locator("[data-role=run-origin]")).to_contain_text(f"Kept run {run_id} opens in Runs, below")
+    expect(page).to_have_url(url + f"/runs?run={run_id}")  # the link opens the Runs view
     expect(detail).to_contain_text("<b>mine</b>.csv")  # the name as text, not as markup
     # Pass 2's three requests at 120 ms: p50 120.0.
     expect(detail.locator('tr[data-config="gpu"][data-pass="2"] td').nth(3)).to_have_text("120.0")
@@ -186,10 +191,8 @@ def test_a_kept_replay_opens_in_the_replay_panel_as_it_ran(page: Page, url: str)
     run_id, ran = answer.headers["X-Kvscope-Run"], answer.json()
     asked: list[str] = []
     page.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
-    open_page(page, url + f"/?run={run_id}")
-    # Above the lanes, where the page opens: where the run is shown, further down.
-    expect(page.locator("[data-role=opened-in]")).to_have_text("the replay panel, below")
-    assert page.get_attribute("[data-role=opened-in]", "href") == "#replay-area"
+    page.goto(url + f"/?run={run_id}")
+    expect(page).to_have_url(url + f"/replay?run={run_id}")  # the link opens the Trace replay view
     status = page.locator("#replay-status")
     expect(status).to_contain_text(f"Kept run {run_id}, as it ran")
     expect(status).to_contain_text(f"replayed {ran['trace']['requests']:,} requests")
@@ -210,7 +213,7 @@ def test_a_kept_replay_opens_in_the_replay_panel_as_it_ran(page: Page, url: str)
 
 
 def test_refresh_shows_runs_kept_elsewhere(page: Page, url: str) -> None:
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     expect(page.locator("[data-role=runs-empty]")).to_be_visible()
     run_id = httpx.post(f"{url}/api/simulate", json={"docs": 2}, timeout=60).headers["X-Kvscope-Run"]
     page.click("[data-role=refresh]")
@@ -234,7 +237,7 @@ def test_a_kept_live_run_replays_in_the_live_panel(page: Page, tmp_path: Path, l
 
         page.goto(f"{base}/?run={run_id}")
         expect(page.locator("[data-role=kept-live-run]")).to_contain_text(f"Kept live run {run_id}")
-        expect(page.locator("[data-role=opened-in]")).to_have_text("the live panel, below")  # said above the lanes
+        expect(page).to_have_url(f"{base}/live?run={run_id}")  # the link opens the Live & Watch view
         # 3 documents x 2 passes, one target: 6 requests measured, as they were.
         expect(page.locator("#live-status")).to_have_text("Done: 6 requests measured on gpu.", timeout=30_000)
         measured = [e["ttft_ms"] for e in sent if e["type"] == "measured"]
@@ -290,7 +293,7 @@ def test_the_list_wraps_between_words(page: Page, url: str, width: int, height: 
     came out as "forward,for / ward,revers / e" and the date as "2026-12- / 01". Words stay whole at every width."""
     httpx.post(f"{url}/api/simulate", json={"passes": "forward,forward,reverse"}, timeout=60)
     page.set_viewport_size({"width": width, "height": height})
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     row = page.locator("#runs-list-box tr[data-run]").first
     expect(row).to_contain_text("forward,forward,reverse")
     assert page.evaluate(BROKEN_WORDS) == []
@@ -323,7 +326,7 @@ def test_two_runs_compared_on_a_phone_keep_each_cell_on_one_line(page: Page, url
     for cpu in (1.5, 0.5):
         httpx.post(f"{url}/api/simulate", json={"passes": "forward,forward,reverse", "cpu_gb": cpu}, timeout=60)
     page.set_viewport_size({"width": 390, "height": 844})
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(2)
     for i in (0, 1):
         page.locator("#runs-list-box input[name=pick]").nth(i).check()
@@ -343,8 +346,9 @@ def test_the_runs_buttons_look_like_the_pages_other_buttons(page: Page, url: str
     the Delete links has the page's rounded border and card background, as Step and Play do."""
     httpx.post(f"{url}/api/simulate", json={"passes": "forward"}, timeout=60)
     open_page(page, url + "/")
-    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
     step = page.evaluate("(s => [s.borderTopLeftRadius, s.backgroundColor])(getComputedStyle(document.querySelector('button[data-action=step]')))")
+    open_view(page, "runs")
+    expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(1)
     odd = page.evaluate(
         """(want) => [...document.querySelectorAll('#runs-area button:not(.link)')].filter(b => b.offsetParent !== null)
              .map(b => [b.textContent.trim(), getComputedStyle(b).borderTopLeftRadius, getComputedStyle(b).backgroundColor])
@@ -364,7 +368,7 @@ def test_a_long_list_scrolls_in_its_own_named_box(page: Page, url: str, width: i
     for n in range(50):
         assert httpx.post(f"{url}/api/runs/import", files={"file": (f"r{n}.csv", rows.encode(), "text/csv")}).status_code == 201
     page.set_viewport_size({"width": width, "height": height})
-    open_page(page, url + "/")
+    goto_view(page, url, "runs")
     expect(page.locator("#runs-list-box tr[data-run]")).to_have_count(50)
     box = page.locator("#runs-list-box [role=region]")
     expect(box).to_have_attribute("tabindex", "0")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture()
 def panel(page: Page, live_server: str) -> Page:
     """The dashboard with its trace-replay panel loaded."""
-    page.goto(live_server + "/")
+    page.goto(live_server + "/replay")
     page.wait_for_selector("#replay-form")
     page.wait_for_function("() => window.Plotly")
     return page

@@ -47,7 +47,7 @@ def requests_seen(url: str) -> int:
 @pytest.mark.browser
 def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watched: tuple[str, str], artifacts: Path) -> None:
     emu, url = watched
-    page.goto(url + "/")
+    page.goto(url + "/live")
     page.wait_for_function("() => window.Plotly && window.htmx")
     view = page.locator("#watch-emu")
     expect(view).to_be_visible()
@@ -109,7 +109,7 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
 
 @pytest.mark.browser
 def test_without_upstreams_the_panel_says_how_to_start_one(page: Page, live_server: str) -> None:
-    page.goto(live_server + "/")
+    page.goto(live_server + "/live")
     expect(page.locator(".watch-none")).to_contain_text("kvscope serve --upstream", timeout=15_000)
 
 
@@ -120,7 +120,7 @@ def test_the_bars_order_prefixes_largest_first_or_as_the_twin_would_evict_them(
     live = f"tcp://127.0.0.1:{free_port()}"
     with emulator("--kv-events", live, "--speed", "50", "--gpu-tokens", "1024") as emu, \
             live_server_factory("--upstream", f"emu={emu}", "--kv-events", f"emu={live}") as url:
-        page.goto(url + "/")
+        page.goto(url + "/live")
         page.wait_for_function("() => window.Plotly && window.htmx")
         view = page.locator("#watch-emu")
         # A (240 tokens, 15 blocks), B (160, 10), C (80, 5), then A again: a GPU hit on all of A.
@@ -159,7 +159,7 @@ def test_on_a_phone_each_proxied_request_is_one_line(page: Page, watched: tuple[
     word per line, each row four lines tall. Each cell is one line; the table scrolls in its box, the page does not."""
     _, url = watched
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(url + "/")
+    page.goto(url + "/live")
     page.wait_for_function("() => window.Plotly && window.htmx")
     seen = requests_seen(url)
     proxied(url, words("phone", 160))
@@ -179,7 +179,7 @@ def test_an_upstreams_badge_and_chart_share_its_colour(page: Page, watched: tupl
     with its own configuration, coloured as a live target is (static/js/palette.js runIndex: by its name when it names a
     configuration, else by its place in the list), the same on its badge and its chart."""
     emu, url = watched
-    page.goto(url + "/")
+    page.goto(url + "/live")
     page.wait_for_function("() => window.Plotly && window.htmx")
     proxied(url, words("colour", 32))
     expect(page.locator("#watch-emu [data-role=chart] .main-svg").first).to_be_attached(timeout=15_000)
