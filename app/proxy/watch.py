@@ -144,8 +144,8 @@ class UpstreamWatch:
             self.prepare()
             assert self._preparing is not None
             await asyncio.shield(self._preparing)  # a client that leaves does not cancel the probe
+        seq = self._seq  # from 0, as a simulated run's requests (the JSON's seq) and every view number them
         self._seq += 1
-        seq = self._seq
         self._awaiting_first_byte += 1
         self._quiet().clear()
         if self._running:

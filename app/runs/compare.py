@@ -77,11 +77,11 @@ def _change(a: float | None, b: float | None) -> float | None:
 
 
 def series(rows: list[Measurement]) -> list[dict[str, Any]]:
-    """Per configuration, each request's TTFT in request order (x counts the configuration's requests from 1)."""
+    """Per configuration, each request's TTFT in request order (x counts the configuration's requests from 0, as every view numbers requests)."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows[:MAX_SERIES_POINTS]:
         s = out.setdefault(r.config, {"config": r.config, "x": [], "ttft_ms": []})
-        s["x"].append(len(s["x"]) + 1)
+        s["x"].append(len(s["x"]))
         s["ttft_ms"].append(r.ttft_ms)
     return list(out.values())
 
