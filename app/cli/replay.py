@@ -13,6 +13,7 @@ from app.cli.scenario_flags import load_costs, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim import stats
+from sim.figures import ms_text
 from sim.chunk_store import CPU_BACKENDS, DEFAULT_CPU_BACKEND, CpuBackend
 from sim.replay import (
     MAX_CHUNK_BLOCKS, MAX_CPU_BLOCKS, MAX_GPU_BLOCKS, ReplayError, ReplayOutcome, ReplayTiers, run_replay, storage_tier,
@@ -108,4 +109,4 @@ def _print(outcome: ReplayOutcome, as_json: bool) -> None:
         )
     )
     summary = stats.summary(result["ttft_ms"])
-    click.echo(f"\nTTFT ms: p50 {summary['p50_ms']:,.1f}  mean {summary['mean_ms']:,.1f}  p90 {summary['p90_ms']:,.1f}")
+    click.echo(f"\nTTFT ms: p50 {ms_text(summary['p50_ms'])}  mean {ms_text(summary['mean_ms'])}  p90 {ms_text(summary['p90_ms'])}")

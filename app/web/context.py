@@ -19,6 +19,7 @@ from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
 from app.web.versus_view import STAT_LABELS
 from sim.events import TIER_LABELS, tier_label
+from sim.figures import ms_text, times_text
 from app.web.workers import Workers
 from sim.chunk_store import CPU_BACKENDS
 from sim.explain.causes import LABELS as CAUSE_LABELS
@@ -52,15 +53,8 @@ def tokens(value: int | float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f}"
-
-
-def times(value: float | None) -> str:
-    """A speed-up: ``11.747`` -> ``11.7x``; below 2, two decimals show a few percent (``0.966`` -> ``0.97x``)."""
-    if value is None:
-        return "–"
-    return f"{value:.2f}x" if value < 2 else f"{value:.1f}x"
+ms = ms_text  # the CLI's and the page's one way of writing milliseconds and speed-ups (sim.figures)
+times = times_text
 
 
 def gib(tokens: int, bytes_per_token: int) -> str:

@@ -296,7 +296,7 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     p50_speedup=s["p50_speedup"] if s else None,
                     mean_speedup=s["mean_speedup"] if s else None,
                     p90_ms=p["p90_ms"],
-                    p99_ms=round(quantile([r["ttft_ms"] for r in requests], 0.99), 3) if requests else None,
+                    p99_ms=quantile([r["ttft_ms"] for r in requests], 0.99) if requests else None,  # exact: rounded once, written
                     prompt_tokens=sum(r["prompt_tokens"] for r in requests),
                     bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,
