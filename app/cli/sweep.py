@@ -7,11 +7,13 @@ from typing import Any
 import click
 
 from sim import jsontext
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from sim.sweep import sweep, sweep_cost
 
 
 @click.command("sweep")
+@keeps_nothing
 @scenario_options
 @click.option("--json", "as_json", is_flag=True, help="print the thresholds as JSON")
 def command(as_json: bool, **flags: Any) -> None:

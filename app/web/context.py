@@ -14,7 +14,7 @@ from starlette.types import ASGIApp
 
 from app.budgets import web_budget
 from app.live.targets import Target, configured_targets
-from app.runs.store import RunStore
+from app.runs.store import RunStore, announce_pruning
 from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
 from app.web.versus_view import STAT_LABELS
@@ -106,7 +106,7 @@ class Web:
     # Live mode's targets, fixed at start-up (``kvscope serve --target``, ``KVSCOPE_TARGETS``).
     live_targets: tuple[Target, ...] = field(default_factory=configured_targets)
     # Where runs are kept (``kvscope serve --db``, ``KVSCOPE_DB``; ``:memory:`` keeps them only while serving).
-    runs: RunStore = field(default_factory=RunStore.from_env)
+    runs: RunStore = field(default_factory=lambda: announce_pruning(RunStore.from_env()))  # says what it prunes
     # The proxied paths, (method, path) -> ASGI endpoint: filled by the watch router, served first (app.web.proxied).
     proxied: dict[tuple[str, str], ASGIApp] = field(default_factory=dict)
     # The heavy calls' worker processes and the budget of one request (``kvscope serve --budget``, ``KVSCOPE_BUDGET``).
