@@ -54,7 +54,7 @@ UPLOAD_PATHS = frozenset({
     "/ui/analysis/measurements", "/ui/analysis/calibrate", "/ui/analysis/profile", "/ui/analysis/size",
     "/api/runs/import", "/ui/runs/import",  # a run exported as JSON is as large as its answer was (up to 16 MiB here)
 })
-PROXIED_PREFIXES = ("/v1/", "/upstream/")  # app/web/proxied.py: forwarded with the proxy's own body bound
+PROXIED_PREFIXES = ("/v1/", "/upstream/", "/tokenize", "/detokenize")  # app/web/proxied.py: forwarded with the proxy's own body bound
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/healthz"})  # the container's health check carries no token
 
