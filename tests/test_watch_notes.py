@@ -3,7 +3,6 @@ a twin started after the server had cached blocks, and requests whose hits the s
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from collections.abc import Iterator
 
@@ -12,6 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from live_servers import emulator, free_port
+from test_watch_api import two_at_once
 from test_watch_page import proxied, words
 
 pytestmark = pytest.mark.browser
@@ -52,14 +52,7 @@ def test_unknown_hits_say_why(page: Page, watched: tuple[str, str]) -> None:
     proxied(url, words("first", 32))  # the counters' baseline is read after this one
     # Two at once (400 prompt tokens, 2,000 streamed at 5 ms / 50 each: 0.2 s in flight): the counters, cumulative,
     # cover both, so neither request's hits can be told (tests/test_watch_api.py).
-    body = lambda tag: {"prompt": words(tag, 400), "max_tokens": 2000, "stream": True}  # noqa: E731
-
-    def one(tag: str) -> None:
-        with httpx.stream("POST", url + "/v1/completions", json=body(tag), timeout=30) as r:
-            r.read()
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        list(pool.map(one, ["c", "d"]))
+    two_at_once(url)
     deadline = time.monotonic() + 15
     while len(records := httpx.get(url + "/api/watch/emu").json()["requests"]) < 3:
         assert time.monotonic() < deadline
