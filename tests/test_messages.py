@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +101,26 @@ def test_the_proxy_forwards_tokenize_and_names_what_it_refuses(live_server_facto
         assert refused.status_code == 404
         message = refused.json()["error"]["message"]
         assert "does not forward POST /v1/embeddings" in message and "POST /tokenize" in message
+
+
+def test_serve_says_where_it_listens_with_the_port_chosen_for_zero() -> None:
+    """uvicorn names its address only when it binds the socket itself; serve binds it (to name --port when the port
+    is taken), so serve says where it listens, with the port the kernel chose for --port 0."""
+    proc = subprocess.Popen([*KVSCOPE, "serve", "--host", "127.0.0.1", "--port", "0", "--db", ":memory:"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        url = line.split(" at ", 1)[1].split("/ ", 1)[0]
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), line
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, line
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
