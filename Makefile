@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 USER_ID  ?= $(shell id -u)
 
-.PHONY: serve test bench fuzz vendor clean
+.PHONY: serve test bench fuzz vendor docs-shots clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,10 @@ fuzz: $(STAMP)
 # Re-download the pinned npm releases (htmx, plotly.js, Swagger UI into static/vendor/; axe-core into tests/vendor/), checking their npm integrity; commit the result.
 vendor: $(STAMP)
 	$(BIN)/python scripts/vendor_assets.py
+
+# The docs' screenshots from the real page (scripts/docs_shots.py lists the views): docs/img/VIEW-WIDTH.png.
+docs-shots: $(CHROMIUM) $(STAMP)
+	$(BIN)/python scripts/docs_shots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info

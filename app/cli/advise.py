@@ -11,6 +11,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.advise.candidate import TIERS, Target
@@ -58,6 +59,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 
 
 @click.command("advise")
+@keeps_nothing
 @scenario_options
 @click.option("--trace", "trace", default=None,
               help="replay this trace (Mooncake or Bailian JSONL, or a bundled name: mooncake-synthetic) instead of the scenario; "

@@ -11,11 +11,11 @@ from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from app.costs_profile import profile_name, profile_text
-from sim.bounds import jsontext
+from sim.bounds import jsontext, textfile
 from sim.calibration.calibrate import Calibration, calibrate_file, repeat_of
 from sim.calibration.longdocqa_files import find_pair
 from sim.calibration.measurements import Measurement, MeasurementError
-from sim.calibration.readers import read_measurements
+from sim.calibration.readers import kind_of, read_measurements
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.scenario import Scenario
 
@@ -71,6 +71,8 @@ def command(
     try:
         calibration = calibrate_file(file, scenario)
     except MeasurementError as exc:
+        if flags.get("repeat_mode") is None and _long_doc_qa(file):
+            raise click.UsageError(f"{file}: {LDQ_FLAGS_TEXT} (read as the preset's run: {exc})") from None
         raise click.UsageError(f"{file}: {exc}") from None
     except ValueError as exc:  # e.g. the data cannot tell two costs apart
         raise click.UsageError(f"{file}: cannot fit the cost model ({exc})") from None
@@ -78,6 +80,24 @@ def command(
     out.write_text(profile_text(profile))
     _print(calibration, profile, out, as_json)
     save_run(db, no_save, lambda store: _save(store, file, scenario, profile))
+
+
+# A long_doc_qa round holds TTFTs only: the fit re-simulates the run, which its flags describe (long_doc_qa's own names
+# in brackets).
+LDQ_FLAGS_TEXT = (
+    "a long_doc_qa run is read with the flags it ran with: --repeat-mode, --docs (its --num-documents), --doc-tokens "
+    "(its --document-length) and, as it ran, --repeat-count, --shuffle-seed, --hit-miss-ratio"
+)
+
+
+def _long_doc_qa(file: Path) -> bool:
+    """A long_doc_qa run's folder holding its two rounds, or one of the rounds (told by its columns)."""
+    if file.is_dir():
+        return all(p.is_file() for p in find_pair(file))
+    try:
+        return file.suffix != ".jsonl" and kind_of(textfile.read_text(file)) == "long_doc_qa"
+    except textfile.FileProblem:
+        return False
 
 
 def _rows(file: Path, scenario: Scenario) -> list[Measurement]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.analysis.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
@@ -17,6 +18,7 @@ from sim.workloads.estimate import curve_cost
 
 
 @click.command("capacity")
+@keeps_nothing
 @click.option("--tier", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True, help="whose capacity to vary")
 @click.option("--points", type=click.IntRange(1, MAX_POINTS), default=40, show_default=True, help="capacities on the grid")
 @click.option("--min-tokens", type=click.IntRange(min=1), default=None, help="smallest capacity (default: the smallest that runs)")

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import format_option, load
@@ -16,6 +17,7 @@ from sim.traces.reader import TraceFormat
 
 
 @click.command("curve")
+@keeps_nothing
 @click.argument("trace", required=False)
 @click.option("--points", type=click.IntRange(1, MAX_CURVE_POINTS), default=100, show_default=True,
               help="capacities, spread evenly up to the number of distinct blocks")

@@ -9,6 +9,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from app.cli.emulate_kv_events import kv_events_options, publish_kv_events
+from app.cli.listen import bound_url, listen
 from app.cli.scenario_flags import load_costs
 from app.emulator.config import EmulatorConfig
 from app.emulator.server import make_emulator_app
@@ -73,17 +74,18 @@ def command(
         )
     except ValidationError as exc:
         raise click.UsageError(_describe(exc)) from None
+    app = make_emulator_app(config)
+    sock = listen(host, port)  # before the banner: a port in use says so, naming --port
     cpu = "no CPU tier" if config.cpu_tokens is None else f"CPU {config.cpu_gb:g} GiB = {config.cpu_tokens:,} tokens"
     click.echo(
         f"kvscope emulator for {config.model}: GPU {config.gpu_tokens:,} tokens ({config.num_gpu_blocks:,} blocks of "
-        f"{config.block_size}), {cpu}, speed x{config.speed:g}, on http://{host}:{port}",
+        f"{config.block_size}), {cpu}, speed x{config.speed:g}, on {bound_url(host, sock)}",
         err=True,
     )
-    app = make_emulator_app(config)
     publish_kv_events(app.state.backend, kv_events, kv_events_replay, kv_events_topic)
     # uvicorn's fast stack (uvloop and httptools where installed, as kvscope serve): a 2.5 ms first-token deadline
     # at --speed 20 leaves little room for parsing. Deadlines are kept by app.emulator.deadline, not the loop's timers.
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)).run(sockets=[sock])
 
 
 def _describe(exc: ValidationError) -> str:

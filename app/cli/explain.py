@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from app.cli.replay import REPLAY_FLAGS
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from app.cli.trace_options import format_option, load
@@ -35,6 +36,7 @@ MAX_WINDOWS = 1000
 
 
 @click.command("explain")
+@keeps_nothing
 @scenario_options
 @click.option("--trace", "trace_name", default=None,
               help="explain a trace replay instead (a Mooncake or Bailian JSONL file, or mooncake-synthetic); "

@@ -145,7 +145,7 @@ def _note(event: Event, progress: _Progress, predicted: dict[str, list[dict[str,
     elif isinstance(event, RunWarning):
         progress.say(f"warning: target {event.run}: {event.message}")
     elif isinstance(event, Error):
-        progress.say(f"error: {event.message} [{urls.get(event.run, '')}]")
+        progress.say(f"Error: {event.message} [{urls.get(event.run, '')}]")  # as click words every other command's
 
 
 class _Progress:

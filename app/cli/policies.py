@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.table import format_table
 from sim.analysis.whatif import compare
@@ -14,6 +15,7 @@ from sim.workloads.estimate import policies_cost
 
 
 @click.command("policies")
+@keeps_nothing
 @scenario_options
 @click.option("--json", "as_json", is_flag=True, help="print every policy's pass summaries as JSON")
 def command(as_json: bool, **flags: Any) -> None:

@@ -16,6 +16,7 @@ from app.cli.trace_options import block_size_option, format_option, load
 from sim.bounds import jsontext
 from sim.bounds.budget import trace_cost
 from sim.numeric import stats
+from sim.numeric.figures import ms_text
 from sim.sched.arrivals import Timed
 from sim.sched.replay import MAX_SPEEDUP, replay_served, served_trace_cost, trace_arrivals
 from sim.simulation.replay import (
@@ -156,4 +157,4 @@ def _print(outcome: ReplayOutcome, as_json: bool) -> None:
         )
     )
     summary = stats.summary(result["ttft_ms"])
-    click.echo(f"\nTTFT ms: p50 {summary['p50_ms']:,.1f}  mean {summary['mean_ms']:,.1f}  p90 {summary['p90_ms']:,.1f}")
+    click.echo(f"\nTTFT ms: p50 {ms_text(summary['p50_ms'])}  mean {ms_text(summary['mean_ms'])}  p90 {ms_text(summary['p90_ms'])}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,39 @@ def delete(ctx: click.Context, run_ids: tuple[int, ...]) -> None:
             click.echo(f"deleted run {i}")
     if missing:
         raise _missing(NoSuchRun(missing[0]))
+
+
+class AgeType(click.ParamType):
+    """An age: a whole number and a unit, ``90m``, ``12h``, ``30d`` or ``2w``."""
+
+    name = "AGE"
+    UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip()
+        number, unit = text[:-1], text[-1:]
+        if unit not in self.UNITS or not number.isdigit() or not 0 < int(number) <= 100_000:
+            self.fail(f"must be 1 to 100,000 and a unit, m, h, d or w (e.g. 30d), got {text[:40]!r}", param, ctx)
+        return timedelta(**{self.UNITS[unit]: int(number)})
+
+
+@command.command("prune")
+@click.option("--keep", type=click.IntRange(0, 10_000_000), default=None, help="keep the newest N runs, delete the rest")
+@click.option("--older-than", type=AgeType(), default=None, help="delete the runs made more than this long ago (30d, 12h, 2w)")
+@click.pass_context
+def prune(ctx: click.Context, keep: int | None, older_than: timedelta | None) -> None:
+    """Delete old runs at once: all but the newest N (--keep N), or those older than an age (--older-than 30d).
+
+    A run still being recorded is never deleted. To prune as runs are kept, set a retention: --keep-runs N on
+    kvscope serve, runs and live, or KVSCOPE_KEEP_RUNS=N for every command."""
+    if (keep is None) == (older_than is None):
+        raise click.UsageError("give --keep N or --older-than AGE (one of them)")
+    store = _store(ctx)
+    ids = store.prune(keep=keep, older_than=older_than)
+    why = f"--keep {keep:,} keeps the newest {keep:,}" if keep is not None else f"--older-than {older_than} (days, h:mm:ss)"
+    click.echo(store.pruned_text(ids, why) if ids else f"no run to delete in {store.path}")
 
 
 @command.command("import")

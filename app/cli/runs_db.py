@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from app.runs.store import ENV_DB, ENV_KEEP, ENV_MAX_MB, RunStore, StoreError, default_path
+from app.runs.store import ENV_DB, ENV_KEEP, ENV_MAX_MB, RunStore, StoreError, announce_pruning, default_path
 
 
 def db_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -34,6 +34,6 @@ def configure(db: str | None, keep_runs: int | None, db_max_mb: int | None) -> R
         if value is not None:
             os.environ[name] = str(value)
     try:
-        return RunStore.from_env()
+        return announce_pruning(RunStore.from_env())
     except (StoreError, ValueError, OSError) as exc:  # OSError: e.g. a folder on the path that is a file
         raise click.BadParameter(str(exc), param_hint="--db" if db else f"${ENV_DB} ({default_path()})") from None

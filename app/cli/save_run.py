@@ -1,4 +1,5 @@
-"""``--db`` and ``--no-save`` for the commands whose answer is kept as a run: simulate, replay, analyze, calibrate.
+"""``--db`` and ``--no-save`` for the commands whose answer is kept as a run: simulate, replay, analyze, calibrate;
+``--no-save`` alone, a no-op, for the others (explain, capacity, ...).
 
 The answer is printed first and kept after: a database that cannot be written (read-only, a full disk, not a
 database at all) gets a warning on stderr, never a lost answer or another exit code. The runs store (and
@@ -23,6 +24,12 @@ def no_save_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--no-save", is_flag=True, help="do not keep this run in the runs database")(command)
 
 
+def keeps_nothing(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-save`` accepted by a command that keeps no run, so that one command line works for every command."""
+    return click.option("--no-save", is_flag=True, expose_value=False,
+                        help="accepted as by every command; this one keeps no run anyway")(command)
+
+
 def save_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--db PATH`` and ``--no-save``, passed to the command as ``db`` and ``no_save``."""
     command = no_save_option(command)
@@ -40,10 +47,10 @@ def open_store(db: str | None, no_save: bool) -> RunStore | None:
         return None
     import sqlite3  # here, not at the top: see the module's docstring
 
-    from app.runs.store import RunStore, StoreError
+    from app.runs.store import RunStore, StoreError, announce_pruning
 
     try:
-        return RunStore.from_env(db)
+        return announce_pruning(RunStore.from_env(db))
     except (StoreError, sqlite3.Error, OSError, ValueError) as exc:  # ValueError: a malformed KVSCOPE_* number
         not_kept(exc)
         return None

@@ -13,9 +13,10 @@ import uvicorn
 
 from app import budgets, costs_profile
 from app.cli import runs_db
+from app.cli.listen import bound_url, listen
 from app.cli.serve_upstreams import configure_upstreams, upstream_options
-from app.web import guard
 from app.live.targets import ENV_VAR, TargetSpecError, env_value, parse_targets, targets_from_env
+from app.web import guard
 
 # Open step streams must not hold a shutdown for long: they are cancelled after this many seconds.
 GRACEFUL_SHUTDOWN_S = 2
@@ -84,7 +85,10 @@ def command(
     from app.web.workers import stop_all  # the web's modules load in the server only, not for every command
 
     server = _Server(config, stop_all)
-    server.run()
+    sock = listen(host, port)  # bound first: a port in use says so, naming --port
+    # uvicorn names its address only when it binds the socket itself: said here, with the port chosen for --port 0.
+    click.echo(f"kvscope serving the dashboard at {bound_url(host, sock)}/ (API docs at /docs); Ctrl+C stops it", err=True)
+    server.run(sockets=[sock])
     if not server.started:
         sys.exit(3)  # as uvicorn.run: it could not start (the port is taken, say), and said why
 

@@ -16,6 +16,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from sim.numeric.figures import ms_text
 from sim.sched.serving import Serving
 
 OVERLOAD = 1.05  # arrivals this much faster than the run served them: say the queue grew
@@ -81,9 +82,9 @@ def serving_line(run: str, s: dict[str, Any], open_loop: bool = False) -> str:
     """A run's figures under load in one line: TTFT percentiles (queueing included), throughput, preemptions; and for
     arrivals that do not wait for the server (``open_loop``: a rate, timestamps), a note when they outran it."""
     line = (
-        f"{run}: TTFT p50 {s['ttft_p50_ms']:.1f} ms, p90 {s['ttft_p90_ms']:.1f} ms, p99 {s['ttft_p99_ms']:.1f} ms; "
-        f"{s['requests_per_s']:.2f} requests/s, {s['output_tokens_per_s']:.1f} output tokens/s over "
-        f"{s['span_ms'] / 1000:.2f} s in {s['steps']} steps; {s['preemptions']} preemptions"
+        f"{run}: TTFT p50 {ms_text(s['ttft_p50_ms'])} ms, p90 {ms_text(s['ttft_p90_ms'])} ms, "
+        f"p99 {ms_text(s['ttft_p99_ms'])} ms; {s['requests_per_s']:,.2f} requests/s, {s['output_tokens_per_s']:,.1f} "
+        f"output tokens/s over {s['span_ms'] / 1000:,.2f} s in {s['steps']:,} steps; {s['preemptions']:,} preemptions"
     )
     offered = s.get("arrivals_per_s")
     if open_loop and offered and offered > OVERLOAD * s["requests_per_s"]:

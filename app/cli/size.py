@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from app.cli.save_run import keeps_nothing
 from app.cli.table import format_table
 from app.web.model_fields import bounds
 from sim.blocks.kv import MODELS, UnknownModel, load_config, model_shape, sizing
@@ -20,6 +21,7 @@ def _scenario_int(name: str) -> dict[str, object]:
 
 
 @click.command("size")
+@keeps_nothing
 @click.option("--model", default=None, help=f"a known model: {', '.join(MODELS)}")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json instead of --model")
 @click.option("--docs", **_scenario_int("docs"), help="documents to hold")

@@ -6,12 +6,14 @@ from typing import Any
 
 import click
 
+from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from sim.analysis.sweep import sweep, sweep_cost
 from sim.bounds import jsontext
 
 
 @click.command("sweep")
+@keeps_nothing
 @scenario_options
 @click.option("--json", "as_json", is_flag=True, help="print the thresholds as JSON")
 def command(as_json: bool, **flags: Any) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sim.engine.events import tier_label
+from sim.numeric.figures import ms_text, times_text
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool] | None = None) -> str:
@@ -22,7 +23,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
 
 def cell_text(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:,.1f}"
+        return ms_text(value)
     if isinstance(value, int):
         return f"{value:,}"
     return "" if value is None else str(value)
@@ -41,7 +42,7 @@ def render_table(result: dict[str, Any]) -> str:
                 [
                     run["name"], f"{p['pass']} {p['order']}", p["p50_ms"], p["mean_ms"], p["gpu_hit_tokens"],
                     *(hits.get(name, 0) for name in offload), p["computed_tokens"],
-                    f"{s['p50_speedup']:.1f}x / {s['mean_speedup']:.1f}x" if s else "",
+                    f"{times_text(s['p50_speedup'])} / {times_text(s['mean_speedup'])}" if s else "",
                 ]
             )
     headers = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from sim.calibration.measurements import REQUIRED
 from sim.traces.reader import FORMAT_BLOCK_TOKENS, TRACE_FORMATS, Trace, TraceError, TraceFormat, open_trace
 
 
@@ -12,7 +13,22 @@ def load(trace: str, block_size: int | None, fmt: TraceFormat | None = None) -> 
     try:
         return open_trace(trace, block_size, fmt=fmt)
     except TraceError as exc:
+        if _measurements(trace):
+            raise click.UsageError(
+                f"{trace}: a measurement file (per-request TTFTs), not a trace: replay reads Mooncake or Bailian JSONL "
+                f"traces; kvscope analyze {trace} reads measurement files") from None
         raise click.UsageError(f"{trace}: {exc}") from None
+
+
+def _measurements(name: str) -> bool:
+    """The file opens as a measurement file does: a CSV header with its required columns, or JSON with them."""
+    try:
+        with open(name, encoding="utf-8", errors="replace") as f:
+            head = f.readline(4096)
+    except OSError:
+        return False
+    names = {c.strip().strip('"') for c in head.split(",")}
+    return set(REQUIRED) <= names or (head.lstrip().startswith("{") and all(f'"{c}"' in head for c in REQUIRED))
 
 
 def block_size_option() -> click.Option:

@@ -53,6 +53,12 @@ TWIN = "twin"
 SETTLE_IDLE_S = 0.1
 SETTLE_MAX_S = 2.0
 SETTLE_POLL_S = 0.02
+# Why a request's hits are unknown (the server's /metrics counters are cumulative: a request's hits are the change
+# across it, read before and after, which only a request alone between two readings has).
+OVERLAPPED_TEXT = "it ran while another request was in flight, and the server's counters add up both"
+BACK_TO_BACK_TEXT = ("it came right after the last request, before the server's counters were read again, "
+                     "so its hits cannot be told from that request's")
+NO_COUNTERS_TEXT = "the server's /metrics has no prefix-cache counters"
 
 
 @dataclass(slots=True)
@@ -82,7 +88,7 @@ class UpstreamWatch:
         self._seq = 0
         self._running: set[int] = set()  # requests being forwarded now
         self._tasks: set[asyncio.Task[None]] = set()
-        self._overlapped: set[int] = set()
+        self._overlapped: dict[int, str] = {}  # request -> why its hits cannot be told from the counters
         self._baseline: CacheCounters | None = None
         self._baseline_fresh = False
         self._queue: asyncio.Lock | None = None
@@ -90,6 +96,10 @@ class UpstreamWatch:
         self._awaiting_first_byte = 0
         self._first_bytes_out: asyncio.Event | None = None  # set while no request awaits its first byte
         self.first_parted: int | None = None
+        # Blocks the server held at the first comparison that the twin never saw (None before it): a twin started
+        # after the server cached them differs from the start, which is not a parting after some request.
+        self._held_before: int | None = None
+        self._apart_from_start = False
         self._warned_silent = False
         self.divergence: dict[str, Any] | None = None
         # The twin's GPU blocks by hash label -> place in its eviction queue (0 goes first); replaced whole after
@@ -144,16 +154,17 @@ class UpstreamWatch:
             self.prepare()
             assert self._preparing is not None
             await asyncio.shield(self._preparing)  # a client that leaves does not cancel the probe
+        seq = self._seq  # from 0, as a simulated run's requests (the JSON's seq) and every view number them
         self._seq += 1
-        seq = self._seq
         self._awaiting_first_byte += 1
         self._quiet().clear()
         if self._running:
-            self._overlapped.update(self._running)
-            self._overlapped.add(seq)
+            for other in self._running:
+                self._overlapped.setdefault(other, OVERLAPPED_TEXT)
+            self._overlapped[seq] = OVERLAPPED_TEXT
         self._running.add(seq)
-        if not self._baseline_fresh:
-            self._overlapped.add(seq)  # the counters were not read since the last request: no attribution
+        if not self._baseline_fresh:  # the counters were not read since the last request: no attribution
+            self._overlapped.setdefault(seq, BACK_TO_BACK_TEXT)
         self._baseline_fresh = False
         return seq
 
@@ -217,12 +228,11 @@ class UpstreamWatch:
             self._baseline, self._baseline_fresh = None, False
 
     async def _measure(self, seq: int, ex: Exchange) -> dict[str, Any]:
-        overlapped = seq in self._overlapped
-        self._overlapped.discard(seq)
+        overlapped = self._overlapped.pop(seq, None)
         record: dict[str, Any] = {
             "seq": seq, "path": ex.path, "status": ex.status, "streamed": ex.streamed, "ttft_ms": ex.ttft_ms,
             "latency_ms": ex.latency_ms, "error": ex.error, "prompt_tokens": None, "gpu_hit_tokens": None,
-            "cpu_hit_tokens": None, "predicted_ttft_ms": None, "predicted_gpu_hit_tokens": None,
+            "cpu_hit_tokens": None, "hits_unknown": None, "predicted_ttft_ms": None, "predicted_gpu_hit_tokens": None,
             "predicted_cpu_hit_tokens": None, "gpu_miss": None, "computed": None, "evicted_misses": None,
             "infinite_hit_tokens": None,
             "started_at": datetime.fromtimestamp(ex.started_wall_s, UTC).isoformat(timespec="milliseconds"),
@@ -235,14 +245,20 @@ class UpstreamWatch:
             return record
         record["prompt_tokens"] = len(tokens)
         before = self._baseline if not overlapped else None
-        if before is not None and self.info is not None and self.info.has_counters:
+        unknown = overlapped
+        if self.info is not None and not self.info.has_counters:
+            unknown = NO_COUNTERS_TEXT
+        elif before is not None and self.info is not None:
             try:
                 after = await self.client.counters_after(before, len(tokens))
                 delta = after.delta(before)
                 record["gpu_hit_tokens"] = _int(delta.gpu_hits)
                 record["cpu_hit_tokens"] = _int(delta.external_hits) if self.info.has_external_counters else None
-            except TargetError:
-                pass
+            except TargetError as exc:
+                unknown = f"reading the server's /metrics failed ({exc})"
+        elif before is None and unknown is None:
+            unknown = BACK_TO_BACK_TEXT  # no baseline read yet
+        record["hits_unknown"] = unknown if record["gpu_hit_tokens"] is None else None
         if self.twin is not None and tokens:
             await self._quiet().wait()  # the twin's work is the CPU's: after any request's first byte
             engine = self.twin.engine
@@ -264,7 +280,7 @@ class UpstreamWatch:
             gpu_hit, cpu_hit = record["gpu_hit_tokens"], record["cpu_hit_tokens"]
             computed = None if gpu_hit is None else len(tokens) - gpu_hit - (cpu_hit or 0)
             self.emit(Measured(self.upstream.name, seq, 1, "proxy", -1, len(tokens), ex.ttft_ms, gpu_hit, cpu_hit,
-                               computed, str(body.get("model") or ""), record["started_at"]))
+                               computed, str(body.get("model") or ""), record["started_at"], record["hits_unknown"]))
         await self._compare(seq)
         return record
 
@@ -333,10 +349,13 @@ class UpstreamWatch:
                 "--kv-events-config, on the endpoint and topic given?",
             ))
         differ = _differ(server_keys, twin_keys, self.twin.exact_keys)
-        if differ and self.first_parted is None:
+        if self._held_before is None:  # the first comparison: what the server held that the twin never saw
+            self._held_before = len(server_keys - twin_keys) if self.twin.exact_keys else max(len(server_keys) - len(twin_keys), 0)
+            self._apart_from_start = bool(differ and self._held_before)
+        if differ and self.first_parted is None and not self._apart_from_start:
             self.first_parted = seq
         event = Divergence(self.upstream.name, seq, "gpu", len(server_keys), len(twin_keys), differ,
-                           self.twin.exact_keys, self.first_parted)
+                           self.twin.exact_keys, self.first_parted, self._held_before)
         self.divergence = event.to_dict()
         self.emit(event)
 

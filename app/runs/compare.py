@@ -72,15 +72,15 @@ def _change(a: float | None, b: float | None) -> float | None:
     """b relative to a: 1.25 is 25% higher. None when either is missing or a is 0."""
     if a is None or b is None or a == 0:
         return None
-    return round(b / a, 4)
+    return b / a  # exact: rounded once, where written
 
 
 def series(rows: list[Measurement]) -> list[dict[str, Any]]:
-    """Per configuration, each request's TTFT in request order (x counts the configuration's requests from 1)."""
+    """Per configuration, each request's TTFT in request order (x counts the configuration's requests from 0, as every view numbers requests)."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows[:MAX_SERIES_POINTS]:
         s = out.setdefault(r.config, {"config": r.config, "x": [], "ttft_ms": []})
-        s["x"].append(len(s["x"]) + 1)
+        s["x"].append(len(s["x"]))
         s["ttft_ms"].append(r.ttft_ms)
     return list(out.values())
 
@@ -124,7 +124,7 @@ def diff(store: RunStore, a_id: int, b_id: int) -> dict[str, Any]:
             c["a"] != c["b"] and (c["change"] is None or abs(c["change"] - 1) > SAME_WITHIN)
             for c in [*compared, *row["tier_hits"].values()]
         )
-        row["p50_speedup_b_over_a"] = None if not (ca and cb) else round(speedup(ca["p50_ms"], cb["p50_ms"]), 3)
+        row["p50_speedup_b_over_a"] = None if not (ca and cb) else speedup(ca["p50_ms"], cb["p50_ms"])
         passes.append(row)
     return {
         "a": a.info.to_dict(),

@@ -17,11 +17,12 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,9 @@ class RunStore:
         self.max_bytes = max_bytes
         self.max_records = max_records
         self.keep_runs = keep_runs
+        # Told the ids a retention removed, once their write is committed: a store never drops runs unsaid.
+        self.on_prune: Callable[[list[int], str], None] | None = None
+        self._pruned: list[int] = []
         self.memory = self.path == MEMORY
         if not self.memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -263,14 +267,52 @@ class RunStore:
             try:
                 out = work(conn)
                 conn.execute("COMMIT")
-                return out
             except BaseException as exc:
+                self._pruned = []
                 conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     if "full" in str(exc):
                         raise StoreFull(f"{self.path}: the disk is full ({exc}); nothing of this write was kept") from None
                     raise StoreError(f"{self.path}: {exc}") from None
                 raise
+            pruned, self._pruned = self._pruned, []
+        if pruned and self.on_prune is not None:
+            self.on_prune(pruned, self.retention_text())
+        return out
+
+    def pruned_text(self, ids: list[int], why: str) -> str:
+        """``removed runs 1, 2 from runs.db: ...``, what a retention's removal tells the user."""
+        listed = ", ".join(str(i) for i in ids[:20]) + (f" and {len(ids) - 20:,} more" if len(ids) > 20 else "")
+        return f"removed run{'s' if len(ids) > 1 else ''} {listed} from {self.path}: {why}"
+
+    def retention_text(self) -> str:
+        """The retention in force, in the words of the option and variable that set it."""
+        return f"the retention keeps the newest {self.keep_runs:,} runs (--keep-runs, {ENV_KEEP})"
+
+    def _delete(self, conn: sqlite3.Connection, ids: list[int]) -> None:
+        """Remove runs the retention chose (their records and events go with them), noting their ids."""
+        conn.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in ids])
+        self._pruned += ids
+
+    def prune(self, *, keep: int | None = None, older_than: timedelta | None = None) -> list[int]:
+        """Delete every finished run but the newest ``keep``, or every one created more than ``older_than`` ago;
+        the ids removed, oldest first. A run still being written is never removed."""
+        if (keep is None) == (older_than is None):
+            raise ValueError("prune: give keep or older_than, one of them")
+
+        def work(conn: sqlite3.Connection) -> list[int]:
+            if keep is not None:
+                rows = conn.execute("SELECT id FROM runs WHERE status != 'running' ORDER BY created_at DESC, id DESC "
+                                    "LIMIT -1 OFFSET ?", (keep,)).fetchall()
+            else:
+                assert older_than is not None
+                cutoff = (datetime.now(UTC) - older_than).isoformat(timespec="milliseconds")  # as now() writes created_at
+                rows = conn.execute("SELECT id FROM runs WHERE status != 'running' AND created_at < ?", (cutoff,)).fetchall()
+            ids = sorted(int(r[0]) for r in rows)
+            conn.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in ids])
+            return ids
+
+        return list(self._write(work))
 
     def used_bytes(self, conn: sqlite3.Connection | None = None) -> int:
         """Bytes of pages in use (free pages left by deleted runs are reused, so they do not count)."""
@@ -293,17 +335,17 @@ class RunStore:
         ).fetchone()
         if row is None:
             return False
-        conn.execute("DELETE FROM runs WHERE id = ?", (row[0],))
+        self._delete(conn, [int(row[0])])
         return True
 
     def _retain(self, conn: sqlite3.Connection, keep: int) -> None:
         if self.keep_runs is None:
             return
-        conn.execute(
-            "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE status != 'running' AND id != ? "
-            "ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?)",
+        rows = conn.execute(
+            "SELECT id FROM runs WHERE status != 'running' AND id != ? ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?",
             (keep, max(self.keep_runs - 1, 0)),
-        )
+        ).fetchall()
+        self._delete(conn, sorted(int(r[0]) for r in rows))
 
     def _insert(
         self, conn: sqlite3.Connection, run: NewRun, status: str, result_text: str | None = None, counts: tuple[int, int] = (0, 0)
@@ -621,3 +663,9 @@ class RunWriter:
 
 def _mib(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:,.2f}".rstrip("0").rstrip(".")
+
+
+def announce_pruning(store: RunStore) -> RunStore:
+    """The store, saying on stderr which runs its retention removes, as it removes them (the CLI and the server)."""
+    store.on_prune = lambda ids, why: print(f"kvscope: {store.pruned_text(ids, why)}", file=sys.stderr, flush=True)
+    return store

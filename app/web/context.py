@@ -14,7 +14,7 @@ from starlette.types import ASGIApp
 
 from app.budgets import web_budget
 from app.live.targets import Target, configured_targets
-from app.runs.store import RunStore
+from app.runs.store import RunStore, announce_pruning
 from app.web.model_fields import bounds, number_attrs
 from app.web.sse import StreamStats
 from app.web.versus_view import STAT_LABELS
@@ -24,6 +24,7 @@ from sim.calibration.versus import STATS
 from sim.engine.events import TIER_LABELS, tier_label
 from sim.explain.causes import LABELS as CAUSE_LABELS
 from sim.explain.causes import PRECEDENCE
+from sim.numeric.figures import ms_text, times_text
 from sim.tiers.chunk_store import CPU_BACKENDS
 
 
@@ -52,15 +53,8 @@ def tokens(value: int | float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f}"
-
-
-def times(value: float | None) -> str:
-    """A speed-up: ``11.747`` -> ``11.7x``; below 2, two decimals show a few percent (``0.966`` -> ``0.97x``)."""
-    if value is None:
-        return "–"
-    return f"{value:.2f}x" if value < 2 else f"{value:.1f}x"
+ms = ms_text  # the CLI's and the page's one way of writing milliseconds and speed-ups (sim.numeric.figures)
+times = times_text
 
 
 def gib(tokens: int, bytes_per_token: int) -> str:
@@ -112,7 +106,7 @@ class Web:
     # Live mode's targets, fixed at start-up (``kvscope serve --target``, ``KVSCOPE_TARGETS``).
     live_targets: tuple[Target, ...] = field(default_factory=configured_targets)
     # Where runs are kept (``kvscope serve --db``, ``KVSCOPE_DB``; ``:memory:`` keeps them only while serving).
-    runs: RunStore = field(default_factory=RunStore.from_env)
+    runs: RunStore = field(default_factory=lambda: announce_pruning(RunStore.from_env()))  # says what it prunes
     # The proxied paths, (method, path) -> ASGI endpoint: filled by the watch router, served first (app.web.proxied).
     proxied: dict[tuple[str, str], ASGIApp] = field(default_factory=dict)
     # The heavy calls' worker processes and the budget of one request (``kvscope serve --budget``, ``KVSCOPE_BUDGET``).

@@ -30,8 +30,8 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 from http.cookies import SimpleCookie
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.datastructures import Headers
@@ -53,7 +53,7 @@ UPLOAD_LIMIT_BYTES = 2 * MAX_UPLOAD_BYTES + 8 * 2**20
 # A scenario is a few hundred bytes; explicit pass lists of thousands of documents fit easily.
 BODY_LIMIT_BYTES = 2 * 2**20
 UPLOAD_MARK = "_kvscope_upload"  # set by ``upload_route`` on a route's endpoint
-PROXIED_PREFIXES = ("/v1/", "/upstream/")  # app/web/proxied.py: forwarded with the proxy's own body bound
+PROXIED_PREFIXES = ("/v1/", "/upstream/", "/tokenize", "/detokenize")  # app/web/proxied.py: forwarded with the proxy's own body bound
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/healthz"})  # the container's health check carries no token
 

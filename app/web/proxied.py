@@ -26,8 +26,9 @@ PREFIX = "/upstream/"
 class Proxied:
     """One proxied path (``/v1/completions``...), forwarded to the upstream named in the path or to the first."""
 
-    def __init__(self, path: str, client: httpx.AsyncClient, watches: Mapping[str, UpstreamWatch]) -> None:
+    def __init__(self, path: str, client: httpx.AsyncClient, watches: Mapping[str, UpstreamWatch], *, watched: bool = True) -> None:
         self.path, self.client, self.watches = path, client, watches
+        self.watched = watched  # False: forwarded only, neither numbered nor measured (/tokenize, say)
         self.first = next(iter(watches.values()))
         self.token = GuardConfig.from_env().token  # kvscope's own, which the guard has checked already
 
@@ -37,6 +38,9 @@ class Proxied:
         if watch is None:
             message = f"no upstream named {name!r} (configured: {', '.join(self.watches)})"
             await error_response(404, message, "NotFoundError")(scope, receive, send)
+            return
+        if not self.watched:
+            await forward(self.client, watch.upstream, self.path, scope, receive, send, lambda ex: None)
             return
         seq = await watch.begin()
         passed = False

@@ -80,7 +80,7 @@ class RowView:
 class PassMark:
     number: int
     order: str
-    first_request: int  # 1-based, as the page numbers requests
+    first_request: int  # the request's seq, as every view and the CLI number requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +175,7 @@ def build(
     first_run = result["runs"][0]["requests"]
     passes: dict[int, PassMark] = {}
     for r in first_run:
-        passes.setdefault(r["pass"], PassMark(r["pass"], r["order"], r["seq"] + 1))
+        passes.setdefault(r["pass"], PassMark(r["pass"], r["order"], r["seq"]))
     return RunView(
         scenario=scenario,
         lanes=lanes,
@@ -201,7 +201,7 @@ def plan(scenario: Scenario, stream_body: dict[str, Any]) -> RunView:
     measured = _measured(scenario)
     passes: dict[int, PassMark] = {}
     for r in requests:
-        passes.setdefault(r.pass_, PassMark(r.pass_, r.order, r.seq + 1))
+        passes.setdefault(r.pass_, PassMark(r.pass_, r.order, r.seq))
     baseline = runs[0].run
     rows = []
     for e in runs:
@@ -296,7 +296,7 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     p50_speedup=s["p50_speedup"] if s else None,
                     mean_speedup=s["mean_speedup"] if s else None,
                     p90_ms=p["p90_ms"],
-                    p99_ms=round(quantile([r["ttft_ms"] for r in requests], 0.99), 3) if requests else None,
+                    p99_ms=quantile([r["ttft_ms"] for r in requests], 0.99) if requests else None,  # exact: rounded once, written
                     prompt_tokens=sum(r["prompt_tokens"] for r in requests),
                     bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,

@@ -30,7 +30,7 @@ def versus_view(result: dict[str, Any]) -> dict[str, Any]:
         series.append(
             {
                 "run": run["name"], "index": i, "measured_as": run["measured_as"],
-                "x": [r["seq"] + 1 for r in shown],
+                "x": [r["seq"] for r in shown],
                 "measured": [r["measured_ms"] for r in shown] if run["measured_as"] else [],
                 "predicted": [r["predicted_ms"] for r in shown],
                 "info": [[r["pass"], r["order"], r["doc"], r["error_pct"]] for r in shown],

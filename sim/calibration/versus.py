@@ -27,16 +27,16 @@ STATS = ("p50_ms", "mean_ms", "p90_ms", "p99_ms")
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    """p50, mean, p90 and p99 of TTFTs, in ms."""
-    out = {name: round(stats.quantile(values, q), 3) for name, q in QUANTILES.items()}
-    out["mean_ms"] = round(stats.mean(values), 3)
+    """p50, mean, p90 and p99 of TTFTs, in ms, exact (rounded once, where written: sim.numeric.figures)."""
+    out = {name: stats.quantile(values, q) for name, q in QUANTILES.items()}
+    out["mean_ms"] = stats.mean(values)
     return {name: out[name] for name in STATS}
 
 
 def error(predicted: float, measured: float) -> tuple[float, float | None]:
     """(predicted - measured in ms, the same in % of measured; None when nothing was measured to divide by)."""
     diff = predicted - measured
-    return round(diff, 3), round(100 * diff / measured, 2) if measured > 0 else None
+    return diff, 100 * diff / measured if measured > 0 else None  # exact: rounded once, where written
 
 
 def scenario_for(found: MeasurementSet, given: Scenario) -> tuple[Scenario, str, str]:

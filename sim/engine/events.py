@@ -208,7 +208,8 @@ class Measured(Event):
     """Live mode: a request to a real server finished; its measured TTFT and where its prompt came from.
 
     ``run`` is the target's name. Hit tokens are None when the server's
-    ``/metrics`` could not tell (no metrics, or requests overlapping).
+    ``/metrics`` could not tell (no metrics, or requests overlapping);
+    ``hits_unknown`` then says why, in words.
     """
 
     kind: ClassVar[str] = "measured"
@@ -223,6 +224,7 @@ class Measured(Event):
     computed_tokens: int | None
     model: str
     started_at: str
+    hits_unknown: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +243,9 @@ class Divergence(Event):
     was measured. ``differ`` counts blocks held by one and not the other when
     both name blocks alike (``exact``: an emulator hashes as the twin does),
     else the difference of the counts. ``first_parted`` is the first request
-    after which they differed (None while they agree).
+    after which they differed (None while they agree, and when they differed
+    from the start). ``held_before``: blocks the server held when the twin
+    started, which the twin never saw.
     """
 
     kind: ClassVar[str] = "divergence"
@@ -252,6 +256,7 @@ class Divergence(Event):
     differ: int
     exact: bool
     first_parted: int | None
+    held_before: int = 0
 
 
 EVENT_KINDS = tuple(

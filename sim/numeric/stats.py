@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-DECIMALS = 3  # figures in ms are reported to the microsecond
+DECIMALS = 3  # TTFTs are taken in to the microsecond
 # The smallest TTFT kvscope takes in (a measurement, or a cost model's cheapest request): anything below rounds
 # to 0.0 ms in a summary, and a speed-up over that is a division by zero.
 RESOLUTION_MS = 10.0**-DECIMALS
@@ -40,4 +40,6 @@ def speedup(baseline_ms: float, candidate_ms: float) -> float:
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": round(p50(values), DECIMALS), "mean_ms": round(mean(values), DECIMALS), "p90_ms": round(p90(values), DECIMALS)}
+    """p50, mean and p90, exact: a reader's figure is rounded once, where it is written (sim.numeric.figures); rounding
+    here first made a mean of 39.4496 ms 39.45, written 39.5."""
+    return {"p50_ms": p50(values), "mean_ms": mean(values), "p90_ms": p90(values)}

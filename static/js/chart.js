@@ -39,7 +39,7 @@
     const marks = window.kvscope.passMarks(passes, div); // labels inside the plot's top edge, the legend above it
     const layout = plot.layout(div, {
       height: 360, margin: { t: 64 },
-      xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },
+      xaxis: { title: { text: "request" }, range: [-0.5, requests - 0.5] },  // seq 0 .. requests - 1
       yaxis: { title: { text: "TTFT, ms" }, range: [0, top] },
       ...marks,
     }, traces.map((t) => t.name));
@@ -51,7 +51,7 @@
     if (i === undefined || !div) return;
     const source = palette.source(ev.source);
     plot.extend(div, i, {
-      x: ev.seq + 1, y: ev.ttft_ms, "marker.symbol": source.symbol, customdata: `doc ${ev.doc} · ${source.tooltip}`,
+      x: ev.seq, y: ev.ttft_ms, "marker.symbol": source.symbol, customdata: `doc ${ev.doc} · ${source.tooltip}`,
     });
   }
 

@@ -17,7 +17,9 @@
         minimumFractionDigits: digits, maximumFractionDigits: digits, roundingMode: "halfEven", useGrouping,
       }));
     }
-    return formats.get(key).format(Number(v));
+    // From the number's exact binary value (toFixed(100) spells it out), as Python's format() rounds: given the
+    // Number, Intl rounds its shortest decimal instead, so 39.45 (39.4500000000000028...) read 39.4 here, 39.5 there.
+    return formats.get(key).format(Number(v).toFixed(100));
   };
 
   const format = {

@@ -51,7 +51,7 @@
         dd.textContent = dd.dataset.total === "ttft" ? "0 ms" : "0";
       }
       const now = laneEl.querySelector("[data-role=now]");
-      now.textContent = "Waiting for request 1.";
+      now.textContent = "Waiting for the first request.";
       for (const tier of tiers.values()) tier.used.textContent = "0";
       const pass = laneEl.querySelector("[data-role=pass]");
       if (pass) pass.textContent = "pass 1";
@@ -85,13 +85,13 @@
     g.dataset.tokens = String(Number(g.dataset.tokens) + ev.tokens);
     g.style.width = `${(100 * Number(g.dataset.tokens)) / tier.capacity}%`;
     const asked = lane.current?.seq === ev.seq ? ` (asking for ${docName(lane.current.doc)})` : "";
-    g.dataset.says = `${docName(ev.doc)}: ${format.count(Number(g.dataset.tokens))} tokens evicted from ${tier.label} by request ${ev.seq + 1}${asked}`;
+    g.dataset.says = `${docName(ev.doc)}: ${format.count(Number(g.dataset.tokens))} tokens evicted from ${tier.label} by request ${ev.seq}${asked}`;
     describe(tier, g, null);
   }
 
   /** A ghost's words: what was evicted and by which request, and whether the CPU still holds a copy. */
   function describe(tier, g, copy) {
-    g.textContent = `${g.dataset.doc === "-1" ? "S" : g.dataset.doc} ← req ${Number(g.dataset.seq) + 1}${copy ? " · in CPU" : ""}`;
+    g.textContent = `${g.dataset.doc === "-1" ? "S" : g.dataset.doc} ← req ${g.dataset.seq}${copy ? " · in CPU" : ""}`;
     g.title = g.dataset.says + (copy ? `; the CPU tier still holds ${format.count(copy)} tokens of it` : "");
     tier.ghosts.setAttribute("aria-label", `Last evictions from ${tier.label}: ${[...tier.ghosts.children].map((c) => c.title).join("; ")}`);
   }
@@ -250,7 +250,7 @@
         }
         lane.current = { seq: ev.seq, doc: ev.doc, pass: ev.pass };
         touch(lane.tiers.get("gpu"), ev.doc);
-        lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}`;
+        lane.now.textContent = `Request ${ev.seq} · pass ${ev.pass} · ${docName(ev.doc)}`;
         break;
       case "lookup":
         if (ev.hit_tokens > 0) flash(tier?.tiles.get(lane.current?.doc), "hit");
@@ -284,7 +284,7 @@
           parts.push(`${lane.tiers.get(name)?.label ?? name} load ${format.count(tokens)}`);
         }
         parts.push(`computed ${format.count(ev.computed_tokens)}`);
-        lane.now.textContent = `Request ${ev.seq + 1} · pass ${ev.pass} · ${docName(ev.doc)}: ${parts.join(", ")} → ${format.ms(ev.ttft_ms)} ms`;
+        lane.now.textContent = `Request ${ev.seq} · pass ${ev.pass} · ${docName(ev.doc)}: ${parts.join(", ")} → ${format.ms(ev.ttft_ms)} ms`;
         lane.now.dataset.source = ev.source;
         break;
       }

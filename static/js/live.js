@@ -45,7 +45,7 @@
     plot.drain();
     window.Plotly.newPlot(chart, traces, plot.layout(chart, {
       height: 340, margin: { t: 64 },
-      xaxis: { title: { text: "request" }, range: [0.5, requests + 0.5] },
+      xaxis: { title: { text: "request" }, range: [-0.5, requests - 0.5] },  // seq 0 .. requests - 1
       yaxis: { title: { text: "TTFT, ms" }, rangemode: "tozero", autorange: true },
       ...window.kvscope.passMarks(passes, chart),
     }, traces.map((t) => t.name)), plot.config);
@@ -167,12 +167,12 @@
     if (!current()) return;
     switch (ev.type) {
       case "ttft":
-        extend(run.simulatedTrace.get(ev.run), ev.seq + 1, ev.ttft_ms, `doc ${ev.doc} · ${palette.source(ev.source).tooltip}`);
+        extend(run.simulatedTrace.get(ev.run), ev.seq, ev.ttft_ms, `doc ${ev.doc} · ${palette.source(ev.source).tooltip}`);
         break;
       case "measured":
         if (ev.gpu_hit_tokens === null || ev.gpu_hit_tokens === undefined) run.unknownHits.add(`${ev.run}|${ev.pass}`);
         run.measured.set(ev.run, (run.measured.get(ev.run) ?? 0) + 1);
-        extend(run.measuredTrace.get(ev.run), ev.seq + 1, ev.ttft_ms, hits(ev));
+        extend(run.measuredTrace.get(ev.run), ev.seq, ev.ttft_ms, hits(ev));
         progress();
         break;
       case "pass":

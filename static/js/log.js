@@ -47,7 +47,7 @@
       const causes = why ? Object.entries(why.computed).map(([c, t]) => causeWords(c, format.count(t))).join(", ") : "";
       parts.push(`computed ${format.count(ttft.computed_tokens)} tokens${causes ? ` (${causes})` : ""}`);
     }
-    let text = `req ${request.seq + 1} · pass ${request.pass} · ${docName(request.doc)}: ${parts.join(", ")}`;
+    let text = `req ${request.seq} · pass ${request.pass} · ${docName(request.doc)}: ${parts.join(", ")}`;
     const evicts = events.filter((e) => e.type === "evict");
     for (const tier of new Set(evicts.map((e) => e.tier))) {
       const mine = evicts.filter((e) => e.tier === tier);
@@ -61,7 +61,7 @@
     return Object.entries(map).map(([cause, tokens]) => {
       let text = causeWords(cause, `${format.count(tokens)} tokens`);
       if (cause === "evicted") {
-        text += entries.map((e) => ` from ${tierLabel(e.tier)} by ${e.by.map((b) => `req ${b.seq + 1}`).join(", ")}`).join(";");
+        text += entries.map((e) => ` from ${tierLabel(e.tier)} by ${e.by.map((b) => `req ${b.seq}`).join(", ")}`).join(";");
       }
       return text;
     });
@@ -79,7 +79,7 @@
     li.classList.add("chosen");
     const gpuEntries = why.evicted.filter((e) => e.tier === "gpu");
     const ownEntries = why.evicted.filter((e) => e.tier !== "gpu");
-    const lines = [`req ${why.seq + 1} · ${why.run}: ${docName(why.doc)}, pass ${why.pass}`];
+    const lines = [`req ${why.seq} · ${why.run}: ${docName(why.doc)}, pass ${why.pass}`];
     const computed = causeText(why.computed, ownEntries.length ? ownEntries : gpuEntries);
     lines.push(`Computed: ${computed.join("; ") || "nothing"}.`);
     if (JSON.stringify(why.gpu_miss) !== JSON.stringify(why.computed)) {

@@ -202,8 +202,10 @@
     if (!status) return;
     const step = state.steps[state.applied - 1];
     const request = step?.events.find((e) => e.type === "request");
-    const where = request ? ` · pass ${request.pass} (${request.order}) · doc ${request.doc}` : "";
-    const progress = `Request ${state.applied} of ${state.total}${where}`;
+    // A request is named by its seq, as everywhere else (from 0); the count of requests played is beside it.
+    const progress = request
+      ? `Request ${request.seq} (${state.applied} of ${state.total}) · pass ${request.pass} (${request.order}) · doc ${request.doc}`
+      : `${state.applied} of ${state.total} requests`;
     const text = {
       idle: "Press Run to play the scenario, or Step to go one request at a time.",
       playing: `Playing. ${progress}.`,

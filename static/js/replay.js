@@ -54,17 +54,17 @@
 
   function ttftChart(result) {
     // With tiers behind the CPU, the hover also says what they served (the record's disk_hit_tokens: all of them).
-    const behind = result.tiers.length > 2 ? " · behind the CPU %{customdata[6]:,}" : "";
+    const behind = result.tiers.length > 2 ? " · behind the CPU %{customdata[5]:,}" : "";
     const traces = sourceStyles(result).map(([source, color, symbol, label]) => {
       const mine = result.requests.filter((r) => r.source === source);
       return {
         type: "scatter", mode: "markers", name: label, meta: source,
         x: mine.map((r) => r.timestamp_ms / 1000), y: mine.map((r) => r.ttft_ms),
-        // The record's seq, and (last) the request's number as the page says it everywhere: from 1.
-        customdata: mine.map((r) => [r.seq, r.prompt_tokens, r.gpu_hit_tokens, r.cpu_hit_tokens, r.computed_tokens, r.seq + 1,
+        // The record's seq (the request's number everywhere: the CLI's, the JSON's, the event log's).
+        customdata: mine.map((r) => [r.seq, r.prompt_tokens, r.gpu_hit_tokens, r.cpu_hit_tokens, r.computed_tokens,
           r.disk_hit_tokens]),
         marker: { color, symbol, size: 6, opacity: 0.75 },
-        hovertemplate: "request %{customdata[5]} · %{customdata[1]:,} tokens<br>%{y:.1f} ms · GPU %{customdata[2]:,}"
+        hovertemplate: "request %{customdata[0]} · %{customdata[1]:,} tokens<br>%{y:.1f} ms · GPU %{customdata[2]:,}"
           + ` · CPU %{customdata[3]:,}${behind} · computed %{customdata[4]:,}<extra></extra>`,
       };
     });

@@ -49,7 +49,7 @@
     set(row, "mean", fmt.ms(s.mean_ms));
     set(row, "p90", fmt.ms(s.p90_ms));
     const mine = ttfts.get(`${run}|${s.pass}`) ?? [];
-    set(row, "p99", mine.length ? fmt.ms(Math.round(quantile(mine, 0.99) * 1000) / 1000) : "–");
+    set(row, "p99", mine.length ? fmt.ms(quantile(mine, 0.99)) : "–");
     set(row, "gpu-hit", fmt.tokens(s.gpu_hit_tokens));
     set(row, "gpu-hit-share", share(s.gpu_hit_tokens, prompt, bytes));
     for (const cell of row.querySelectorAll("[data-tier]")) {
@@ -60,8 +60,7 @@
     set(row, "computed", fmt.tokens(s.computed_tokens));
   }
 
-  // The speed-up over the first configuration in the same pass, once both passes are known (rounded as
-  // sim/engine/result.py's comparison rounds it).
+  // The speed-up over the first configuration in the same pass, once both passes are known.
   function speedups(number) {
     const table = document.getElementById("results-table");
     const base = summaries.get(`${table.dataset.baseline}|${number}`);
@@ -69,7 +68,7 @@
     for (const row of table.querySelectorAll(`tr[data-pending][data-pass="${number}"]`)) {
       const s = summaries.get(`${row.dataset.run}|${number}`);
       if (!s || row.dataset.run === table.dataset.baseline) continue;
-      const ratio = (b, c) => (c > 0 ? Math.round((b / c) * 1000) / 1000 : Infinity);
+      const ratio = (b, c) => (c > 0 ? b / c : Infinity); // exact, as sim/result.py's comparison: rounded once, written
       const cell = row.querySelector('[data-col="speedup"]');
       if (!cell) continue;
       cell.replaceChildren();

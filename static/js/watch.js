@@ -131,7 +131,28 @@
     cells[2].textContent = fmtMs(e.ttft_ms);
     cells[4].textContent = fmt(e.gpu_hit_tokens);
     cells[5].textContent = fmt(e.cpu_hit_tokens);
+    if (e.hits_unknown) {
+      // Unknown hits say why, in the cell (its title) and under the table (the latest such request), not a bare dash.
+      for (const cell of [cells[4], cells[5]]) {
+        cell.textContent = "unknown";
+        cell.title = `Hits unknown: ${e.hits_unknown}.`;
+      }
+      hitsNote(view).textContent = `Request ${e.seq}: hits unknown: ${e.hits_unknown}.`;
+    }
     point(view, 0, e.seq, e.ttft_ms);
+  }
+
+  /** The line under the requests table that says why the latest request with unknown hits has them unknown. */
+  function hitsNote(view) {
+    let note = view.querySelector("[data-role=hits-unknown]");
+    if (!note) {
+      note = document.createElement("p");
+      note.dataset.role = "hits-unknown";
+      note.className = "watch-note";
+      const table = part(view, "requests").closest("table");
+      (table.parentElement.classList.contains("table-wrap") ? table.parentElement : table).after(note);
+    }
+    return note;
   }
 
   function predicted(view, e) {
@@ -169,7 +190,10 @@
     const blocks = `server holds ${fmt(e.server_blocks)} ${tier} blocks, twin ${fmt(e.twin_blocks)}: ${fmt(e.differ)} blocks differ`;
     line.dataset.state = e.differ ? "differ" : "agree";
     line.replaceChildren(document.createTextNode(e.differ ? blocks : `${blocks} (they agree)`));
-    if (e.first_parted !== null && e.first_parted !== undefined) {
+    if (e.held_before && e.first_parted === null) {
+      // A twin started after the server had cached blocks differs from the start: no request parted them.
+      line.append(document.createTextNode(` · the server held ${fmt(e.held_before)} blocks before the twin started`));
+    } else if (e.first_parted !== null && e.first_parted !== undefined) {
       const link = document.createElement("a");
       link.href = `#watch-${view.dataset.name}-req-${e.first_parted}`;
       link.textContent = `request ${e.first_parted}`;

@@ -150,13 +150,13 @@ def measurements_view(rows: list[Measurement], baseline: str, failures: list[Fai
     report = measurements.analyze(rows, baseline)
     configs = list(dict.fromkeys(r.config for r in rows))
     shown = rows[:MAX_CHART_REQUESTS]
-    # Each configuration's requests numbered from 1 in file order, as the page numbers requests everywhere ("req 1" in
-    # the event log and the why-card, request 1 on the run's TTFT chart): the configurations overlaid, not end to end.
+    # Each configuration's requests numbered from 0 in file order, as the page and the CLI number requests everywhere
+    # (a run's seq): the configurations overlaid, not end to end.
     mine = {c: [r for r in shown if r.config == c] for c in configs}
     series = [
         {
             "config": c,
-            "x": list(range(1, len(mine[c]) + 1)),
+            "x": list(range(len(mine[c]))),
             "ttft_ms": [r.ttft_ms for r in mine[c]],
             "info": [[r.pass_, r.order, r.doc] for r in mine[c]],
         }

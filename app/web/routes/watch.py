@@ -1,8 +1,10 @@
 """Watch mode on the web: the OpenAI proxy to the upstreams named at start-up, and each upstream's watch.
 
 Proxy: ``POST /v1/completions``, ``POST /v1/chat/completions`` and ``GET
-/v1/models`` go to the first upstream, ``/upstream/{name}/v1/...`` to the one
-named; bodies and answers pass unchanged (app.proxy.forward). Watch: ``GET
+/v1/models`` (watched), ``POST /tokenize`` and ``POST /detokenize`` (forwarded
+only) go to the first upstream, ``/upstream/{name}/...`` to the one named;
+bodies and answers pass unchanged (app.proxy.forward); any other ``/v1/`` path
+is refused, naming it. Watch: ``GET
 /api/watch`` lists the upstreams, ``GET /api/watch/{name}`` is one's state
 (app.proxy.watch), ``GET /api/watch/{name}/stream`` its events as SSE, in the
 simulator's vocabulary (``store``, ``evict``, ``occupancy``, ``measured``,
@@ -20,9 +22,10 @@ from typing import Annotated, Any
 import anyio
 import httpx
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse
 
+from app.proxy.forward import error_response
 from app.proxy.upstreams import configured_timeout, configured_upstreams
 from app.proxy.watch import UpstreamWatch
 from app.runs.recording import ProxyRecorder
@@ -36,7 +39,12 @@ WRITE_TIMEOUT_S = 30.0
 # Events a new stream starts with, so a page opened mid-run sees the present at once.
 STREAM_BACKLOG = 500
 STREAM_POLL_S = 0.1
+ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 PROXIED = (("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"))
+# Forwarded but not watched: vLLM's tokenizer endpoints (api_server.py's /tokenize and /detokenize), which clients
+# such as benchmark scripts call around their completions; they neither use nor change the cache.
+PASSED = (("POST", "/tokenize"), ("POST", "/detokenize"))
+FORWARDED_TEXT = ", ".join(f"{m} {p}" for m, p in PROXIED + PASSED)
 
 
 def router(*, web: Web) -> APIRouter:
@@ -83,11 +91,19 @@ def router(*, web: Web) -> APIRouter:
             raise HTTPException(404, f"no upstream named {name!r} (configured: {', '.join(watches)})")
         return watch
 
-    for method, path in PROXIED:
-        endpoint = Proxied(path, client, watches)
+    for (method, path), watched in [(k, True) for k in PROXIED] + [(k, False) for k in PASSED]:
+        endpoint = Proxied(path, client, watches, watched=watched)
         web.proxied[(method, path)] = endpoint
         api.add_route(path, endpoint, methods=[method], include_in_schema=False)
         api.add_route("/upstream/{name}" + path, endpoint, methods=[method], include_in_schema=False)
+
+    async def not_forwarded(request: Request) -> Response:
+        """Any other vLLM path a client calls: refused, naming it and what is forwarded (never a bare 404)."""
+        message = f"kvscope's proxy does not forward {request.method} {request.url.path}; it forwards {FORWARDED_TEXT}"
+        return error_response(404, message, "NotFoundError")
+
+    for prefix in ("", "/upstream/{name}"):
+        api.add_route(prefix + "/v1/{rest:path}", not_forwarded, methods=list(ALL_METHODS), include_in_schema=False)
 
     @api.get("/api/watch/{name}", summary="One upstream's tiers, its twin, its proxied requests")
     async def watch_state(name: str) -> dict[str, Any]:

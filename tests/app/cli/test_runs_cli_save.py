@@ -157,7 +157,11 @@ def test_no_save_loads_no_store(tmp_path: Path) -> None:
 def test_a_retention_prunes_the_oldest_command_line_runs(tmp_path: Path) -> None:
     db = str(tmp_path / "runs.db")
     env = {**os.environ, "KVSCOPE_DB": db, "KVSCOPE_KEEP_RUNS": "2"}
-    for n in (1, 2, 3):
+    for n in (1, 2):
         assert kvscope("simulate", "--docs", "2", env=env).stderr == f"kept as run {n} (kvscope runs show {n})\n"
-    # Keep the newest 2: run 1, the oldest, went when run 3 came.
+    # Keep the newest 2: run 1, the oldest, went when run 3 came, and the command says so.
+    assert kvscope("simulate", "--docs", "2", env=env).stderr == (
+        f"kvscope: removed run 1 from {db}: the retention keeps the newest 2 runs (--keep-runs, KVSCOPE_KEEP_RUNS)\n"
+        "kept as run 3 (kvscope runs show 3)\n"
+    )
     assert [r["id"] for r in json.loads(kvscope("runs", "--db", db, "list", "--json").stdout)] == [3, 2]

@@ -177,7 +177,7 @@ def test_a_target_that_dies_mid_run_keeps_what_was_measured(tmp_path: Path) -> N
     finally:
         stop(server)
     assert proc.returncode == 1
-    assert "error: target gpu+cpu:" in err
+    assert "Error: target gpu+cpu:" in err  # worded as every command's errors
     rows = measurements.read(out)
     assert 3 <= len(rows) < 30 and [r.seq for r in rows] == list(range(len(rows)))
 

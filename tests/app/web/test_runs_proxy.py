@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from live_servers import emulator, free_port, serve_process
 from playwright.sync_api import Page, expect
 
 from app.runs.store import RunStore
-from live_servers import emulator, free_port, serve_process
 
 Serve = Callable[..., AbstractContextManager[str]]
 
@@ -73,7 +73,7 @@ def test_proxied_requests_are_kept_as_they_are_measured_and_replay_in_the_watch_
         expect(view.locator("[data-role=kept-watch-run]")).to_have_text(
             f"Kept run {run.id} (proxy recording), replayed from its stored events.")
         expect(view.locator("[data-role=status]")).to_contain_text(f"of kept run {run.id}", timeout=15_000)
-        for seq in (1, 2, 3):
+        for seq in (0, 1, 2):  # proxied requests are numbered from 0
             expect(page.locator(f"#watch-emu-req-{seq}")).to_be_attached()
         # Measured and the twin's predicted TTFT: one point per kept request each.
         assert view.locator('[data-role="chart"]').evaluate("d => d.data.map(t => t.x.length)") == [3, 3]

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from live_servers import emulator, free_port
+
 from sim.explain import PRECEDENCE
 
 Serve = Callable[..., AbstractContextManager[str]]
@@ -116,21 +116,25 @@ def test_unknown_upstream_is_404(watched: tuple[str, str]) -> None:
     assert httpx.get(url + "/api/watch").json() == [{"name": "emu", "kv_events": True}]
 
 
-def test_overlapping_requests_are_measured_without_hits(watched: tuple[str, str]) -> None:
-    # Two requests in flight at once (2,000 tokens each at 5 ms / 20 per token: 0.5 s of streaming): /metrics
-    # deltas cannot say which hit what, so neither gets hit counts; the twin still predicts both.
+def two_at_once(url: str) -> None:
+    """Two 400-token prompts through the proxy at once, each streaming 2,000 tokens (both in flight together)."""
     import concurrent.futures
 
-    _, url = watched
-    before = len(httpx.get(url + "/api/watch/emu").json()["requests"])
-    body = lambda tag: {"prompt": words(tag, 400), "max_tokens": 2000, "stream": True}  # noqa: E731
-
     def one(tag: str) -> None:
-        with httpx.stream("POST", url + "/v1/completions", json=body(tag), timeout=30) as r:
+        body = {"prompt": words(tag, 400), "max_tokens": 2000, "stream": True}
+        with httpx.stream("POST", url + "/v1/completions", json=body, timeout=30) as r:
             r.read()
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(one, ["c", "d"]))
+
+
+def test_overlapping_requests_are_measured_without_hits(watched: tuple[str, str]) -> None:
+    # Two requests in flight at once (2,000 tokens each at 5 ms / 20 per token: 0.5 s of streaming): /metrics
+    # deltas cannot say which hit what, so neither gets hit counts; the twin still predicts both.
+    _, url = watched
+    before = len(httpx.get(url + "/api/watch/emu").json()["requests"])
+    two_at_once(url)
     deadline = time.monotonic() + 10
     while len(records := httpx.get(url + "/api/watch/emu").json()["requests"]) < before + 2:
         assert time.monotonic() < deadline

@@ -50,11 +50,11 @@ def test_seed_names_in_jsonl_and_pass_speedups() -> None:
     rows = parse_text("\n".join(json.dumps(x) for x in lines), jsonl=True)
     report = analyze(rows)
     assert [(s["pass"], s["baseline"], s["candidate"], s["p50_speedup"]) for s in report["speedups"]] == [
-        (1, "gpu", "gpu+cpu", round(580 / 600, 3)),
+        (1, "gpu", "gpu+cpu", pytest.approx(580 / 600)),  # exact: rounded only where written
         (2, "gpu", "gpu+cpu", 12.0),
     ]
     assert [(s["config"], s["pass"], s["mean_speedup"]) for s in report["pass_speedups"]] == [
-        ("gpu", 2, round(580 / 576, 3)),
+        ("gpu", 2, pytest.approx(580 / 576)),
         ("gpu+cpu", 2, 12.5),
     ]
 

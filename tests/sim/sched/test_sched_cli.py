@@ -77,9 +77,9 @@ def test_an_open_loop_is_seeded() -> None:
     assert arrivals() == first and arrivals("--arrival-seed", "1") != first
 
 
-def test_the_readme_shows_real_output() -> None:
-    # README.md's example under load is this command's output, line for line.
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_show_real_output() -> None:
+    # docs/load.md's example under load is this command's output, line for line.
+    readme = (ROOT / "docs" / "load.md").read_text()
     block = readme.split("$ kvscope simulate --concurrency 4\n", 1)[1].split("```", 1)[0]
     code, out = run("--concurrency", "4")
     assert code == 0 and out == block

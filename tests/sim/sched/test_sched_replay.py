@@ -81,9 +81,9 @@ def test_an_overloaded_replay_says_the_queue_grew(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_shows_real_output() -> None:
-    # README.md's timed replay of the bundled trace is this command's output, line for line (about 10 s).
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_show_real_output() -> None:
+    # docs/load.md's timed replay of the bundled trace is this command's output, line for line (about 10 s).
+    readme = (ROOT / "docs" / "load.md").read_text()
     command = "kvscope replay mooncake-synthetic --gpu-blocks 2000 --cpu-blocks 20000 --timed --speedup 0.25"
     block = readme.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
     result = CliRunner().invoke(main, [*command.split()[1:], "--no-save"])

@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
-
 from live_servers import run_kvscope
+from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
@@ -58,10 +57,10 @@ def test_upload_a_measurement_file_and_see_the_table(live_server: str, page: Pag
     page.wait_for_selector("#measure-chart .main-svg")
     series = page.evaluate("[...document.getElementById('measure-chart').data].map(t => [t.name, t.x.length])")
     assert series == [["gpu", 30], ["gpu+cpu", 30]]
-    # Numbered as the page numbers requests (the event log's "req 1" is a run's first request, the run's TTFT chart
-    # starts at request 1): each configuration's 30 requests at 1 to 30, overlaid. They were at 0 to 29 and 30 to 59.
+    # Numbered as the page numbers requests (a run's first request is seq 0 in the event log and on the run's TTFT
+    # chart): each configuration's 30 requests at 0 to 29, overlaid, not end to end (0 to 29 and 30 to 59).
     xs = page.evaluate("[...document.getElementById('measure-chart').data].map(t => [...t.x])")
-    assert xs == [list(range(1, 31))] * 2
+    assert xs == [list(range(30))] * 2
 
 
 def test_a_long_doc_qa_pair_lands_in_the_same_table(live_server: str, page: Page, tmp_path: Path) -> None:

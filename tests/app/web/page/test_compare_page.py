@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
-
 from test_analysis_page import seed_run  # noqa: F401  (the fixture: the seed lab's file and its analysis)
 
 pytestmark = pytest.mark.browser
@@ -54,7 +53,7 @@ def test_the_file_beside_the_prediction_of_a_smaller_cpu_tier(live_server: str, 
     page.wait_for_selector("#versus-chart .main-svg")
     traces = page.evaluate("[...document.getElementById('versus-chart').data].map(t => [t.name, t.x.length])")
     assert traces == [["gpu measured", 30], ["gpu predicted", 30], ["gpu+cpu measured", 30], ["gpu+cpu predicted", 30]]
-    # Every request listed: request 12 is gpu+cpu's second of pass 2.
+    # Every request listed: request 11 (seq) is gpu+cpu's second of pass 2.
     page.click("#versus-requests summary")
     expect(page.locator('#versus-requests tr[data-run="gpu+cpu"][data-seq="11"] [data-col="measured"]')).to_have_text(f"{measured:,.1f}")
 

@@ -1,8 +1,8 @@
 """The dashboard explains misses: the log line says the cause, a stacked bar per pass of computed tokens by cause,
 and clicking a request explains it and marks the requests that evicted its tokens (seed lab, real Chromium).
 
-Expected values come from tests/sim/explain/test_explain.py's derivations: every pass-2 request of the gpu run has 5,008
-evicted tokens and 16 for the last token; doc 0's were evicted by requests 5 and 6 (seq 4 and 5).
+Expected values come from tests/test_explain.py's derivations: every pass-2 request of the gpu run has 5,008
+evicted tokens and 16 for the last token; doc 0's were evicted by requests 4 and 5 (their seq, from 0).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
-
 from test_page import DONE, open_dashboard
 
 pytestmark = pytest.mark.browser
@@ -41,7 +40,7 @@ def test_log_chart_and_click_explain_the_misses(page: Page, live_server: str, ar
     line.click()
     detail = page.locator("#explain-detail")
     expect(detail).to_be_visible()
-    expect(detail).to_contain_text("5,008 tokens evicted from GPU by req 5, req 6")
+    expect(detail).to_contain_text("5,008 tokens evicted from GPU by req 4, req 5")
     expect(detail).to_contain_text("16 tokens for the last token")
     # No code key of a cause ("last-token", "partial-chunk", ...) reaches the reader, in the log or the card.
     keys = re.compile(r"\b(partial-block|partial-chunk|last-token|first-seen|chain-broken|not-asked)\b")

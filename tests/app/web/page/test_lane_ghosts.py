@@ -53,9 +53,9 @@ def test_the_last_evictions_stay_as_ghosts_joined_to_their_cpu_copy(page: Page, 
         assert want, f"the seed lab evicts from the GPU of {run}"  # 21,520 tokens hold 4.3 of its 10 documents
         got = shown(page, run, "gpu")
         assert [{k: g[k] for k in ("seq", "doc", "tokens")} for g in got] == want
-        # The ghost names the request that evicted it, counted from 1 as the page counts requests.
+        # The ghost names the request that evicted it by its seq, as the CLI and the JSON do.
         for g in got:
-            assert g["text"].startswith(f"{g['doc']} ← req {g['seq'] + 1}")
+            assert g["text"].startswith(f"{g['doc']} ← req {g['seq']}")
     # Without a CPU tier nothing is kept elsewhere: no ghost says "in CPU", no line is drawn.
     assert not any("in CPU" in g["text"] for g in shown(page, "gpu", "gpu"))
     expect(page.locator('.lane[data-run="gpu"] svg.relations line')).to_have_count(0)

@@ -88,17 +88,17 @@ def test_seed_lab_plays_to_the_end(page: Page, live_server: str, artifacts: Path
     # The log has one line per request and configuration, in words.
     assert page.locator("#event-log li[data-seq]").count() == 60
     line = page.inner_text('#event-log li[data-run="gpu+cpu"][data-seq="10"]')
-    assert "req 11 · pass 2 · doc 0: GPU miss, CPU hit: loaded 4,864 tokens (19 chunks)" in line
+    assert "req 10 · pass 2 · doc 0: GPU miss, CPU hit: loaded 4,864 tokens (19 chunks)" in line
     page.wait_for_timeout(800)  # let the last tiles finish sliding in and out before the picture
     page.screenshot(path=str(artifacts / "dashboard-seed-lab.png"), full_page=True)
 
 
 def test_pass_boundaries_are_drawn_and_labelled(page: Page, live_server: str) -> None:
     open_dashboard(page, live_server)
-    # The seed lab reads 10 documents per pass, requests numbered from 1: passes 2 and 3 start at requests 11 and
-    # 21, so their boundaries sit between two requests, at 10.5 and 20.5; every pass is labelled at its start.
+    # The seed lab reads 10 documents per pass, requests numbered by their seq from 0: passes 2 and 3 start at
+    # requests 10 and 20, so their boundaries sit between two requests, at 9.5 and 19.5; every pass is labelled at its start.
     expect(page.locator("#ttft-chart .annotation-text")).to_have_text(["pass 1 · forward", "pass 2 · forward", "pass 3 · reverse"])
-    assert page.evaluate("document.getElementById('ttft-chart').layout.shapes.map(s => s.x0)") == [10.5, 20.5]
+    assert page.evaluate("document.getElementById('ttft-chart').layout.shapes.map(s => s.x0)") == [9.5, 19.5]
     expect(page.locator("#ttft-chart .shapelayer path")).to_have_count(2)
 
 
@@ -121,7 +121,7 @@ def test_step_advances_exactly_one_request(page: Page, live_server: str) -> None
     # The CPU tier holds a prompt's full 256-token chunks only: 19 x 256 = 4,864 tokens each.
     cpu = page.evaluate("[...document.querySelectorAll('.lane[data-run=\"gpu+cpu\"] .tier[data-tier=cpu] .tile')].map(t => Number(t.dataset.tokens))")
     assert cpu == [4864, 4864]
-    expect(status).to_contain_text("Request 2 of 30")
+    expect(status).to_contain_text("Request 1 (2 of 30)")  # seq 1, the second played
 
 
 def test_pause_stops_and_play_goes_on(page: Page, live_server: str) -> None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
-
 from live_servers import run_kvscope
 from page_tour import live_app, open_view, run_seed_lab, seed_file, use_every_panel  # noqa: F401 (fixtures)
+from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
@@ -181,7 +180,7 @@ def test_phone_playback_status_is_read_whole(page: Page, live_server: str) -> No
     assert page.evaluate(whole)
     page.select_option("#speed", "1")
     page.click("button[data-action=play]")
-    expect(status).to_contain_text("Request 2 of 30", timeout=10_000)
+    expect(status).to_contain_text("(2 of 30)", timeout=10_000)
     page.click("button[data-action=pause]")
     expect(status).to_contain_text("Paused. Request")
     assert page.evaluate(whole), status.text_content()
@@ -193,9 +192,9 @@ def test_phone_playback_status_is_read_whole(page: Page, live_server: str) -> No
 
 
 def test_why_card_says_what_the_bars_show(page: Page, live_server: str) -> None:
-    """The seed lab (tests/sim/engine/test_seed.py): 10 documents of 5,024 prompt tokens, a GPU of 21,504 tokens (4.28 prompts).
-    Request 12 (doc 1, pass 2) needs 5,024 tokens: it evicts the last 1,408 tokens of doc 6 (its head) and 3,616 of
-    doc 7's tail (1,408 + 3,616 = 5,024), the least recently used, while request 13 asks for doc 2. So the card must
+    """The seed lab (tests/test_seed.py): 10 documents of 5,024 prompt tokens, a GPU of 21,504 tokens (4.28 prompts).
+    Request 11 (doc 1, pass 2; seq from 0) needs 5,024 tokens: it evicts the last 1,408 tokens of doc 6 (its head) and
+    3,616 of doc 7's tail (1,408 + 3,616 = 5,024), the least recently used, while request 12 asks for doc 2. So the card must
     not say that the tile leaving is always the next one asked for."""
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(live_server + "/")
@@ -204,7 +203,7 @@ def test_why_card_says_what_the_bars_show(page: Page, live_server: str) -> None:
         page.click("button[data-action=step]")
         expect(page.locator("#player-status")).to_have_attribute("data-applied", str(applied))
     line = page.locator('#event-log li[data-run="gpu"][data-seq="11"]')  # seq counts from 0
-    expect(line).to_contain_text("req 12 · pass 2 · doc 1")
+    expect(line).to_contain_text("req 11 · pass 2 · doc 1")
     expect(line).to_contain_text("doc 7 tail, 3,616 tokens")
     card = page.locator(".fact").first
     expect(card).not_to_contain_text("always the next one asked for")

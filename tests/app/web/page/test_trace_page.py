@@ -69,10 +69,8 @@ def test_page_shows_the_clis_records_for_the_bundled_trace(panel: Page) -> None:
             r["prompt_tokens"], r["gpu_hit_tokens"], r["cpu_hit_tokens"], r["computed_tokens"], r["ttft_ms"], r["source"],
         )
         assert p["at_s"] == r["timestamp_ms"] / 1000
-    # The hover names a request by its number from 1, as the event log does ("req 1" is seq 0).
-    shown = panel.evaluate("document.getElementById('replay-ttft-chart').data.flatMap(t => t.customdata.map(c => [c[0], c[5]]))")
-    assert all(number == seq + 1 for seq, number in shown)
-    assert all("request %{customdata[5]}" in t for t in panel.evaluate("document.getElementById('replay-ttft-chart').data.map(t => t.hovertemplate)"))
+    # The hover names a request by its seq (customdata[0]), as the event log and the CLI do.
+    assert all("request %{customdata[0]} ·" in t for t in panel.evaluate("document.getElementById('replay-ttft-chart').data.map(t => t.hovertemplate)"))
     # The tier table and the hit-ratio chart show the CLI's tiers and timeline.
     rows = panel.eval_on_selector_all("#replay-tiers tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert rows == [
@@ -199,7 +197,7 @@ def test_a_tier_behind_the_cpu_gets_its_row_and_its_series(panel: Page) -> None:
     assert sum(counts.values()) == len(expected["requests"]) == 3993
     assert counts["nvme"] == sum(r["source"] == "nvme" for r in expected["requests"]) > 0
     # Hovering a request says what the tiers behind the CPU served it, beside the GPU, the CPU and the computed.
-    served = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.flatMap(t => t.customdata.map(c => [c[0], c[6]]))")
+    served = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.flatMap(t => t.customdata.map(c => [c[0], c[5]]))")
     assert sorted(served) == sorted([r["seq"], r["disk_hit_tokens"]] for r in expected["requests"])
     hovers = panel.evaluate("() => document.getElementById('replay-ttft-chart').data.map(t => t.hovertemplate)")
-    assert all("behind the CPU %{customdata[6]:,}" in h for h in hovers)
+    assert all("behind the CPU %{customdata[5]:,}" in h for h in hovers)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
-
 from live_servers import emulator, free_port
 from page_checks import WRAP, frames_per_chart
+from playwright.sync_api import Page, expect
+
 from sim.explain.causes import FIRST_SEEN, LABELS, PRECEDENCE
 
 Serve = Callable[..., AbstractContextManager[str]]
@@ -55,7 +55,7 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     # Three 160-token prompts (10 blocks each), one at a time: the page must show 30 of 63 GPU blocks = 480 tokens.
     for i in range(3):
         proxied(url, words(f"p{i}x", 160))
-        expect(page.locator("#watch-emu-req-" + str(i + 1))).to_be_attached(timeout=15_000)
+        expect(page.locator("#watch-emu-req-" + str(i))).to_be_attached(timeout=15_000)  # seq from 0
     gpu = view.locator('.watch-tier[data-tier="gpu"]')
     expect(gpu.locator(".watch-tier-label")).to_have_text("GPU: 480 of 1,008 tokens in 3 prefixes", timeout=15_000)
     # To scale: three segments of 160 tokens, each 160 / 1,008 of the bar.
@@ -71,11 +71,11 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     # Measured and predicted TTFT, one point per proxied request each.
     points = view.locator('[data-role="chart"]').evaluate("d => d.data.map(t => t.x.length)")
     assert points == [3, 3]
-    expect(page.locator("#watch-emu-req-2 td").nth(4)).to_have_text("0")  # GPU hit tokens of a new prompt
+    expect(page.locator("#watch-emu-req-1 td").nth(4)).to_have_text("0")  # GPU hit tokens of a new prompt
     # Why the twin computed: three new prompts share nothing, so the twin computes all 3 x 160 = 480 tokens; each row
     # names its causes as the watch's own record of that request has them (the twin's gpu_miss/computed maps).
     records = {r["seq"]: r for r in httpx.get(url + "/api/watch/emu").json()["requests"]}
-    for seq in (1, 2, 3):
+    for seq in (0, 1, 2):  # proxied requests are numbered from 0, as a run's seq
         computed = records[seq]["computed"]
         assert sum(computed.values()) == 160, computed
         assert computed.get(FIRST_SEEN, 0) > 0, computed  # never held by the twin before
@@ -90,7 +90,7 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     page.wait_for_function("() => document.querySelector('#watch-emu [data-role=causes]').data?.length > 0")
     stacked = causes_chart.evaluate("d => d.data.map(t => [t.name, t.y[0]])")
     assert sum(y for _, y in stacked) == 480
-    assert [name for name, _ in stacked] == [LABELS[c] for c in PRECEDENCE if any(records[s]["computed"].get(c) for s in (1, 2, 3))]
+    assert [name for name, _ in stacked] == [LABELS[c] for c in PRECEDENCE if any(records[s]["computed"].get(c) for s in (0, 1, 2))]
     # Both charts took their points and redraws in animation frames, never twice in one (static/js/plot.js).
     calls = page.evaluate("window.__calls")
     assert [c for c in calls if c[1] == "chart" and c[0] == "extendTraces"] and [c for c in calls if c[1] == "causes" and c[0] == "react"]
@@ -99,11 +99,11 @@ def test_the_watch_view_follows_an_emulator_through_the_proxy(page: Page, watche
     # A request that bypasses the proxy: the server caches 4 blocks the twin never sees.
     httpx.post(emu + "/v1/completions", json={"prompt": words("bypass", 64), "max_tokens": 1}).raise_for_status()
     proxied(url, words("p3x", 32))  # 2 more blocks on both
-    expect(divergence).to_have_text("server holds 36 GPU blocks, twin 32: 4 blocks differ · they parted after request 4",
+    expect(divergence).to_have_text("server holds 36 GPU blocks, twin 32: 4 blocks differ · they parted after request 3",
                                     timeout=15_000)
     expect(divergence).to_have_attribute("data-state", "differ")
-    divergence.get_by_role("link", name="request 4").click()
-    expect(page.locator("#watch-emu-req-4")).to_be_in_viewport()
+    divergence.get_by_role("link", name="request 3").click()
+    expect(page.locator("#watch-emu-req-3")).to_be_in_viewport()
     page.screenshot(path=str(artifacts / "watch-view.png"), full_page=True)
 
 
@@ -126,7 +126,7 @@ def test_the_bars_order_prefixes_largest_first_or_as_the_twin_would_evict_them(
         # A (240 tokens, 15 blocks), B (160, 10), C (80, 5), then A again: a GPU hit on all of A.
         for i, (tag, n) in enumerate((("a", 240), ("b", 160), ("c", 80), ("a", 240))):
             proxied(url, words(tag, n))
-            expect(page.locator(f"#watch-emu-req-{i + 1}")).to_be_attached(timeout=15_000)
+            expect(page.locator(f"#watch-emu-req-{i}")).to_be_attached(timeout=15_000)  # seq from 0
         gpu = view.locator('.watch-tier[data-tier="gpu"]')
         expect(gpu.locator(".watch-tier-label")).to_have_text("GPU: 480 of 1,008 tokens in 3 prefixes", timeout=15_000)
 
@@ -163,8 +163,8 @@ def test_on_a_phone_each_proxied_request_is_one_line(page: Page, watched: tuple[
     page.wait_for_function("() => window.Plotly && window.htmx")
     seen = requests_seen(url)
     proxied(url, words("phone", 160))
-    expect(page.locator(f"#watch-emu-req-{seen + 1}")).to_be_attached(timeout=15_000)
-    expect(page.locator(f"#watch-emu-req-{seen + 1} td").nth(6)).not_to_be_empty(timeout=15_000)
+    expect(page.locator(f"#watch-emu-req-{seen}")).to_be_attached(timeout=15_000)
+    expect(page.locator(f"#watch-emu-req-{seen} td").nth(6)).not_to_be_empty(timeout=15_000)
     wrapped = page.evaluate(
         """[...document.querySelectorAll('#watch-emu .watch-requests tbody td')].filter(td => { const r = document.createRange();
              r.selectNodeContents(td); return new Set([...r.getClientRects()].map(c => Math.round(c.top))).size > 1; })
