@@ -18,14 +18,14 @@ from starlette.types import Receive, Scope, Send
 from app.budgets import WebBudget
 from app.web import deadline
 from app.web.deadline import MARGIN_S, Deadlines
-from live_servers import threaded_server
+from live_servers import busy, threaded_server
 from saturate import saturate
 
 DEFAULT_S = 0.3  # the deadline of the handlers here
 LATE_S = 0.5  # what the timer may fire late on a busy machine: a loop iteration or two
 
 
-def _app(handler_s: float, *, later_deadline_s: float | None = None, stream: bool = False) -> Deadlines:
+def _app(handler_s: float, *, later_deadline_s: float | None = None, stream: bool = False, default_s: float = DEFAULT_S) -> Deadlines:
     """A handler that takes ``handler_s`` (sleeping), having first set a later deadline (as ``Workers.run`` does
     for the advisor's search) or begun a streamed answer."""
 
@@ -43,7 +43,7 @@ def _app(handler_s: float, *, later_deadline_s: float | None = None, stream: boo
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"done"})
 
-    return Deadlines(app, default_s=DEFAULT_S)
+    return Deadlines(app, default_s=default_s)
 
 
 def _timed_post(url: str) -> tuple[httpx.Response, float]:
@@ -58,13 +58,15 @@ def test_a_request_not_answered_by_its_deadline_and_margin_is_503() -> None:
         response, took = _timed_post(url)
     assert response.status_code == 503 and response.headers["retry-after"] == "1"
     assert "not answered within 0.3 s" in response.json()["detail"]
-    assert DEFAULT_S + MARGIN_S <= took < DEFAULT_S + MARGIN_S + LATE_S, took
+    assert DEFAULT_S + MARGIN_S <= took < 5.0, took  # cut at its limit, long before the handler's end
+    if busy() is None:  # how late the cut may come is a timing, measured only on a quiet machine
+        assert took < DEFAULT_S + MARGIN_S + LATE_S, took
 
 
 def test_a_request_within_its_deadline_is_answered_as_it_was() -> None:
-    with threaded_server(_app(0.05)) as url:
+    with threaded_server(_app(0.05, default_s=5.0)) as url:  # 50 ms of 5 s: in time even on a busy machine
         response, _ = _timed_post(url)
-    assert response.status_code == 200 and response.text == "done"
+    assert response.status_code == 200 and response.text == "done", (response.status_code, response.text[:200])
     assert float(response.headers["server-timing"].split("dur=")[1]) >= 50  # the handler's 50 ms at least
 
 
@@ -94,5 +96,6 @@ def test_under_100_saturating_clients_every_request_is_answered_in_time(
     assert set(load.by_status) <= {200, 503}, load.summary()
     assert load.by_status.get(200, 0) > 0  # it served, not only refused
     # The server's share of each wait, from the request being whole to its answer starting: within the limit.
-    # (What the clients saw on top is the kernel's queues and their own loop: see the figures in the closing note.)
     assert max(load.server_max_s.values()) < limit_s, load.summary()
+    # And what the clients saw: the limit, plus whatever their own loop stalled (the load generator's share).
+    assert max(load.max_s.values()) < limit_s + load.client_lag_max_s, load.summary()
