@@ -125,8 +125,9 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--max-requests", type=int, default=20_000)
     args = parser.parse_args()
-    print(json.dumps(saturate(args.url, args.clients, args.seconds).summary(), indent=1))
+    print(json.dumps(saturate(args.url, args.clients, args.seconds, args.max_requests).summary(), indent=1))
 
 
 if __name__ == "__main__":
