@@ -16,12 +16,26 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app.web import errors
 from app.web.context import STATIC_DIR, Web
+from app.web.deadline import Deadlines
 from app.web.disconnects import QuietDisconnects
 from app.web.guard import RequestGuard, upload_paths
 from app.web.headers import SecurityHeaders
 from app.web.json_response import JSONResponse
 from app.web.proxied import ProxyFirst
-from app.web.routes import advise, analysis, assets, calibrate, dashboard, docs, health, live, replay, runs, simulate, watch
+from app.web.routes import (
+    advise,
+    analysis,
+    assets,
+    calibrate,
+    dashboard,
+    docs,
+    health,
+    live,
+    replay,
+    runs,
+    simulate,
+    watch,
+)
 
 ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs, assets]
 
@@ -52,6 +66,7 @@ def make_app(web: Web | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1024)  # SSE (text/event-stream) is never compressed
     app.add_middleware(SecurityHeaders)
     app.add_middleware(QuietDisconnects)
+    app.add_middleware(Deadlines, default_s=web.workers.budget.seconds)  # inside ProxyFirst: proxied paths skip it
     app.add_middleware(ProxyFirst, table=web.proxied)  # outside the above: proxied requests skip them
     routers = [feature.router(web=web) for feature in ROUTERS]
     for routes in routers:

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from fastapi.responses import Response
 
 from app.budgets import WebBudget
+from app.web import deadline as deadline_clock
 from app.web.json_response import JSONResponse
 from sim.bounds.budget import Stopped, StopSignal, stoppable
 
@@ -107,7 +108,13 @@ class Workers:
         or ``TimedOut``. ``watch(done, total)`` learns what the call reports, a few times a second."""
         self.admit()
         seconds = seconds or self.budget.seconds
-        deadline = time.monotonic() + seconds  # CLOCK_MONOTONIC: the same clock in every process
+        # CLOCK_MONOTONIC: the same clock in every process. Counted from when the request was whole, not from this
+        # call: time it spent on the loop before (app.web.deadline) is part of its deadline, which the request's
+        # clock then holds (the middleware answers 503 by it plus a margin, whatever the route does after).
+        clock = deadline_clock.current()
+        deadline = (clock.since if clock is not None else time.monotonic()) + seconds
+        if clock is not None:
+            clock.deadline = deadline
         self.stats.running += 1
         slot = self._free_slots.pop()
         self._progress[2 * slot] = self._progress[2 * slot + 1] = 0
@@ -132,7 +139,7 @@ class Workers:
         )
         watcher = asyncio.create_task(self._watch(slot, future, watch)) if watch is not None else None
         try:
-            result = await asyncio.wait_for(asyncio.shield(future), timeout=seconds + GRACE_S)
+            result = await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
         except Stopped as exc:
             self.stats.timed_out += 1
             raise TimedOut(f"stopped after {seconds:g} s ({exc}); the limit here is {seconds:g} s: ask for less") from None
