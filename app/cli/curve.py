@@ -8,7 +8,6 @@ import click
 
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
-from app.cli.table import format_table
 from app.cli.trace_options import format_option, load
 from sim.analysis.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
 from sim.bounds import jsontext
@@ -42,6 +41,8 @@ def command(trace: str | None, points: int, fmt: TraceFormat | None, as_json: bo
     if as_json:
         click.echo(jsontext.dumps(curve["points"], indent=1))
         return
+    from app.cli.table import format_table  # the table's module (and the tier names it reads) only for a table
+
     click.echo(
         f"{label}: {curve['references']:,} block references, {curve['distinct_blocks']:,} distinct; "
         f"an LRU holding them all hits {curve['max_hit_ratio']:.4f}"

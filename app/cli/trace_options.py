@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from sim.calibration.measurements import REQUIRED
 from sim.traces.reader import FORMAT_BLOCK_TOKENS, TRACE_FORMATS, Trace, TraceError, TraceFormat, open_trace
 
 
@@ -28,6 +27,8 @@ def _measurements(name: str) -> bool:
     except OSError:
         return False
     names = {c.strip().strip('"') for c in head.split(",")}
+    from sim.calibration.measurements import REQUIRED  # only for a file that failed as a trace
+
     return set(REQUIRED) <= names or (head.lstrip().startswith("{") and all(f'"{c}"' in head for c in REQUIRED))
 
 

@@ -20,19 +20,39 @@ Exports: ``SteppedEngine``, ``SteppedRun``, ``SchedulerConfig``,
 ``Timed``, ``Arrivals``, ``Flight``, ``request_rows``, ``run_summary``,
 ``write_steps``.
 """
+from __future__ import annotations
 
-from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop, Timed
-from sim.sched.config import CLASS_DEFAULTS, SchedulerConfig, serve_batch_defaults
-from sim.sched.flight import Flight
-from sim.sched.output import Admission, StepOutput
-from sim.sched.queue import FcfsQueue
-from sim.sched.report import request_rows, run_summary, write_steps
-from sim.sched.status import RequestStatus
-from sim.sched.step_costs import StepCosts
-from sim.sched.stepped import SteppedEngine, SteppedRun
+import importlib
+from typing import Any
 
-__all__ = [
-    "CLASS_DEFAULTS", "Admission", "Arrivals", "ClosedLoop", "FcfsQueue", "Flight", "OpenLoop", "RequestStatus",
-    "SchedulerConfig", "StepCosts", "StepOutput", "SteppedEngine", "SteppedRun", "Timed", "request_rows",
-    "run_summary", "serve_batch_defaults", "write_steps",
-]
+# Loaded on first use (PEP 562): reading the serving settings (sim.sched.serving) for a command's flags, say,
+# need not import the stepped engine.
+_EXPORTS = {
+    "Admission": "sim.sched.output",
+    "Arrivals": "sim.sched.arrivals",
+    "CLASS_DEFAULTS": "sim.sched.config",
+    "ClosedLoop": "sim.sched.arrivals",
+    "FcfsQueue": "sim.sched.queue",
+    "Flight": "sim.sched.flight",
+    "OpenLoop": "sim.sched.arrivals",
+    "RequestStatus": "sim.sched.status",
+    "SchedulerConfig": "sim.sched.config",
+    "StepCosts": "sim.sched.step_costs",
+    "StepOutput": "sim.sched.output",
+    "SteppedEngine": "sim.sched.stepped",
+    "SteppedRun": "sim.sched.stepped",
+    "Timed": "sim.sched.arrivals",
+    "request_rows": "sim.sched.report",
+    "run_summary": "sim.sched.report",
+    "serve_batch_defaults": "sim.sched.config",
+    "write_steps": "sim.sched.report",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sim.sched' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
