@@ -134,6 +134,7 @@ def test_each_panel_says_which_scenario_it_simulates(live_server: str, page: Pag
     page.fill("#f-docs", "12")  # the line follows the sidebar as it is edited
     expect(capacity).to_contain_text("12 documents of 5,011 tokens")
     expect(capacity).to_contain_text("costs: the server's")
-    # Panels with fields of their own say that they do not use the sidebar's.
+    # Views with fields of their own say what they simulate, and name no sidebar: theirs have none.
     open_view(page, "replay")
-    expect(page.locator("#replay [data-role=scope]")).to_contain_text("not the sidebar's")
+    expect(page.locator("#replay [data-role=scope]")).to_contain_text("the trace and tier sizes below")
+    expect(page.locator("#replay [data-role=scope]")).not_to_contain_text("sidebar")
