@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from live_servers import emulator, free_port
+from page_tour import goto_view
 from playwright.sync_api import Page, expect
 from test_watch_page import proxied, words
 
@@ -27,7 +28,7 @@ def watched(live_server_factory) -> Iterator[tuple[str, str]]:
 
 def test_a_twin_started_late_says_what_the_server_held(page: Page, watched: tuple[str, str]) -> None:
     emu, url = watched
-    page.goto(url + "/")
+    goto_view(page, url, "live")  # the Watch panel is in the Live & Watch view
     page.wait_for_function("() => window.Plotly && window.htmx")
     view = page.locator("#watch-emu")
     # Before any proxied request (the twin starts with the first): 100 tokens straight to the server, 6 full blocks
@@ -47,7 +48,7 @@ def test_a_twin_started_late_says_what_the_server_held(page: Page, watched: tupl
 
 def test_unknown_hits_say_why(page: Page, watched: tuple[str, str]) -> None:
     _, url = watched
-    page.goto(url + "/")
+    goto_view(page, url, "live")  # the Watch panel is in the Live & Watch view
     page.wait_for_function("() => window.Plotly && window.htmx")
     proxied(url, words("first", 32))  # the counters' baseline is read after this one
     # Two at once (400 prompt tokens, 2,000 streamed at 5 ms / 50 each: 0.2 s in flight): the counters, cumulative,

@@ -45,8 +45,19 @@ def cards(url: str, query: dict[str, str]) -> tuple[str, str]:
     return gpu, cpu
 
 
+def _json(value: str) -> int | float | str:
+    """A link's text value as JSON would carry it: the API reads JSON's own types (a number is not "5")."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
 def simulated(url: str, query: dict[str, str]) -> dict[str, Any]:
-    answer = httpx.post(url + "/api/simulate", json={"preset": "seed-lab", **query}, timeout=60)
+    body = {"preset": "seed-lab", **{k: _json(v) for k, v in query.items()}}
+    answer = httpx.post(url + "/api/simulate", json=body, timeout=60)
     assert answer.status_code == 200, answer.text[:300]
     return answer.json()
 
