@@ -72,7 +72,9 @@ def main() -> int:
     server = subprocess.Popen(
         [str(BIN / "kvscope"), "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
          "--budget", f"search_seconds={search_s:g}", "--db", str(workdir / "runs.db")],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # The server's log (a 500's traceback) is kept beside the HAR: a 500 the replay of its request does not
+        # repeat is only explained there.
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"),
     )
     har = workdir / "fuzz.har"
     peaks: dict[int, float] = {}
@@ -100,7 +102,13 @@ def main() -> int:
         rss_end = peak_rss_mib(server.pid, "VmRSS")
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+            stopped = "on SIGTERM"
+        except subprocess.TimeoutExpired:  # still draining: its figures are in the HAR all the same
+            server.kill()
+            server.wait()
+            stopped = "killed: not stopped 30 s after SIGTERM"
     tail = "\n".join(output.strip().splitlines()[-12:])
     entries = json.loads(har.read_text())["log"]["entries"] if har.exists() else []
     statuses = [e["response"]["status"] for e in entries]
@@ -121,6 +129,8 @@ def main() -> int:
         "server_rss_end_mib": round(rss_end, 1),
         "server_peak_rss_mib": round(peaks.get(server.pid, 0.0), 1),
         "worker_peak_rss_mib": round(max((v for k, v in peaks.items() if k != server.pid), default=0.0), 1),
+        "server_stopped": stopped,
+        "server_log": str(workdir / "server.log"),
     }
     print(tail)
     print(json.dumps(report, indent=1))
