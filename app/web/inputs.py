@@ -40,6 +40,10 @@ def strict_json(model: type[BaseModel]) -> BeforeValidator:
     def validate(value: Any) -> Any:
         if isinstance(value, model):
             return value
+        if isinstance(value, (bytes, str)):
+            # A body FastAPI did not parse as JSON (sent as text/plain, say) reaches here as its bytes: refused as
+            # lax validation refuses it, a 422 asking for an object (JSON's types need JSON's content type).
+            return model.model_validate(value, strict=True)
         try:
             return model.model_validate_json(json.dumps(value), strict=True)
         except ValidationError as exc:
