@@ -67,7 +67,9 @@ def test_a_request_within_its_deadline_is_answered_as_it_was() -> None:
     with threaded_server(_app(0.05, default_s=5.0)) as url:  # 50 ms of 5 s: in time even on a busy machine
         response, _ = _timed_post(url)
     assert response.status_code == 200 and response.text == "done", (response.status_code, response.text[:200])
-    assert float(response.headers["server-timing"].split("dur=")[1]) >= 50  # the handler's 50 ms at least
+    # The handler's 50 ms at least, less a millisecond: uvloop (libuv) times a sleep from its loop time, cached at the
+    # start of an iteration in whole ms, so it can end up to 1 ms early by the monotonic clock (49.6 ms was seen).
+    assert float(response.headers["server-timing"].split("dur=")[1]) >= 49
 
 
 def test_a_call_that_asks_for_longer_moves_the_deadline() -> None:
