@@ -61,7 +61,8 @@ def test_deadlines_wait_on_the_loops_timerfd_and_end_in_deadline_order_never_ear
     async def run() -> tuple[list[tuple[float, float]], bool]:
         assert deadline._timer() is not None  # a timerfd, not the yielding fallback
         start = time.perf_counter()
-        dues = [start + ms / 1000 for ms in (30, 10, 50, 20, 40)]
+        # Tens of ms apart, not single ms: in the whole suite a collection can hold the loop ~10 ms before the cancel.
+        dues = [start + ms / 1000 for ms in (300, 100, 500, 200, 400)]
         ended: list[tuple[float, float]] = []
 
         async def one(due: float) -> None:
@@ -69,7 +70,7 @@ def test_deadlines_wait_on_the_loops_timerfd_and_end_in_deadline_order_never_ear
             ended.append((due, time.perf_counter()))
 
         tasks = [asyncio.create_task(one(d)) for d in dues]
-        cancelled = tasks[1]  # due at 10 ms, the first to be armed
+        cancelled = tasks[1]  # due at 100 ms, the first to be armed
         await asyncio.sleep(0)
         cancelled.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
