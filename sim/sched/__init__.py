@@ -9,50 +9,12 @@ newest running request when blocks run out, and prices every step
 per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields),
 ``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
-trace sent at its timestamps; none is imported here (they pull in
-``sim.simulation.run``, ``sim.simulation.replay`` and the explainers).
+trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
+reading the serving settings does not load the stepped engine.
 
 Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``
 and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
-Exports: ``SteppedEngine``, ``SteppedRun``, ``SchedulerConfig``,
-``CLASS_DEFAULTS``, ``serve_batch_defaults``, ``StepCosts``, ``StepOutput``,
-``Admission``, ``RequestStatus``, ``FcfsQueue``, ``ClosedLoop``, ``OpenLoop``,
-``Timed``, ``Arrivals``, ``Flight``, ``request_rows``, ``run_summary``,
-``write_steps``.
+Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
+``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
+``flight``, ``report``, ``serving``, ``simulate``, ``replay``.
 """
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-# Loaded on first use (PEP 562): reading the serving settings (sim.sched.serving) for a command's flags, say,
-# need not import the stepped engine.
-_EXPORTS = {
-    "Admission": "sim.sched.output",
-    "Arrivals": "sim.sched.arrivals",
-    "CLASS_DEFAULTS": "sim.sched.config",
-    "ClosedLoop": "sim.sched.arrivals",
-    "FcfsQueue": "sim.sched.queue",
-    "Flight": "sim.sched.flight",
-    "OpenLoop": "sim.sched.arrivals",
-    "RequestStatus": "sim.sched.status",
-    "SchedulerConfig": "sim.sched.config",
-    "StepCosts": "sim.sched.step_costs",
-    "StepOutput": "sim.sched.output",
-    "SteppedEngine": "sim.sched.stepped",
-    "SteppedRun": "sim.sched.stepped",
-    "Timed": "sim.sched.arrivals",
-    "request_rows": "sim.sched.report",
-    "run_summary": "sim.sched.report",
-    "serve_batch_defaults": "sim.sched.config",
-    "write_steps": "sim.sched.report",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sim.sched' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.sched import ClosedLoop, FcfsQueue, OpenLoop, RequestStatus, Timed
+from sim.sched.arrivals import ClosedLoop, OpenLoop, Timed
+from sim.sched.queue import FcfsQueue
+from sim.sched.status import RequestStatus
 
 
 def test_an_open_loop_is_poisson_at_its_rate_and_seeded() -> None:

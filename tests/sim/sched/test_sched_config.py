@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.sched import CLASS_DEFAULTS, SchedulerConfig, serve_batch_defaults
+from sim.sched.config import CLASS_DEFAULTS, SchedulerConfig, serve_batch_defaults
 
 
 def test_defaults_are_vllm_serve_on_an_80_gib_gpu() -> None:

@@ -7,8 +7,11 @@ import json
 
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import Engine
-from sim.sched import ClosedLoop, SchedulerConfig, StepCosts, SteppedEngine
+from sim.sched.arrivals import ClosedLoop
+from sim.sched.config import SchedulerConfig
 from sim.sched.report import request_rows, run_summary, write_steps
+from sim.sched.step_costs import StepCosts
+from sim.sched.stepped import SteppedEngine
 from sim.simulation.run import tier_spec
 from sim.workloads.presets import PRESETS
 from sim.workloads.requests import build_requests

@@ -7,7 +7,9 @@ from hypothesis import strategies as st
 
 from sim.costs.model import default_costs
 from sim.engine.loop import Engine
-from sim.sched import ClosedLoop, SchedulerConfig, SteppedEngine
+from sim.sched.arrivals import ClosedLoop
+from sim.sched.config import SchedulerConfig
+from sim.sched.stepped import SteppedEngine
 from sim.simulation.run import tier_spec
 from sim.workloads.presets import PRESETS
 from sim.workloads.requests import build_requests

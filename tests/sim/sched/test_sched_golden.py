@@ -10,7 +10,10 @@ import pytest
 from sim.blocks.request import Request, Units
 from sim.costs.model import default_costs
 from sim.engine.loop import Engine, TierSpec
-from sim.sched import CLASS_DEFAULTS, ClosedLoop, SchedulerConfig, StepCosts, SteppedEngine, SteppedRun
+from sim.sched.arrivals import ClosedLoop
+from sim.sched.config import CLASS_DEFAULTS, SchedulerConfig
+from sim.sched.step_costs import StepCosts
+from sim.sched.stepped import SteppedEngine, SteppedRun
 from sim.simulation.run import tier_spec
 from sim.workloads.presets import PRESETS
 from sim.workloads.requests import build_requests

@@ -7,7 +7,10 @@ from hypothesis import strategies as st
 
 from sim.costs.model import default_costs
 from sim.engine.loop import Engine
-from sim.sched import Arrivals, ClosedLoop, OpenLoop, SchedulerConfig, StepCosts, SteppedEngine, Timed
+from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop, Timed
+from sim.sched.config import SchedulerConfig
+from sim.sched.step_costs import StepCosts
+from sim.sched.stepped import SteppedEngine
 from sim.simulation.run import tier_spec
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import PassSpec, Scenario
