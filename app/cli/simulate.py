@@ -66,8 +66,8 @@ def _stepped(scenario: Scenario, serving: Serving, steps_file: Path | None) -> d
     from sim.sched.simulate import refusal, simulate_stepped, stepped_cost
 
     check_new(steps_file)
-    if (refused := refusal(scenario)) is not None:
-        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG[refused[0]])
+    if (refused := refusal(scenario, serving)) is not None:
+        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG.get(refused[0], "--" + refused[0].replace("_", "-")))
     within_budget(stepped_cost(scenario, serving))
     try:
         result, ledgers = simulate_stepped(scenario, serving)

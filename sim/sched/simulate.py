@@ -47,10 +47,21 @@ def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
 NATIVE_REFUSED = "vllm-native: its asynchronous loads are not modelled by the stepped engine; use lmcache or brief"
 
 
-def refusal(scenario: Scenario) -> tuple[str, str] | None:
-    """The scenario field the stepped engine cannot serve, and why (None: it can serve it)."""
+def refusal(scenario: Scenario, serving: Serving | None = None) -> tuple[str, str] | None:
+    """The field (of the scenario or of how it is served) the stepped engine cannot serve, and why (None: it can)."""
     if scenario.cpu_backend == "vllm-native" and scenario.cpu_capacity_tokens is not None:
         return "cpu_backend", NATIVE_REFUSED
+    if scenario.granularity != "block":
+        return "granularity", "must be block when requests are scheduled: vLLM's scheduler allocates and caches blocks"
+    config = serving.scheduler_config() if serving is not None else None
+    if config is not None and not config.enable_chunked_prefill and scenario.prompt_tokens > config.max_num_batched_tokens:
+        # vLLM refuses a budget below max_model_len without chunked prefill, and raises its own default budget to
+        # max_model_len (vllm/config/scheduler.py verify_max_model_len 317-328; engine/arg_utils.py 3194-3199):
+        # a prompt longer than the budget is never scheduled whole, so it would wait for ever.
+        return "max_num_batched_tokens", (
+            f"must be at least the longest prompt ({scenario.prompt_tokens:,} tokens) without chunked prefill: vLLM "
+            f"refuses a budget below max_model_len then (this one is {config.max_num_batched_tokens:,})"
+        )
     return None
 
 

@@ -127,6 +127,14 @@ class SteppedEngine:
                 raise ValueError(
                     f"request {req.seq} needs {req.alloc_blocks} GPU blocks, the pool has {capacity}: it could never run"
                 )
+            budget = self.config.max_num_batched_tokens
+            if not self.config.enable_chunked_prefill and req.prompt_tokens > budget:
+                # Never scheduled whole, so never scheduled: vLLM refuses such a budget at start-up (see
+                # sim.sched.simulate.refusal), where a scenario's requests are checked before they are built.
+                raise ValueError(
+                    f"request {req.seq}: its prompt of {req.prompt_tokens:,} tokens is over max_num_batched_tokens "
+                    f"({budget:,}) without chunked prefill: vLLM refuses a budget below max_model_len then"
+                )
             limit = self.config.max_model_len
             if limit is not None and req.prompt_tokens >= limit:
                 raise ValueError(f"request {req.seq}: prompt of {req.prompt_tokens} tokens is not below max_model_len ({limit})")

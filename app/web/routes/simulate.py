@@ -69,7 +69,7 @@ def served_of(body: Annotated[SimulateInput, strict_json(SimulateInput)]) -> tup
         serving = body.serving()
     except ValidationError as exc:
         raise InputErrors(errors_of(exc)).for_body() from None
-    if serving.stepped and (refused := refusal(scenario)) is not None:
+    if serving.stepped and (refused := refusal(scenario, serving)) is not None:
         raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
     return scenario, serving
 

@@ -72,3 +72,17 @@ def test_vllm_native_under_load_is_422_at_cpu_backend(server: str) -> None:
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "cpu_backend"]
     assert post(server, body).status_code == 200
+
+
+def test_what_the_scheduler_cannot_serve_is_422_at_its_field(server: str) -> None:
+    # The fuzzer's body: granularity doc caches whole documents, which vLLM's scheduler (blocks) never does; it was a
+    # 500 from inside the stepped engine.
+    response = post(server, {"enable_chunked_prefill": False, "granularity": "doc", "seed": None})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", "granularity"]
+    # Without chunked prefill a 5,024-token prompt under a 2,048-token budget is never scheduled whole: vLLM refuses
+    # that budget at start-up; it was a RuntimeError ("scheduled nothing").
+    response = post(server, {"enable_chunked_prefill": False, "max_num_batched_tokens": 2048})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["body", "max_num_batched_tokens"] and "5,024" in detail["msg"], detail

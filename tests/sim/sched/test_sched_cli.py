@@ -91,3 +91,22 @@ def test_vllm_native_under_load_exits_2_naming_cpu_backend() -> None:
     # Without an offload tier the backend changes nothing: the GPU alone is served under load.
     code, out = run("--concurrency", "2", "--cpu-backend", "vllm-native", "--no-cpu")
     assert code == 0 and "gpu: TTFT p50" in out
+
+
+def test_a_budget_below_the_prompt_without_chunked_prefill_exits_2_naming_it() -> None:
+    # The seed lab's prompts are 5,024 tokens: under 2,048 without chunking none is ever scheduled (vLLM refuses such
+    # a budget below max_model_len at start-up); at 8,192 each fits in one step.
+    code, out = run("--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048")
+    assert code == 2 and "--max-num-batched-tokens" in out and "5,024" in out, out
+    code, out = run("--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192", "--docs", "2")
+    assert code == 0, out
+    code, out = run("--concurrency", "2", "--granularity", "doc")
+    assert code == 2 and "--granularity" in out, out
+
+
+def test_a_trace_prompt_over_the_budget_without_chunked_prefill_exits_2() -> None:
+    # The bundled Mooncake sample's first request is 40,160 tokens, over vllm serve's 8,192-token budget: the stepped
+    # engine refuses it before the first step instead of finding a step that scheduled nothing.
+    result = CliRunner().invoke(main, ["replay", "mooncake-synthetic", "--gpu-blocks", "2000", "--no-enable-chunked-prefill",
+                                       "--no-save"])
+    assert result.exit_code == 2 and "40,160" in result.output and "max_num_batched_tokens" in result.output, result.output
