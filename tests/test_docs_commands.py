@@ -2,6 +2,9 @@
 list of ``$ COMMAND`` lines, each followed by the output it prints (stdout and stderr as a terminal shows them).
 Each block runs in a fresh folder with a runs database of its own, so "kept as run 1" means the block's first run.
 A line ``...`` in the output stands for any lines; a time of day (``2026-11-30 21:28:12``) for any time.
+A block that calls the dashboard's API starts it as a reader would, ``$ kvscope serve [FLAGS] &`` (or
+``kvscope emulate ... &``): the test starts that server on a free port for the block's length, and the block's
+``localhost:8000`` and ``127.0.0.1:8000`` stand for that port, so a block never depends on a server it does not start.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from live_servers import ROOT
+from live_servers import ROOT, free_port, stop, wait_until_up
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```console\n(.*?)^```$", re.M | re.S)
@@ -31,13 +34,28 @@ def blocks() -> list[tuple[str, str]]:
 def steps(block: str) -> list[tuple[str, str]]:
     """(command, expected output) in the block's order."""
     out: list[tuple[str, list[str]]] = []
+    continued = False
     for line in block.splitlines():
-        if line.startswith("$ "):
+        if continued:  # a command's line ending in a backslash goes on on the next line, as in a shell
+            out[-1] = (out[-1][0] + "\n" + line, out[-1][1])
+        elif line.startswith("$ "):
             out.append((line[2:], []))
         else:
             assert out, f"output before any command: {line!r}"
             out[-1][1].append(line)
+        continued = line.endswith("\\") and not out[-1][1]
     return [(cmd, "\n".join(lines)) for cmd, lines in out]
+
+
+SERVER = re.compile(r"^(kvscope (?:serve|emulate)\b.*?)\s*&$")
+DASHBOARD = re.compile(r"\b(?:localhost|127\.0\.0\.1):8000\b")
+
+
+def test_a_block_that_calls_the_api_starts_the_server_it_calls() -> None:
+    for where, block in blocks():
+        commands = [command for command, _ in steps(block)]
+        if any(DASHBOARD.search(c) for c in commands):
+            assert any(SERVER.match(c) for c in commands), f"{where}: calls localhost:8000 but starts no server"
 
 
 TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
@@ -60,9 +78,23 @@ def test_the_docs_show_commands_to_check() -> None:
 def test_a_shown_command_prints_what_is_shown(where: str, block: str, tmp_path: Path) -> None:
     env = {**os.environ, "KVSCOPE_DB": str(tmp_path / "runs.db"), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
            "COLUMNS": "200", "NO_COLOR": "1"}
-    for command, expected in steps(block):
-        done = subprocess.run(["bash", "-c", f"{{ {command}\n}} 2>&1"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)
-        got = [line.rstrip() for line in done.stdout.rstrip("\n").splitlines()]
-        want = [line.rstrip() for line in expected.rstrip("\n").splitlines()]
-        assert matches(got, want), f"{where}: $ {command}\n--- shown\n" + "\n".join(want) + "\n--- printed\n" + "\n".join(got)
+    port = free_port()
+    servers: list[subprocess.Popen[bytes]] = []
+    try:
+        for command, expected in steps(block):
+            server = SERVER.match(command)
+            if server:
+                assert not expected, f"{where}: $ {command} is started in the background and prints nothing shown"
+                servers.append(subprocess.Popen(["bash", "-c", f"exec {server.group(1)} --port {port}"], cwd=tmp_path,
+                                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                wait_until_up(f"http://127.0.0.1:{port}", servers[-1], timeout_s=60,
+                              path="/healthz" if " serve" in command else "/health")
+                continue
+            done = subprocess.run(["bash", "-c", f"{{ {DASHBOARD.sub(f'127.0.0.1:{port}', command)}\n}} 2>&1"],
+                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+            got = [line.rstrip() for line in done.stdout.rstrip("\n").splitlines()]
+            want = [line.rstrip() for line in expected.rstrip("\n").splitlines()]
+            assert matches(got, want), f"{where}: $ {command}\n--- shown\n" + "\n".join(want) + "\n--- printed\n" + "\n".join(got)
+    finally:
+        for proc in servers:
+            stop(proc)
