@@ -18,7 +18,7 @@ from sim.bounds.budget import trace_cost
 from sim.numeric import stats
 from sim.numeric.figures import ms_text
 from sim.sched.arrivals import Timed
-from sim.sched.replay import MAX_SPEEDUP, replay_served, served_trace_cost, trace_arrivals
+from sim.sched.replay import MAX_SPEEDUP, MIN_SPEEDUP, replay_served, served_trace_cost, trace_arrivals
 from sim.simulation.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
@@ -65,7 +65,7 @@ REPLAY_FLAGS = {
               help="with --json: leave out each miss's cause (gpu_miss, computed)")
 @click.option("--timed", is_flag=True,
               help="requests arrive at the trace's timestamps and vLLM's scheduler loop serves them: TTFT counts queueing")
-@click.option("--speedup", type=click.FloatRange(0, MAX_SPEEDUP, min_open=True), default=None,
+@click.option("--speedup", type=click.FloatRange(MIN_SPEEDUP, MAX_SPEEDUP), default=None,
               help="with --timed: the gaps between timestamps divided by this (2: the trace in half its time)")
 @serving_options
 @save_options

@@ -18,6 +18,11 @@ class ClosedLoop:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
 
 
+# Below one request in 1,000 s an open loop's gaps (and a slowed trace's) stop being times a TTFT can be read from:
+# at 5e-324 requests/s the second request arrives at infinity.
+MIN_RATE_PER_S = 0.001
+
+
 @dataclass(frozen=True, slots=True)
 class OpenLoop:
     """Requests arrive at ``rate_per_s`` on average, independently of the server (Poisson, exponential gaps), from t=0."""
@@ -26,8 +31,8 @@ class OpenLoop:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.rate_per_s > 0:
-            raise ValueError(f"rate must be above 0 requests/s, got {self.rate_per_s}")
+        if not self.rate_per_s >= MIN_RATE_PER_S:
+            raise ValueError(f"rate must be at least {MIN_RATE_PER_S:g} requests/s, got {self.rate_per_s}")
 
     def times_ms(self, n: int) -> list[float]:
         rng = random.Random(f"arrivals:{self.seed}")

@@ -24,6 +24,7 @@ from sim.simulation.replay import ReplayTiers, replay_engine, trace_requests
 from sim.traces.reader import Trace
 
 MAX_SPEEDUP = 1_000_000.0
+MIN_SPEEDUP = 0.001  # a thousand times slower: the sample's 17 minutes become 12 days; below it gaps reach infinity
 
 
 def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
@@ -39,8 +40,8 @@ def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
 
 def trace_arrivals(trace: Trace, speedup: float = 1.0) -> Timed:
     """The trace's timestamps from its first, in ms, their gaps divided by ``speedup``."""
-    if not 0 < speedup <= MAX_SPEEDUP:
-        raise ValueError(f"speedup must be above 0 and at most {MAX_SPEEDUP:,.0f}, got {speedup}")
+    if not MIN_SPEEDUP <= speedup <= MAX_SPEEDUP:
+        raise ValueError(f"speedup must be at least {MIN_SPEEDUP:g} and at most {MAX_SPEEDUP:,.0f}, got {speedup}")
     stamps = trace.timestamps_ms
     first = stamps[0] if len(stamps) else 0.0
     return Timed(tuple((t - first) / speedup for t in stamps))

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop
+from sim.sched.arrivals import MIN_RATE_PER_S, Arrivals, ClosedLoop, OpenLoop
 from sim.sched.config import SchedulerConfig, serve_batch_defaults
 
 MAX_CONCURRENCY = 4096
@@ -41,7 +41,7 @@ class Serving(BaseModel):
         description="requests in flight (a closed loop: the next arrives when one finishes); 1 is the seed lab's",
     )
     rate: float | None = Field(
-        default=None, gt=0, le=MAX_RATE_PER_S,
+        default=None, ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S,
         description="requests per second arriving on their own (an open loop, Poisson), instead of --concurrency",
     )
     arrival_seed: int = Field(default=0, ge=0, le=2**31, description="seed of the open loop's arrival times")

@@ -86,3 +86,13 @@ def test_what_the_scheduler_cannot_serve_is_422_at_its_field(server: str) -> Non
     assert response.status_code == 422, response.text
     detail = response.json()["detail"][0]
     assert detail["loc"] == ["body", "max_num_batched_tokens"] and "5,024" in detail["msg"], detail
+
+
+def test_a_rate_too_small_to_give_finite_times_is_422(server: str) -> None:
+    # The fuzzer's 5e-324 requests/s: the second request arrived at infinity, every TTFT was NaN (kept as null) and
+    # comparing that run with another was a 500. One request in 1,000 s is the least rate taken.
+    response = post(server, {"rate": 5e-324, "docs": 2, "passes": "forward"})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["body", "rate"] and "0.001" in detail["msg"], detail
+    assert post(server, {"rate": 0.001, "docs": 2, "passes": "forward", "no_cpu": True}).status_code == 200

@@ -22,8 +22,10 @@ def test_an_open_loop_is_poisson_at_its_rate_and_seeded() -> None:
 def test_bad_arrivals_are_named() -> None:
     with pytest.raises(ValueError, match="concurrency must be at least 1, got 0"):
         ClosedLoop(0)
-    with pytest.raises(ValueError, match="rate must be above 0 requests/s, got 0"):
+    with pytest.raises(ValueError, match="rate must be at least 0.001 requests/s, got 0"):
         OpenLoop(0)
+    with pytest.raises(ValueError, match="rate must be at least 0.001 requests/s, got 5e-324"):
+        OpenLoop(5e-324)  # its second request would arrive at infinity
     with pytest.raises(ValueError, match="arrival times must not decrease: request 2 at 5.0 ms after 10.0 ms"):
         Timed((0.0, 10.0, 5.0))
     with pytest.raises(ValueError, match="2 arrival times for 3 requests"):

@@ -110,3 +110,12 @@ def test_a_trace_prompt_over_the_budget_without_chunked_prefill_exits_2() -> Non
     result = CliRunner().invoke(main, ["replay", "mooncake-synthetic", "--gpu-blocks", "2000", "--no-enable-chunked-prefill",
                                        "--no-save"])
     assert result.exit_code == 2 and "40,160" in result.output and "max_num_batched_tokens" in result.output, result.output
+
+
+def test_rates_and_speedups_that_would_reach_infinity_exit_2() -> None:
+    code, out = run("--rate", "5e-324")
+    assert code == 2 and "--rate" in out and "0.001" in out, out
+    result = CliRunner().invoke(main, ["replay", "mooncake-synthetic", "--gpu-blocks", "2000", "--timed", "--speedup",
+                                       "5e-324", "--no-save"])
+    # Before: "TTFT p50 nan ms ... over inf s".
+    assert result.exit_code == 2 and "--speedup" in result.output, result.output
