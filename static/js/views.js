@@ -2,9 +2,23 @@
 // forward ask the server for the view again (htmx's history restore). This script does what htmx leaves to the page:
 //   - after Run, the lanes are brought into view when they are out of it (on a phone the scenario form is above them);
 //   - a table's scrolling box wider than its content's room is marked data-scrolls, so that it says it scrolls sideways;
-//   - in Plan, which shows the sidebar for its scenario but no run, Enter in a field does not post a Run to nowhere.
+//   - in Plan, which shows the sidebar for its scenario but no run, Enter in a field does not post a Run to nowhere;
+//   - once a Run's stream says which run keeps it (X-Kvscope-Run), Simulate's URL becomes that run's (/?run=N), so
+//     leaving Simulate and coming back (back, or the link) replays it from the runs database instead of losing it.
 (() => {
   "use strict";
+
+  // The SSE extension takes the stream's answer before htmx:before:response is sent, so the request's context is
+  // kept when it is sent and read once the stream is connected (htmx sets its response before either).
+  const streams = new WeakMap();
+  document.addEventListener("htmx:before:request", (evt) => {
+    const source = evt.detail?.ctx?.sourceElement ?? evt.target;
+    if (source?.id === "run-stream" && !source.hasAttribute("hx-get")) streams.set(source, evt.detail.ctx); // a new run's
+  });
+  document.addEventListener("htmx:sse:after:connection", (evt) => {
+    const kept = streams.get(evt.target)?.response?.headers?.get("X-Kvscope-Run") ?? "";
+    if (/^[0-9]+$/.test(kept) && location.pathname === "/") history.replaceState(history.state, "", `/?run=${kept}`);
+  });
 
   document.addEventListener("htmx:after:swap", (evt) => {
     // htmx 4 fires after:swap on the form; the answer went to the request's target (a refused Run's to the fields).

@@ -195,3 +195,18 @@ def test_in_plan_enter_in_a_sidebar_field_posts_no_run(page: Page, live_server: 
     page.wait_for_timeout(500)
     assert posted == []
     expect(page.locator("main")).to_have_attribute("data-view", "plan")
+
+
+def test_a_played_run_is_there_again_after_leaving_simulate(page: Page, live_server: str) -> None:
+    # Before: Run, then Plan, then back showed Simulate's empty lanes: the run had only been in the page. Its stream's
+    # X-Kvscope-Run names the run that keeps it, and Simulate's URL becomes that run's.
+    run_to_end(page, live_server, "/", (1440, 900))
+    page.wait_for_url(f"{live_server}/?run=*")
+    kept = page.url.rsplit("=", 1)[1]
+    assert kept.isdigit()
+    page.click(".views-nav a[href='/plan']")
+    page.wait_for_url(live_server + "/plan")
+    page.go_back()
+    page.wait_for_url(f"{live_server}/?run={kept}")
+    expect(page.locator("[data-role=run-origin]")).to_contain_text(f"Kept run {kept}, replayed as it ran")
+    expect(page.locator("#run-view")).to_have_attribute("data-stored-run", kept)
