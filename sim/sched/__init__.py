@@ -7,7 +7,8 @@ newest running request when blocks run out, and prices every step
 (``step_costs``); arrivals come from a closed or open loop or timestamps
 (``arrivals``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
-``serving`` holds the settings as a user gives them (CLI flags, API fields),
+``serving`` holds the settings as a user gives them (CLI flags, API fields), ``replay_serving`` a
+trace's (its timestamps too),
 ``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
 trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
 reading the serving settings does not load the stepped engine.
@@ -16,5 +17,5 @@ Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, 
 and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``simulate``, ``replay``.
+``flight``, ``report``, ``serving``, ``replay_serving``, ``simulate``, ``replay``.
 """

@@ -14,19 +14,16 @@ from typing import Any
 
 from sim.bounds.budget import Cost, trace_cost
 from sim.costs.model import CostModel
-from sim.sched.arrivals import Arrivals, Timed
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
-from sim.sched.serving import Serving
+from sim.sched.replay_serving import ReplayServing
 from sim.sched.simulate import STEP_BYTES, STEP_REQUEST_STEPS, TIMING_JSON_BYTES
 from sim.sched.stepped import SteppedEngine
 from sim.simulation.replay import ReplayTiers, replay_engine, trace_requests
 from sim.traces.reader import Trace
 
-MAX_SPEEDUP = 1_000_000.0
 
-
-def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
+def served_trace_cost(trace: Trace, serving: ReplayServing) -> Cost:
     """``trace_cost`` plus each request's work in every step it takes part in (a step per generated token, a step
     per prefill chunk), as ``sim.sched.simulate.stepped_cost`` counts a scenario's."""
     budget = serving.scheduler_config().max_num_batched_tokens
@@ -37,36 +34,21 @@ def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
     )
 
 
-def trace_arrivals(trace: Trace, speedup: float = 1.0) -> Timed:
-    """The trace's timestamps from its first, in ms, their gaps divided by ``speedup``."""
-    if not 0 < speedup <= MAX_SPEEDUP:
-        raise ValueError(f"speedup must be above 0 and at most {MAX_SPEEDUP:,.0f}, got {speedup}")
-    stamps = trace.timestamps_ms
-    first = stamps[0] if len(stamps) else 0.0
-    return Timed(tuple((t - first) / speedup for t in stamps))
-
-
 def replay_served(
-    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: Serving, arrivals: Arrivals | None = None,
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
-    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger.
-
-    ``arrivals`` None: as ``serving`` says (a closed loop of 1 unless told otherwise).
-    """
+    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger."""
     engine = replay_engine(trace, tiers, costs)
     outputs = trace.output_tokens
     requests = [replace(r, output_tokens=max(1, outputs[r.seq])) for r in trace_requests(trace, tiers.chunk_blocks)]
-    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, arrivals or serving.arrivals())
+    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, serving.trace_arrivals(trace.timestamps_ms))
     rows = []
     for record, times in zip(run.records, request_rows(run)):
         row = record.to_dict()
         row.update((k, v) for k, v in times.items() if k not in row)
         rows.append(row)
-    settings = serving.summary()
-    if isinstance(arrivals, Timed):
-        settings = {"arrivals": "timestamps", **{k: v for k, v in settings.items() if k != "concurrency"}}
     result = {
         "trace": trace.summary(), "run": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()],
-        "serving": settings, "summary": run_summary(run), "requests": rows,
+        "serving": serving.summary(), "summary": run_summary(run), "requests": rows,
     }
     return result, run.steps
