@@ -10,7 +10,7 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import load_costs, within_budget
-from app.cli.serving_flags import check_new, options_of, serving_line, take_serving, write_ledgers
+from app.cli.serving_flags import check_new, cli_limit, options_of, refused, serving_line, take_serving, write_ledgers
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim.bounds import jsontext
@@ -99,11 +99,11 @@ def _served(
     check_new(steps_file)
     within_budget(served_trace_cost(trace, serving), "a smaller trace", where=trace.name)
     try:
-        result, steps = replay_served(trace, tiers, costs, serving)
-    except ValueError as exc:  # the stepped engine's refusals (vllm-native, a request larger than the pool)
-        if isinstance(exc, ReplayError):
+        result, steps = replay_served(trace, tiers, costs, serving, cli_limit(serving, trace.timestamps_ms))
+    except ValueError as exc:  # the stepped engine's refusals (vllm-native, a request larger than the pool), or a run
+        if isinstance(exc, ReplayError):  # that outgrew the work budget as it ran
             raise
-        raise click.UsageError(str(exc)) from None
+        raise refused(exc) from None
     write_ledgers(steps_file, {result["run"]: steps})
     if as_json:
         click.echo(jsontext.dumps(result, indent=1))

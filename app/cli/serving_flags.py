@@ -71,6 +71,23 @@ def take_serving(flags: dict[str, Any], model: type[Serving] = Serving) -> Any:
         raise click.UsageError("\n".join(lines)) from None
 
 
+def cli_limit(serving: Serving, arrivals_ms: Any = ()) -> Any:
+    """The work budget a command's runs under load stop at (the CLI's, ``app.budgets.cli_budget``), step by step."""
+    from app import budgets
+    from sim.sched.limit import step_limit
+
+    return step_limit(budgets.cli_budget().work_steps, serving, arrivals_ms)
+
+
+def refused(exc: ValueError) -> click.UsageError:
+    """A run the stepped engine refused or stopped: exit 2, naming the flag when it stopped at the work budget."""
+    from sim.sched.limit import OverWorkBudget
+
+    if isinstance(exc, OverWorkBudget):
+        return click.UsageError(f"{flag_of(exc.field)}: {exc}")
+    return click.UsageError(str(exc))
+
+
 def check_new(steps_file: Path | None) -> None:
     """``--steps`` never overwrites: checked before anything runs."""
     if steps_file is not None and steps_file.exists():

@@ -17,7 +17,8 @@ from sim.costs.model import CostModel
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
 from sim.sched.replay_serving import ReplayServing
-from sim.sched.simulate import STEP_BYTES, STEP_REQUEST_STEPS, TIMING_JSON_BYTES
+from sim.sched.limit import STEP_REQUEST_STEPS, StepLimit
+from sim.sched.simulate import STEP_BYTES, TIMING_JSON_BYTES, prefill_chunk
 from sim.sched.stepped import SteppedEngine
 from sim.simulation.replay import ReplayTiers, replay_engine, trace_requests
 from sim.traces.reader import Trace
@@ -26,8 +27,8 @@ from sim.traces.reader import Trace
 def served_trace_cost(trace: Trace, serving: ReplayServing) -> Cost:
     """``trace_cost`` plus each request's work in every step it takes part in (a step per generated token, a step
     per prefill chunk), as ``sim.sched.simulate.stepped_cost`` counts a scenario's."""
-    budget = serving.scheduler_config().max_num_batched_tokens
-    request_steps = sum(max(1, out) + -(-n // budget) for n, out in zip(trace.input_tokens, trace.output_tokens))
+    chunk = prefill_chunk(serving)
+    request_steps = sum(max(1, out) + -(-n // chunk) for n, out in zip(trace.input_tokens, trace.output_tokens))
     base = trace_cost(len(trace), trace.total_blocks)
     return base + Cost(
         request_steps * STEP_REQUEST_STEPS, base.memory_bytes + request_steps * STEP_BYTES, len(trace) * TIMING_JSON_BYTES
@@ -35,13 +36,14 @@ def served_trace_cost(trace: Trace, serving: ReplayServing) -> Cost:
 
 
 def replay_served(
-    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing,
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing, limit: StepLimit | None = None,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
-    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger."""
+    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger;
+    ``limit``: the run stops at its work budget (``OverWorkBudget``)."""
     engine = replay_engine(trace, tiers, costs)
     outputs = trace.output_tokens
     requests = [replace(r, output_tokens=max(1, outputs[r.seq])) for r in trace_requests(trace, tiers.chunk_blocks)]
-    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, serving.trace_arrivals(trace.timestamps_ms))
+    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, serving.trace_arrivals(trace.timestamps_ms), limit)
     rows = []
     for record, times in zip(run.records, request_rows(run)):
         row = record.to_dict()
