@@ -29,6 +29,8 @@ from app.web.inputs import InputErrors, StreamInput, check, errors_of, strict_js
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, OpenStreams, Outcome, Streamable, StreamStats, event_stream, open_streams
 from sim.engine.events import Event, RunWarning, Step
+from sim.bounds.budget import OverBudget
+from sim.sched.limit import step_limit
 from sim.sched.serving import Serving
 from sim.sched.simulate import refusal, served_result, stepped_cost
 from sim.simulation.run import simulate, stream
@@ -203,7 +205,11 @@ def router(*, web: Web) -> APIRouter:
         except InputErrors as exc:
             raise exc.for_body() from None
         if serving.stepped:
-            result = await web.workers.run(served_result, scenario, serving)
+            limit = step_limit(web.workers.budget.per_request.work_steps, serving)
+            try:
+                result = await web.workers.run(served_result, scenario, serving, limit)
+            except OverBudget as exc:  # a run under load past the work budget as it went: its message names the rate
+                raise InputErrors([{"type": "value_error", "loc": (exc.field,), "msg": str(exc)}]).for_body() from None
         else:
             result = await web.workers.run(simulate, scenario, explain)
 
