@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from annotated_types import Len
-from pydantic import ConfigDict, Field, StringConstraints, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
 from pydantic.fields import FieldInfo
 
 from sim.costs.model import CostModel
@@ -145,14 +145,20 @@ class ScenarioInput(_Overrides):  # type: ignore[misc, valid-type]
         return resolve(self.preset, self.overrides(), self.no_cpu, self.costs)
 
 
-_serving_fields = {name: (info.annotation, info) for name, info in Serving.model_fields.items()}
+def with_serving(base: type[BaseModel], serving: type[Serving] = Serving) -> Any:
+    """``base`` with every field of ``serving`` (``Serving`` or a subclass) beside its own, and ``serving()``: an API
+    body takes the serving settings by the names ``sim.sched.serving`` defines, with their limits and help."""
+
+    def serving_of(self: BaseModel) -> Serving:
+        """The body's serving settings; raises pydantic's ``ValidationError`` when its fields do not combine."""
+        return serving(**{name: getattr(self, name) for name in serving.model_fields})
+
+    fields: dict[str, Any] = {name: (info.annotation, info) for name, info in serving.model_fields.items()}
+    model = create_model(f"_{base.__name__}Served", __base__=base, **fields)
+    model.serving = serving_of
+    return model
 
 
-class SimulateInput(create_model("_Served", __base__=ScenarioInput, **_serving_fields)):  # type: ignore[misc]
+class SimulateInput(with_serving(ScenarioInput)):  # type: ignore[misc]
     """``/api/simulate``'s body: the scenario, and how it is served (``--concurrency 4`` is ``{"concurrency": 4}``,
     ``--max-num-batched-tokens 2048`` is ``{"max_num_batched_tokens": 2048}``); none of these: one request at a time."""
-
-    def serving(self) -> Serving:
-        """The ``sim.sched.serving.Serving`` of the body; raises pydantic's ``ValidationError`` when its fields do not
-        combine (both concurrency and rate)."""
-        return Serving(**{name: getattr(self, name) for name in Serving.model_fields})

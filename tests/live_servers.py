@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -20,6 +21,20 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 KVSCOPE = [str(Path(sys.executable).with_name("kvscope"))]
+
+
+def sse(lines: Iterator[str]) -> Iterator[tuple[str, dict]]:
+    """(event name, JSON data) per message of a text/event-stream."""
+    name, data = "", []
+    for line in lines:
+        if line == "":
+            if data:
+                yield name, json.loads("\n".join(data))
+            name, data = "", []
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
 
 
 def busy() -> str | None:

@@ -10,11 +10,11 @@ import click
 
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
+from app.cli.serving_flags import cli_limit, refused, serving_options, take_serving
 from app.cli.table import format_table
-from sim.analysis.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, cpu_curve, csv_rows, gpu_curve
+from sim.analysis.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, Served, cpu_curve, csv_rows, gpu_curve, load_curve_cost
 from sim.bounds import jsontext
 from sim.engine.events import tier_label
-from sim.workloads.estimate import curve_cost
 
 
 @click.command("capacity")
@@ -24,24 +24,35 @@ from sim.workloads.estimate import curve_cost
 @click.option("--min-tokens", type=click.IntRange(min=1), default=None, help="smallest capacity (default: the smallest that runs)")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="largest capacity (default: every document fits)")
 @scenario_options
+@serving_options
 @click.option("--csv", "as_csv", is_flag=True, help="print one row per capacity and pass as CSV")
 @click.option("--json", "as_json", is_flag=True, help="print the curves as JSON")
 def command(
-    tier: str, points: int, min_tokens: int | None, max_tokens: int | None, as_csv: bool, as_json: bool, **flags: Any
+    tier: str, points: int, min_tokens: int | None, max_tokens: int | None, as_csv: bool, as_json: bool,
+    steps_file: Any, **flags: Any,
 ) -> None:
     """Simulate the scenario at many capacities of one tier: the GPU tier alone at block and whole-document
     granularity (--tier gpu), or the CPU tier from none upwards (--tier cpu). The scenario's own capacity and the
-    thresholds of kvscope sweep are on the grid and marked."""
+    thresholds of kvscope sweep are on the grid and marked.
+
+    One request at a time unless --concurrency, --rate or a scheduler flag is given: then every point is served
+    by vLLM's scheduler loop (block granularity only; mean ms is TTFT with queueing)."""
     if as_csv and as_json:
         raise click.UsageError("give --csv or --json, not both")
+    if steps_file is not None:
+        raise click.UsageError("--steps: a curve runs many simulations; write a ledger with kvscope simulate")
+    serving = take_serving(flags)
     scenario = build_scenario(**flags)
+    load = Served(serving, cli_limit(serving)) if serving.stepped else Served()
     if tier == "cpu" and scenario.cpu_capacity_tokens is None and flags.get("no_cpu"):
         raise click.UsageError("--tier cpu varies the CPU tier; drop --no-cpu")
-    within_budget(curve_cost(scenario, tier, points), "fewer --points or a smaller scenario")
+    within_budget(load_curve_cost(scenario, tier, points, load), "fewer --points or a smaller scenario")
     try:
-        curve = (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points, min_tokens, max_tokens)
+        curve = (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points, min_tokens, max_tokens, load)
     except CurveTooLarge as exc:
         raise click.BadParameter(str(exc), param_hint="--points") from None
+    except ValueError as exc:  # the stepped engine's refusals, or a run past the work budget
+        raise refused(exc) from None
     if as_json:
         click.echo(jsontext.dumps(curve, indent=1))
         return

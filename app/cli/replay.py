@@ -10,15 +10,15 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import load_costs, within_budget
-from app.cli.serving_flags import check_new, serving_line, serving_options, take_serving, write_ledgers
+from app.cli.serving_flags import check_new, cli_limit, options_of, refused, serving_line, take_serving, write_ledgers
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim.bounds import jsontext
 from sim.bounds.budget import trace_cost
 from sim.numeric import stats
 from sim.numeric.figures import ms_text
-from sim.sched.arrivals import Timed
-from sim.sched.replay import MAX_SPEEDUP, MIN_SPEEDUP, replay_served, served_trace_cost, trace_arrivals
+from sim.sched.replay import replay_served, served_trace_cost
+from sim.sched.replay_serving import ReplayServing
 from sim.simulation.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
@@ -36,7 +36,6 @@ from sim.traces.reader import Trace, TraceFormat
 if TYPE_CHECKING:
     from app.runs.store import RunStore  # imported only when a run is kept (app.cli.save_run)
     from sim.costs.model import CostModel
-    from sim.sched.serving import Serving
 
 REPLAY_FLAGS = {
     "gpu_blocks": "--gpu-blocks", "cpu_blocks": "--cpu-blocks", "chunk_blocks": "--chunk-blocks", "storage_tiers": "--storage-tier",
@@ -63,16 +62,12 @@ REPLAY_FLAGS = {
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
 @click.option("--no-explain", is_flag=True,
               help="with --json: leave out each miss's cause (gpu_miss, computed)")
-@click.option("--timed", is_flag=True,
-              help="requests arrive at the trace's timestamps and vLLM's scheduler loop serves them: TTFT counts queueing")
-@click.option("--speedup", type=click.FloatRange(MIN_SPEEDUP, MAX_SPEEDUP), default=None,
-              help="with --timed: the gaps between timestamps divided by this (2: the trace in half its time)")
-@serving_options
+@options_of(ReplayServing)
 @save_options
 def command(
     trace: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int, cpu_blocks: int | None, chunk_blocks: int,
     cpu_backend: CpuBackend, storage_tiers: tuple[str, ...], costs_file: Path | None, as_json: bool, no_explain: bool,
-    timed: bool, speedup: float | None, steps_file: Path | None, db: str | None, no_save: bool, **serving_flags: Any,
+    steps_file: Path | None, db: str | None, no_save: bool, **serving_flags: Any,
 ) -> None:
     """Replay TRACE (a Mooncake or Qwen-Bailian JSONL file, or a bundled trace's name: mooncake-synthetic)
     through the tiers.
@@ -81,19 +76,15 @@ def command(
     unless --timed, --concurrency, --rate, a scheduler flag or --steps is given: then vLLM's scheduler loop serves
     overlapping requests step by step (not kept in the runs database).
     """
-    serving = take_serving(serving_flags)
-    if speedup is not None and not timed:
-        raise click.UsageError("--speedup: needs --timed")
-    if timed and (serving.concurrency is not None or serving.rate is not None):
-        raise click.UsageError("--timed: the trace's timestamps say when requests arrive; give it or --concurrency/--rate")
+    serving: ReplayServing = take_serving(serving_flags, ReplayServing)
     costs = load_costs(costs_file) if costs_file is not None else None
     loaded = load(trace, block_size, fmt)
     within_budget(trace_cost(len(loaded), loaded.total_blocks), "a smaller trace", where=trace)
     try:
         storage = tuple(storage_tier(text) for text in storage_tiers)
         tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks, cpu_backend, storage)
-        if timed or serving.stepped or steps_file is not None:
-            _served(loaded, tiers, costs, serving, trace_arrivals(loaded, speedup or 1.0) if timed else None, as_json, steps_file)
+        if serving.stepped or steps_file is not None:
+            _served(loaded, tiers, costs, serving, as_json, steps_file)
             return
         outcome = run_replay(loaded, tiers, costs, explain=as_json and not no_explain)
     except ReplayError as exc:
@@ -103,17 +94,16 @@ def command(
 
 
 def _served(
-    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: Serving, arrivals: Timed | None, as_json: bool,
-    steps_file: Path | None,
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing, as_json: bool, steps_file: Path | None,
 ) -> None:
     check_new(steps_file)
     within_budget(served_trace_cost(trace, serving), "a smaller trace", where=trace.name)
     try:
-        result, steps = replay_served(trace, tiers, costs, serving, arrivals)
-    except ValueError as exc:  # the stepped engine's refusals (vllm-native, a request larger than the pool)
-        if isinstance(exc, ReplayError):
+        result, steps = replay_served(trace, tiers, costs, serving, cli_limit(serving, trace.timestamps_ms))
+    except ValueError as exc:  # the stepped engine's refusals (vllm-native, a request larger than the pool), or a run
+        if isinstance(exc, ReplayError):  # that outgrew the work budget as it ran
             raise
-        raise click.UsageError(str(exc)) from None
+        raise refused(exc) from None
     write_ledgers(steps_file, {result["run"]: steps})
     if as_json:
         click.echo(jsontext.dumps(result, indent=1))
@@ -121,7 +111,7 @@ def _served(
     info = result["trace"]
     click.echo(f"{info['name']} ({info['format']}): {info['requests']:,} requests of {info['block_tokens']}-token blocks; "
                f"run {result['run']}")
-    click.echo(serving_line(result["run"], result["summary"], open_loop=arrivals is not None or serving.rate is not None))
+    click.echo(serving_line(result["run"], result["summary"], open_loop=serving.timed or serving.rate is not None))
 
 
 def _save(store: RunStore, outcome: ReplayOutcome, path: Path) -> int:

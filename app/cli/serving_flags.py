@@ -26,39 +26,66 @@ def flag_of(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _kind(field: str) -> Any:
-    annotation = Serving.model_fields[field].annotation
+def _kind(model: type[Serving], field: str) -> Any:
+    annotation = model.model_fields[field].annotation
     return {int | None: int, float | None: float, int: int}.get(annotation, annotation)
 
 
-def serving_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add every ``Serving`` field as a flag, and ``--steps``."""
-    func = click.option(
-        "--steps", "steps_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        help="write the step ledger (JSONL, one line per step and run) to this file; must not exist",
-    )(func)
-    for name, info in reversed(Serving.model_fields.items()):
-        if info.annotation == bool | None:
-            func = click.option(f"{flag_of(name)}/--no-{name.replace('_', '-')}", name, default=None, help=info.description)(func)
-        else:
-            func = click.option(flag_of(name), name, type=_kind(name), default=None, help=info.description)(func)
-    return func
+def options_of(model: type[Serving]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator adding every field of ``model`` (``Serving`` or a subclass) as a flag, and ``--steps``: a
+    ``bool | None`` field is a ``--x/--no-x`` pair, a ``bool`` one a plain switch."""
+
+    def add(func: Callable[..., Any]) -> Callable[..., Any]:
+        func = click.option(
+            "--steps", "steps_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+            help="write the step ledger (JSONL, one line per step and run) to this file; must not exist",
+        )(func)
+        for name, info in reversed(model.model_fields.items()):
+            if info.annotation == bool | None:
+                func = click.option(f"{flag_of(name)}/--no-{name.replace('_', '-')}", name, default=None, help=info.description)(func)
+            elif info.annotation is bool:
+                func = click.option(flag_of(name), name, is_flag=True, default=None, help=info.description)(func)
+            else:
+                func = click.option(flag_of(name), name, type=_kind(model, name), default=None, help=info.description)(func)
+        return func
+
+    return add
 
 
-def take_serving(flags: dict[str, Any]) -> Serving:
-    """The serving settings the flags give, taken out of ``flags``; exits 2 naming the flag on bad input."""
-    given = {name: value for name in Serving.model_fields if (value := flags.pop(name, None)) is not None}
+serving_options = options_of(Serving)
+
+
+def take_serving(flags: dict[str, Any], model: type[Serving] = Serving) -> Any:
+    """The serving settings (a ``model``) the flags give, taken out of ``flags``; exits 2 naming the flag on bad input."""
+    given = {name: value for name in model.model_fields if (value := flags.pop(name, None)) is not None}
     try:
-        return Serving(**given)
+        return model(**given)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
             field = str(err["loc"][0]) if err["loc"] else ""
-            message = err["msg"].removeprefix("Value error, ")
-            if not field:  # a check over several fields names them in the message: as flags here
-                message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda m: flag_of(m[0]) if m[0] in Serving.model_fields else m[0], message)
+            # A check over several fields names them in its message: as flags here.
+            message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda m: flag_of(m[0]) if m[0] in model.model_fields else m[0],
+                             err["msg"].removeprefix("Value error, "))
             lines.append(f"{flag_of(field)}: {message}" if field else message)
         raise click.UsageError("\n".join(lines)) from None
+
+
+def cli_limit(serving: Serving, arrivals_ms: Any = ()) -> Any:
+    """The work budget a command's runs under load stop at (the CLI's, ``app.budgets.cli_budget``), step by step."""
+    from app import budgets
+    from sim.sched.limit import step_limit
+
+    return step_limit(budgets.cli_budget().work_steps, serving, arrivals_ms)
+
+
+def refused(exc: ValueError) -> click.UsageError:
+    """A run the stepped engine refused or stopped: exit 2, naming the flag when it stopped at the work budget."""
+    from sim.sched.limit import OverWorkBudget
+
+    if isinstance(exc, OverWorkBudget):
+        return click.UsageError(f"{flag_of(exc.field)}: {exc}")
+    return click.UsageError(str(exc))
 
 
 def check_new(steps_file: Path | None) -> None:

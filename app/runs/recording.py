@@ -561,7 +561,7 @@ def save_replay(store: RunStore, result: dict[str, Any], files: list[tuple[str, 
     the result's ``trace``); an uploaded trace is kept as an upload is."""
     trace = result.get("trace", {})
     figures = {"requests": len(result.get("requests", [])), "configs": [result.get("run")], "best_speedup": None,
-               "hit_ratios": {t["name"]: t["hit_ratio"] for t in result.get("tiers", []) if "name" in t}}
+               "hit_ratios": {t["name"]: t.get("hit_ratio") for t in result.get("tiers", []) if "name" in t}}
     run = NewRun(
         "replay", name=str(trace.get("name", "trace")), summary={"scenario": _replay_text(result), **figures},
         source={"trace": trace, **(upload_source(files) if files else {})},

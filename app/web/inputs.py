@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.costs_profile import served_costs
-from app.scenario_input import ScenarioInput
+from app.scenario_input import ScenarioInput, with_serving
 from sim.bounds.budget import Budget, Cost, OverBudget
 from sim.workloads.scenario import MAX_DOCS, Scenario
 
@@ -75,8 +75,9 @@ def _lone_surrogate(value: Any) -> tuple[tuple[str | int, ...], str] | None:
     return None
 
 
-class StreamInput(ScenarioInput):
-    """A scenario to stream, and how slowly."""
+class StreamInput(with_serving(ScenarioInput)):  # type: ignore[misc]
+    """A scenario to stream, how slowly, and how it is served (``/api/simulate``'s serving fields: with any of them,
+    vLLM's scheduler loop, and a ``step`` event per step)."""
 
     pace_ms: int = Field(default=0, ge=0, le=MAX_PACE_MS, description="pause after each request of each run, in ms (0: as fast as possible)")
 

@@ -14,12 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sim.analysis.sweep import cpu_thresholds, gpu_threshold
+from sim.analysis.sweep import cpu_thresholds, gpu_threshold, sweep_cost
 from sim.blocks.kv import gib_for
 from sim.costs.model import default_costs
 from sim.engine.loop import Engine
 from sim.engine.result import pass_summaries
+from sim.sched.limit import StepLimit
+from sim.sched.records import served_records
+from sim.sched.serving import Serving
+from sim.sched.simulate import step_work
 from sim.simulation.run import scenario_summary, tier_spec
+from sim.bounds.budget import Cost
+from sim.workloads.estimate import curve_cost, simulation_cost
 from sim.workloads.requests import build_requests, units
 from sim.workloads.scenario import Scenario
 
@@ -56,13 +62,27 @@ def _marks(*candidates: tuple[str, str, int | None]) -> list[Mark]:
     return [Mark(key, label, tokens) for key, label, tokens in candidates if tokens is not None]
 
 
-def _points(base: Scenario, run: str, field: str, capacities: list[int], marks: list[Mark]) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Served:
+    """How every run of a curve is served: ``serving`` None, one request at a time; ``limit`` the work budget."""
+
+    serving: Serving | None = None
+    limit: StepLimit | None = None
+
+    @property
+    def stepped(self) -> bool:
+        return self.serving is not None and self.serving.stepped
+
+
+def _points(
+    base: Scenario, run: str, field: str, capacities: list[int], marks: list[Mark], load: Served
+) -> list[dict[str, Any]]:
     """The run simulated at each capacity of one tier (``field`` of its ``TierSpec``); one workload for all."""
     requests = build_requests(base)
     spec = tier_spec(base, run)
     costs = base.costs or default_costs()
     return [
-        _point(Engine(run, replace(spec, **{field: c}), costs), requests, c, base.bytes_per_token, marks)
+        _point(Engine(run, replace(spec, **{field: c}), costs), requests, c, base.bytes_per_token, marks, load)
         for c in capacities
     ]
 
@@ -82,8 +102,10 @@ def _check_work(scenario: Scenario, points: int, runs: int) -> None:
         )
 
 
-def _point(engine: Engine, requests: list, capacity_tokens: int, bytes_per_token: int, marks: list[Mark]) -> dict[str, Any]:
-    records = engine.run_all(requests)
+def _point(
+    engine: Engine, requests: list, capacity_tokens: int, bytes_per_token: int, marks: list[Mark], load: Served
+) -> dict[str, Any]:
+    records = served_records(engine, requests, load.serving, load.limit)
     return {
         "capacity_tokens": capacity_tokens,
         "capacity_gib": round(gib_for(capacity_tokens, bytes_per_token), 6),
@@ -95,20 +117,23 @@ def _point(engine: Engine, requests: list, capacity_tokens: int, bytes_per_token
     }
 
 
-def gpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None) -> dict[str, Any]:
-    """The GPU tier alone at ``points`` capacities, at block and at document granularity."""
-    _check_work(scenario, points, 2)
+def gpu_curve(
+    scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None, load: Served = Served()
+) -> dict[str, Any]:
+    """The GPU tier alone at ``points`` capacities, at block and at document granularity (block only under load:
+    the scheduler serves blocks, whole documents are one request at a time)."""
+    _check_work(scenario, points, 1 if load.stepped else 2)
     prompt_blocks = -(-scenario.prompt_tokens // scenario.block_size)
     # Past holding every document's blocks (and a spare prompt's worth), nothing changes.
     everything = (scenario.docs + 1) * prompt_blocks * scenario.block_size + scenario.block_size
     hi = hi_tokens or max(everything, scenario.gpu_tokens)
     marks = _marks(
         ("current", "this scenario's GPU cache", scenario.gpu_tokens),
-        ("gpu_block", "same-order re-read first hits (blocks)", gpu_threshold(scenario, "block")),
-        ("gpu_doc", "same-order re-read first hits (whole documents)", gpu_threshold(scenario, "doc")),
+        ("gpu_block", "same-order re-read first hits (blocks)", gpu_threshold(scenario, "block", load.serving, load.limit)),
+        ("gpu_doc", "same-order re-read first hits (whole documents)", gpu_threshold(scenario, "doc", load.serving, load.limit)),
     )
     curves = []
-    for granularity in ("block", "doc"):
+    for granularity in ("block",) if load.stepped else ("block", "doc"):
         # The curve sets the GPU size itself; the scenario's own size may be too small for the other granularity.
         smallest = scenario.model_copy(update={"granularity": granularity}).min_gpu_tokens
         base = scenario.replace(
@@ -116,18 +141,20 @@ def gpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None
             cpu_gb=None, cpu_tokens=None, disk_gb=None, disk_tokens=None,
         )
         grid = _grid(max(lo_tokens or 0, base.min_gpu_tokens), hi, points, scenario.block_size, marks)
-        curves.append({"granularity": granularity, "points": _points(base, "gpu", "gpu_tokens", grid, marks)})
+        curves.append({"granularity": granularity, "points": _points(base, "gpu", "gpu_tokens", grid, marks, load)})
     return _curve("gpu", "gpu", scenario, marks, curves)
 
 
-def cpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None) -> dict[str, Any]:
+def cpu_curve(
+    scenario: Scenario, points: int = 50, lo_tokens: int | None = None, hi_tokens: int | None = None, load: Served = Served()
+) -> dict[str, Any]:
     """``gpu+cpu`` at ``points`` CPU capacities (and none), with the scenario's GPU tier and granularity."""
     _check_work(scenario, points + 1, 1)
     chunk = units(scenario).chunk
     base = scenario.replace(cpu_gb=None, disk_gb=None, disk_tokens=None, cpu_tokens=chunk)
     current = scenario.cpu_capacity_tokens
     hi = hi_tokens or max((scenario.docs + 1) * -(-scenario.prompt_tokens // chunk) * chunk, current or 0)
-    any_hit, all_served = cpu_thresholds(scenario)
+    any_hit, all_served = cpu_thresholds(scenario, load.serving, load.limit)
     marks = _marks(
         ("no_cpu", "no CPU tier (GPU alone)", 0),
         ("current", "this scenario's CPU tier", current),
@@ -135,10 +162,20 @@ def cpu_curve(scenario: Scenario, points: int = 50, lo_tokens: int | None = None
         ("cpu_all_served", "same-order re-read: all served from CPU", all_served),
     )
     grid = _grid(max(lo_tokens or chunk, chunk), hi, points, chunk, marks)
-    pts = _points(base, "gpu", "gpu_tokens", [base.gpu_tokens], marks)
+    pts = _points(base, "gpu", "gpu_tokens", [base.gpu_tokens], marks, load)
     pts[0].update(capacity_tokens=0, capacity_gib=0.0, marks=["no_cpu"])  # the GPU alone: no CPU capacity
-    pts += _points(base, "gpu+cpu", "cpu_tokens", grid, marks)
+    pts += _points(base, "gpu+cpu", "cpu_tokens", grid, marks, load)
     return _curve("cpu", "gpu+cpu", scenario, marks, [{"granularity": scenario.granularity, "points": pts}])
+
+
+def load_curve_cost(scenario: Scenario, tier: str, points: int, load: Served) -> Cost:
+    """``curve_cost``, and under load each point's steps (``step_work``, a few marks beside the grid) and the
+    thresholds' searches, each of whose probes is a run served step by step too."""
+    if load.serving is None or not load.stepped:
+        return curve_cost(scenario, tier, points)
+    sims = points + 4  # the grid and its marks (current, the thresholds; no_cpu)
+    base = simulation_cost(scenario, runs=("gpu" if tier == "gpu" else "gpu+cpu",), records=False)
+    return (base + step_work(scenario, load.serving, runs=1)).times(sims) + sweep_cost(scenario, load.serving)
 
 
 def csv_rows(curve: dict[str, Any]) -> list[dict[str, Any]]:

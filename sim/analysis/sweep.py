@@ -3,7 +3,10 @@
 Both searches are binary searches over capacity, which is sound because the
 tiers are stack algorithms: the free-queue (LRU) order does not depend on
 capacity, so what a smaller tier holds a larger one holds too. The tests
-check the thresholds against a scan of every capacity.
+check the thresholds against a scan of every capacity. Served under load
+(vLLM's scheduler loop) the searches are the same, but the order blocks are
+freed in, and so the stack property, then depends on which requests overlap:
+the thresholds are where the search lands.
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ from sim.blocks.kv import gib_for
 from sim.blocks.request import Request
 from sim.bounds.budget import Cost
 from sim.numeric.search import smallest
-from sim.simulation.run import run_records
+from sim.costs.model import default_costs
+from sim.engine.loop import Engine
+from sim.sched.limit import StepLimit
+from sim.sched.records import served_records
+from sim.sched.serving import Serving
+from sim.sched.simulate import step_work
+from sim.simulation.run import run_records, tier_spec
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import PassSpec, Scenario
@@ -23,8 +32,16 @@ from sim.workloads.scenario import PassSpec, Scenario
 SAME_ORDER = [PassSpec(order="forward"), PassSpec(order="forward")]
 
 
-def pass2_hits(scenario: Scenario, run: str, tier_field: str, requests: list[Request] | None = None) -> int:
-    return sum(getattr(r, tier_field) for r in run_records(scenario, run, requests) if r.pass_ == 2)
+def pass2_hits(
+    scenario: Scenario, run: str, tier_field: str, requests: list[Request] | None = None, serving: Serving | None = None,
+    limit: StepLimit | None = None,
+) -> int:
+    if serving is None or not serving.stepped:
+        records = run_records(scenario, run, requests)
+    else:
+        engine = Engine(run, tier_spec(scenario, run), scenario.costs or default_costs())
+        records = served_records(engine, requests if requests is not None else build_requests(scenario), serving, limit)
+    return sum(getattr(r, tier_field) for r in records if r.pass_ == 2)
 
 
 @dataclass(frozen=True)
@@ -81,38 +98,51 @@ def probes(lo: int, hi: int) -> int:
     return 1 + max(0, hi - lo).bit_length()
 
 
-def sweep_cost(scenario: Scenario) -> Cost:
+def sweep_cost(scenario: Scenario, serving: Serving | None = None) -> Cost:
     """What ``sweep`` costs at most: each probe of its binary searches is one run of the same-order re-read, costed
-    at the top of its range (the largest tier holds the most)."""
+    at the top of its range (the largest tier holds the most); under load, with its steps (``step_work``)."""
+    stepped = serving is not None and serving.stepped
+
+    def probe(top: Scenario, run: str) -> Cost:
+        cost = simulation_cost(top, runs=(run,), records=False)
+        return cost + step_work(top, serving, runs=1) if serving is not None and stepped else cost
+
     cost = Cost(0, 0, 0)
-    for granularity in ("block", "doc"):
+    for granularity in ("block",) if stepped else ("block", "doc"):
         base, unit, lo, hi = _gpu_search(scenario, granularity)
-        top = base.model_copy(update={"gpu_tokens": hi * unit})
-        cost = cost + simulation_cost(top, runs=("gpu",), records=False).times(probes(lo, hi))
+        cost = cost + probe(base.model_copy(update={"gpu_tokens": hi * unit}), "gpu").times(probes(lo, hi))
     base, chunk, hi = _cpu_search(scenario)
-    top = base.model_copy(update={"cpu_tokens": hi * chunk})
-    return cost + simulation_cost(top, runs=("gpu+cpu",), records=False).times(1 + 2 * probes(1, hi))
+    return cost + probe(base.model_copy(update={"cpu_tokens": hi * chunk}), "gpu+cpu").times(1 + 2 * probes(1, hi))
 
 
-def gpu_threshold(scenario: Scenario, granularity: str) -> int | None:
-    """Smallest GPU capacity (tokens) at which pass 2 of a same-order re-read gets any GPU hit."""
+def gpu_threshold(
+    scenario: Scenario, granularity: str, serving: Serving | None = None, limit: StepLimit | None = None
+) -> int | None:
+    """Smallest GPU capacity (tokens) at which pass 2 of a same-order re-read gets any GPU hit (served as ``serving``
+    says; whole documents only one at a time, the scheduler serving blocks: None under load)."""
+    if granularity == "doc" and serving is not None and serving.stepped:
+        return None
     base, unit, lo, hi = _gpu_search(scenario, granularity)
     requests = build_requests(base)
 
     def ok(units: int) -> bool:
-        return pass2_hits(base.model_copy(update={"gpu_tokens": units * unit}), "gpu", "gpu_hit_tokens", requests) > 0
+        update = {"gpu_tokens": units * unit}
+        return pass2_hits(base.model_copy(update=update), "gpu", "gpu_hit_tokens", requests, serving, limit) > 0
 
     found = smallest(lo, hi, ok)
     return None if found is None else found * unit
 
 
-def cpu_thresholds(scenario: Scenario) -> tuple[int | None, int | None]:
+def cpu_thresholds(
+    scenario: Scenario, serving: Serving | None = None, limit: StepLimit | None = None
+) -> tuple[int | None, int | None]:
     """Smallest CPU capacity (tokens) giving pass 2 any CPU hit, and the smallest serving all of it from CPU."""
     base, chunk, hi = _cpu_search(scenario)
     requests = build_requests(base)
 
     def hits(chunks: int) -> int:
-        return pass2_hits(base.model_copy(update={"cpu_tokens": chunks * chunk}), "gpu+cpu", "cpu_hit_tokens", requests)
+        update = {"cpu_tokens": chunks * chunk}
+        return pass2_hits(base.model_copy(update=update), "gpu+cpu", "cpu_hit_tokens", requests, serving, limit)
 
     best = hits(hi)
 
@@ -124,11 +154,12 @@ def cpu_thresholds(scenario: Scenario) -> tuple[int | None, int | None]:
     )
 
 
-def sweep(scenario: Scenario) -> Thresholds:
-    cpu_any, cpu_full = cpu_thresholds(scenario)
+def sweep(scenario: Scenario, serving: Serving | None = None, limit: StepLimit | None = None) -> Thresholds:
+    """The thresholds, each run served as ``serving`` says (one request at a time when None)."""
+    cpu_any, cpu_full = cpu_thresholds(scenario, serving, limit)
     return Thresholds(
-        gpu_threshold(scenario, "block"),
-        gpu_threshold(scenario, "doc"),
+        gpu_threshold(scenario, "block", serving, limit),
+        gpu_threshold(scenario, "doc", serving, limit),
         cpu_any,
         cpu_full,
         scenario.bytes_per_token,

@@ -196,6 +196,27 @@ class RunDone(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Step(Event):
+    """One step of vLLM's scheduler loop, when requests overlap (``sim.sched``): the step ledger's line as its fields.
+
+    ``line`` is ``sim.sched.output.StepOutput.to_dict()`` (``step``, ``t_ms``,
+    ``dt_ms``, ``scheduled``, ``admitted``, ``preempted``, ``finished``,
+    ``free_blocks``, ``running``, ``waiting``, prefill and decode tokens,
+    ``loaded`` and ``stored``), the one definition of those fields; the JSON
+    form spreads it beside ``type`` and ``run``. A stream served step by step
+    sends, per run: ``run``, then for each step the ``request`` of each arrival
+    before it, the ``step``, and the ``ttft`` of each request that finished in
+    it (its TTFT counts its queueing); then a ``pass`` per pass and ``done``.
+    """
+
+    kind: ClassVar[str] = "step"
+    line: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, "run": self.run, **self.line}
+
+
+@dataclass(frozen=True, slots=True)
 class Error(Event):
     """A run (or, with ``run`` empty, the whole stream) stopped early; what was sent before stays valid."""
 
@@ -263,3 +284,5 @@ EVENT_KINDS = tuple(
     cls.kind
     for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Explained, Ttft, PassDone, RunDone)
 )
+# The kinds a stream served step by step (requests overlapping) sends.
+STEP_EVENT_KINDS = tuple(cls.kind for cls in (RunStarted, RequestStarted, Step, Ttft, PassDone, RunDone))

@@ -159,6 +159,14 @@ class RequestRecord:
         return data
 
 
+def ttft_event(run: str, rec: RequestRecord) -> Ttft:
+    """A request's ``ttft`` event, from its record."""
+    return Ttft(
+        run, rec.seq, rec.pass_, rec.doc, rec.ttft_ms, rec.source, rec.gpu_hit_tokens, rec.cpu_hit_tokens,
+        rec.disk_hit_tokens, rec.computed_tokens, rec.stored_tokens, dict(rec.tier_hits),
+    )
+
+
 def _source(gpu: int, hits: dict[str, int], computed: int) -> str:
     """Where most of the prompt came from; ties go to the earlier tier (``hits`` in lookup order)."""
     best, name = gpu, GPU
@@ -594,12 +602,7 @@ class Engine:
             for doc, amount in by_doc.items():
                 events.append(Store(run, seq, store.name, doc, amount))
         events.extend(self.occupancy(seq))
-        events.append(
-            Ttft(
-                run, seq, req.pass_, req.doc, rec.ttft_ms, rec.source, rec.gpu_hit_tokens, rec.cpu_hit_tokens,
-                rec.disk_hit_tokens, rec.computed_tokens, rec.stored_tokens, dict(rec.tier_hits),
-            )
-        )
+        events.append(ttft_event(run, rec))
         return events
 
     def occupancy(self, seq: int) -> list[Occupancy]:

@@ -7,14 +7,16 @@ newest running request when blocks run out, and prices every step
 (``step_costs``); arrivals come from a closed or open loop or timestamps
 (``arrivals``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
-``serving`` holds the settings as a user gives them (CLI flags, API fields),
+``serving`` holds the settings as a user gives them (CLI flags, API fields), ``replay_serving`` a
+trace's (its timestamps too), ``stream`` a run under load as events (``step`` among them),
+``limit`` the work budget a run under load is held to as it goes, ``records`` a run's records for analyses,
 ``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
 trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
 reading the serving settings does not load the stepped engine.
 
-Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``
-and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
+Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``,
+``stream`` and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``simulate``, ``replay``.
+``flight``, ``report``, ``serving``, ``replay_serving``, ``stream``, ``limit``, ``records``, ``simulate``, ``replay``.
 """

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.engine.events import Step
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -67,3 +69,7 @@ class StepOutput:
             "loaded": dict(self.loaded),
             "stored": dict(self.stored),
         }
+
+    def event(self, run: str) -> Step:
+        """The step as an event of ``run`` (its ledger line's fields)."""
+        return Step(run, self.to_dict())

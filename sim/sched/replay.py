@@ -14,60 +14,43 @@ from typing import Any
 
 from sim.bounds.budget import Cost, trace_cost
 from sim.costs.model import CostModel
-from sim.sched.arrivals import Arrivals, Timed
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
-from sim.sched.serving import Serving
-from sim.sched.simulate import STEP_BYTES, STEP_REQUEST_STEPS, TIMING_JSON_BYTES
+from sim.sched.replay_serving import ReplayServing
+from sim.sched.limit import STEP_REQUEST_STEPS, StepLimit
+from sim.sched.simulate import STEP_BYTES, TIMING_JSON_BYTES, prefill_chunk
 from sim.sched.stepped import SteppedEngine
 from sim.simulation.replay import ReplayTiers, replay_engine, trace_requests
 from sim.traces.reader import Trace
 
-MAX_SPEEDUP = 1_000_000.0
-MIN_SPEEDUP = 0.001  # a thousand times slower: the sample's 17 minutes become 12 days; below it gaps reach infinity
 
-
-def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
+def served_trace_cost(trace: Trace, serving: ReplayServing) -> Cost:
     """``trace_cost`` plus each request's work in every step it takes part in (a step per generated token, a step
     per prefill chunk), as ``sim.sched.simulate.stepped_cost`` counts a scenario's."""
-    budget = serving.scheduler_config().max_num_batched_tokens
-    request_steps = sum(max(1, out) + -(-n // budget) for n, out in zip(trace.input_tokens, trace.output_tokens))
+    chunk = prefill_chunk(serving)
+    request_steps = sum(max(1, out) + -(-n // chunk) for n, out in zip(trace.input_tokens, trace.output_tokens))
     base = trace_cost(len(trace), trace.total_blocks)
     return base + Cost(
         request_steps * STEP_REQUEST_STEPS, base.memory_bytes + request_steps * STEP_BYTES, len(trace) * TIMING_JSON_BYTES
     )
 
 
-def trace_arrivals(trace: Trace, speedup: float = 1.0) -> Timed:
-    """The trace's timestamps from its first, in ms, their gaps divided by ``speedup``."""
-    if not MIN_SPEEDUP <= speedup <= MAX_SPEEDUP:
-        raise ValueError(f"speedup must be at least {MIN_SPEEDUP:g} and at most {MAX_SPEEDUP:,.0f}, got {speedup}")
-    stamps = trace.timestamps_ms
-    first = stamps[0] if len(stamps) else 0.0
-    return Timed(tuple((t - first) / speedup for t in stamps))
-
-
 def replay_served(
-    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: Serving, arrivals: Arrivals | None = None,
+    trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing, limit: StepLimit | None = None,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
-    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger.
-
-    ``arrivals`` None: as ``serving`` says (a closed loop of 1 unless told otherwise).
-    """
+    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger;
+    ``limit``: the run stops at its work budget (``OverWorkBudget``)."""
     engine = replay_engine(trace, tiers, costs)
     outputs = trace.output_tokens
     requests = [replace(r, output_tokens=max(1, outputs[r.seq])) for r in trace_requests(trace, tiers.chunk_blocks)]
-    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, arrivals or serving.arrivals())
+    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, serving.trace_arrivals(trace.timestamps_ms), limit)
     rows = []
     for record, times in zip(run.records, request_rows(run)):
         row = record.to_dict()
         row.update((k, v) for k, v in times.items() if k not in row)
         rows.append(row)
-    settings = serving.summary()
-    if isinstance(arrivals, Timed):
-        settings = {"arrivals": "timestamps", **{k: v for k, v in settings.items() if k != "concurrency"}}
     result = {
         "trace": trace.summary(), "run": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()],
-        "serving": settings, "summary": run_summary(run), "requests": rows,
+        "serving": serving.summary(), "summary": run_summary(run), "requests": rows,
     }
     return result, run.steps

@@ -15,6 +15,7 @@ from sim.bounds.budget import Cost
 from sim.costs.model import default_costs
 from sim.engine.loop import Engine
 from sim.engine.result import comparison
+from sim.sched.limit import STEP_REQUEST_STEPS, StepLimit
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
 from sim.sched.serving import Serving
@@ -24,24 +25,34 @@ from sim.workloads.estimate import simulation_cost
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
 
-# A request's work in each step it takes part in, in block steps (sim.bounds.budget, ~0.5 us each): measured ~13 us on the seed lab
-# with 200 output tokens at 8 in flight (the whole run over its request-steps).
-STEP_REQUEST_STEPS = 26
 TIMING_JSON_BYTES = 260  # the times a request's record gains
 STEP_BYTES = 700  # a step of the ledger held until the run ends (its StepOutput and dicts), at most one a request-step
 
 
-def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
-    """``simulation_cost`` without explanations, plus a request's work in each step it takes part in (a decode step
-    per generated token, a step per prefill chunk)."""
-    base = simulation_cost(scenario, explain=False)
-    budget = serving.scheduler_config().max_num_batched_tokens
-    per_request = scenario.output_tokens + -(-scenario.prompt_tokens // budget)
-    runs, requests = len(scenario.run_names), scenario.total_requests
+def prefill_chunk(serving: Serving) -> int:
+    """The fewest tokens a prefill step may give a request, for an estimate: the budget, or
+    ``long_prefill_token_threshold`` when it caps chunks (it does whenever two requests run or wait)."""
+    config = serving.scheduler_config()
+    threshold = config.long_prefill_token_threshold
+    return min(config.max_num_batched_tokens, threshold) if threshold > 0 else config.max_num_batched_tokens
+
+
+def step_work(scenario: Scenario, serving: Serving, runs: int | None = None) -> Cost:
+    """What serving the scenario step by step adds to ``simulation_cost`` (of ``runs`` runs, default every run): a
+    request's work in each step it takes part in (a decode step per generated token, a step per prefill chunk)."""
+    per_request = scenario.output_tokens + -(-scenario.prompt_tokens // prefill_chunk(serving))
+    runs = len(scenario.run_names) if runs is None else runs
+    requests = scenario.total_requests
     request_steps = runs * requests * per_request
-    return base + Cost(
-        request_steps * STEP_REQUEST_STEPS, base.memory_bytes + request_steps * STEP_BYTES, runs * requests * TIMING_JSON_BYTES
-    )
+    return Cost(request_steps * STEP_REQUEST_STEPS, request_steps * STEP_BYTES, runs * requests * TIMING_JSON_BYTES)
+
+
+def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
+    """``simulation_cost`` without explanations, plus ``step_work`` (its memory on top of the simulation's)."""
+    base = simulation_cost(scenario, explain=False)
+    extra = step_work(scenario, serving)
+    return Cost(base.work_steps + extra.work_steps, base.memory_bytes + extra.memory_bytes,
+                base.response_bytes + extra.response_bytes)
 
 
 NATIVE_REFUSED = "vllm-native: its asynchronous loads are not modelled by the stepped engine; use lmcache or brief"
@@ -65,15 +76,17 @@ def refusal(scenario: Scenario, serving: Serving | None = None) -> tuple[str, st
     return None
 
 
-def simulate_stepped(scenario: Scenario, serving: Serving) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
-    """The JSON result, and each run's step ledger."""
+def simulate_stepped(
+    scenario: Scenario, serving: Serving, limit: StepLimit | None = None
+) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
+    """The JSON result, and each run's step ledger; ``limit``: the runs stop at its work budget (``OverWorkBudget``)."""
     requests = build_requests(scenario)
     costs = scenario.costs or default_costs()
     config, arrivals = serving.scheduler_config(), serving.arrivals()
     runs, ledgers = [], {}
     for name in scenario.run_names:
         engine = Engine(name, tier_spec(scenario, name), costs)
-        run = SteppedEngine(engine, config).run(requests, arrivals)
+        run = SteppedEngine(engine, config).run(requests, arrivals, limit)
         entry = run_entry(engine, run.records)
         for record, times in zip(entry["requests"], request_rows(run)):
             record.update((k, v) for k, v in times.items() if k not in record)
@@ -85,6 +98,6 @@ def simulate_stepped(scenario: Scenario, serving: Serving) -> tuple[dict[str, An
     return {"scenario": summary, "runs": runs, "comparison": comparison(runs)}, ledgers
 
 
-def served_result(scenario: Scenario, serving: Serving) -> dict[str, Any]:
+def served_result(scenario: Scenario, serving: Serving, limit: StepLimit | None = None) -> dict[str, Any]:
     """The JSON result alone (what a worker process sends back)."""
-    return simulate_stepped(scenario, serving)[0]
+    return simulate_stepped(scenario, serving, limit)[0]

@@ -62,6 +62,7 @@ from sim.engine.loop import Engine, RequestRecord
 from sim.sched.arrivals import Arrivals, ClosedLoop
 from sim.sched.config import SchedulerConfig
 from sim.sched.flight import Flight
+from sim.sched.limit import StepLimit
 from sim.sched.output import Admission, StepOutput
 from sim.sched.queue import FcfsQueue
 from sim.sched.status import RequestStatus
@@ -107,12 +108,18 @@ class SteppedEngine:
 
     # -- the run -------------------------------------------------------------
 
-    def run(self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1)) -> SteppedRun:
+    def run(self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1), limit: StepLimit | None = None) -> SteppedRun:
+        """Every request to its end; ``limit``: stopped (``OverWorkBudget``) when its work budget runs out."""
         flights: list[Flight] = []
-        steps = list(self.steps(requests, arrivals, flights))
+        stepping = self.steps(requests, arrivals, flights)
+        steps = list(limit.metered(stepping) if limit is not None else stepping)
         flights.sort(key=lambda f: f.seq)
         records = [self._record(f) for f in flights]
         return SteppedRun(records, flights, steps, dict(self._queue_ms))
+
+    def record(self, f: Flight) -> RequestRecord:
+        """A finished request's record, as the run's ``records`` hold it."""
+        return self._record(f)
 
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.runs.recording import keep, run_headers, save_rows
-from app.scenario_input import ScenarioInput
+from app.scenario_input import ScenarioInput, with_serving
 from app.web import scenario_form
 from app.web.context import Web
 from app.web.guard import upload_route
@@ -26,7 +26,7 @@ from app.web.model_fields import bounds
 from app.web.panel_input import Problem, config_shape, form_values, sidebar_scenario, upload_text, uploaded_files
 from app.web.routes.advise import panel_context as advise_panel_context
 from app.web.versus_view import versus_view
-from sim.analysis.capacity import CurveTooLarge, cpu_curve, gpu_curve
+from sim.analysis.capacity import CurveTooLarge, Served, cpu_curve, gpu_curve, load_curve_cost
 from sim.analysis.whatif import compare
 from sim.blocks.kv import DEFAULT_MODEL, MODELS, KvShape, model_shape, sizing
 from sim.bounds.budget import Budget, OverBudget
@@ -36,7 +36,9 @@ from sim.calibration.longdocqa_files import Run as LongDocQaRun
 from sim.calibration.measurements import Measurement, MeasurementError
 from sim.calibration.readers import Kind, MeasurementSet, Repeat, read_measurements
 from sim.calibration.versus import measured_vs_predicted, scenario_for
-from sim.workloads.estimate import curve_cost, policies_cost, simulation_cost
+from sim.sched.limit import step_limit
+from sim.sched.serving import Serving
+from sim.workloads.estimate import policies_cost, simulation_cost
 from sim.workloads.questions import REPEAT_MODES
 from sim.workloads.scenario import MAX_DOC_TOKENS, MAX_DOCS, Scenario
 
@@ -48,8 +50,9 @@ M = TypeVar("M", bound=BaseModel)
 # -- inputs ------------------------------------------------------------------
 
 
-class CapacityInput(ScenarioInput):
-    """A scenario (as for ``/api/simulate``) and the curve to draw over it: ``kvscope capacity``'s flags."""
+class CapacityInput(with_serving(ScenarioInput)):  # type: ignore[misc]
+    """A scenario (as for ``/api/simulate``, its serving fields too) and the curve to draw over it: ``kvscope
+    capacity``'s flags."""
 
     tier: Literal["gpu", "cpu"] = Field(default="gpu", description="whose capacity to vary")
     points: int = Field(default=40, ge=1, le=MAX_WEB_POINTS, description="capacities on the grid")
@@ -109,19 +112,26 @@ def _analysis(found: MeasurementSet, baseline: str) -> dict[str, Any]:
     return {**measurements.analyze(found.rows, baseline), "failures": found.failures_json()}
 
 
-def _curve_checked(budget: Budget, scenario: Scenario, tier: str, points: int) -> None:
+def _curve_checked(budget: Budget, scenario: Scenario, tier: str, points: int, serving: Serving | None = None) -> None:
     """A curve over the budget is a Problem at ``points`` (the first thing to lower)."""
     try:
-        budget.check(curve_cost(scenario, tier, points), "points", "fewer points or a smaller scenario")
+        load = Served(serving) if serving is not None and serving.stepped else Served()
+        budget.check(load_curve_cost(scenario, tier, points, load), "points", "fewer points or a smaller scenario")
     except OverBudget as exc:
         raise Problem("points", str(exc)) from None
 
 
-def _curve(scenario: Scenario, tier: str, points: int) -> dict[str, Any]:
+def _curve(scenario: Scenario, tier: str, points: int, serving: Serving | None = None, work_steps: int = 0) -> dict[str, Any]:
+    """The curve (in a worker process); under load each point is served step by step, all within ``work_steps``."""
+    load = Served(serving, step_limit(work_steps, serving)) if serving is not None and serving.stepped else Served()
     try:
-        return (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points)
+        return (gpu_curve if tier == "gpu" else cpu_curve)(scenario, points, load=load)
     except CurveTooLarge as exc:
         raise Problem("points", str(exc)) from None
+    except OverBudget as exc:  # a run under load past the work budget: its message names the rate
+        raise Problem(exc.field, str(exc)) from None
+    except ValueError as exc:  # what the stepped engine cannot serve
+        raise Problem("", str(exc)) from None
 
 
 def _versus(found: MeasurementSet, given: Scenario) -> dict[str, Any]:
@@ -325,13 +335,19 @@ def router(*, web: Web) -> APIRouter:
     @routes.post("/api/capacity", summary="Capacity curves of a scenario", response_class=JSONResponse)
     async def capacity_route(body: Annotated[CapacityInput, strict_json(CapacityInput)]) -> JSONResponse:
         """``kvscope capacity --json``: per capacity and pass, hit tokens and predicted TTFT; ``marks`` holds the
-        scenario's own capacity and the thresholds of ``kvscope sweep``."""
+        scenario's own capacity and the thresholds of ``kvscope sweep``. With ``/api/simulate``'s serving fields
+        (``concurrency``, ``rate``, vLLM's scheduler flags) every point is served by vLLM's scheduler loop."""
         try:
             scenario = check(body)
             if body.tier == "cpu" and scenario.cpu_capacity_tokens is None:
                 raise Problem("tier", "the scenario has no CPU tier (no_cpu, or no cpu_gb / cpu_tokens)")
-            _curve_checked(web.workers.budget.per_request, scenario, body.tier, body.points)
-            return await web.workers.run_json(_curve, scenario, body.tier, body.points)
+            try:
+                serving = body.serving()
+            except ValidationError as exc:
+                raise InputErrors(errors_of(exc)) from None
+            budget = web.workers.budget.per_request
+            _curve_checked(budget, scenario, body.tier, body.points, serving)
+            return await web.workers.run_json(_curve, scenario, body.tier, body.points, serving, budget.work_steps)
         except InputErrors as exc:
             raise exc.for_body() from None
         except Problem as exc:

@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile as StarletteUpload
 
 from app.runs.recording import keep, result_of, run_headers, save_replay
 from app.runs.store import MAX_ID, RunStore, StoreError
-from app.scenario_input import ScenarioInput
+from app.scenario_input import ScenarioInput, with_serving
 from app.web.context import Web
 from app.web.guard import upload_route
 from app.web.inputs import InputErrors, check, errors_of, strict_json, within
@@ -31,6 +31,7 @@ from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
 from sim.analysis.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
 from sim.bounds.budget import Budget, Cost, OverBudget, block_stream_cost, trace_cost
+from sim.sched.replay_serving import ReplayServing
 from sim.simulation.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
@@ -91,6 +92,12 @@ class ReplayForm(TraceForm):
         examples=["nvme:2000000t:lru:0.01"],
     )
     timeline_buckets: int = Field(default=50, ge=1, le=MAX_TIMELINE_BUCKETS, description="windows of the hit-ratio timeline")
+
+
+class ReplayInput(with_serving(ReplayForm, ReplayServing)):  # type: ignore[misc]
+    """``/api/replay``'s form: ``kvscope replay``'s flags, and how the trace is served (``--timed --speedup 2`` is
+    ``timed=true, speedup=2``, ``--max-num-batched-tokens 2048`` is ``max_num_batched_tokens=2048``); none of these:
+    one request at a time."""
 
 
 class CurveForm(TraceForm):
@@ -165,11 +172,24 @@ def replay_tiers(form: ReplayForm) -> ReplayTiers:
     return ReplayTiers(form.gpu_blocks, form.cpu_blocks, form.chunk_blocks, form.cpu_backend, storage)
 
 
-def replay_answer(choice: TraceChoice, tiers: ReplayTiers, timeline_buckets: int, budget: Budget) -> dict[str, Any]:
-    """``kvscope replay --json`` of the chosen trace, in a worker: read, estimated, replayed."""
+def replay_answer(
+    choice: TraceChoice, tiers: ReplayTiers, timeline_buckets: int, budget: Budget, serving: ReplayServing | None = None
+) -> dict[str, Any]:
+    """``kvscope replay --json`` of the chosen trace, in a worker: read, estimated, replayed (step by step under vLLM's
+    scheduler loop when ``serving`` asks for it, as the CLI's serving flags do)."""
     trace = load_trace(choice)
     _within(budget, trace_cost(len(trace), trace.total_blocks), "file")
     try:
+        if serving is not None and serving.stepped:
+            from sim.sched.replay import replay_served, served_trace_cost  # the stepped engine, only when asked for
+
+            _within(budget, served_trace_cost(trace, serving), "file")
+            try:
+                return replay_served(trace, tiers, None, serving)[0]
+            except ValueError as exc:  # the stepped engine's refusals (a request larger than the pool, ...)
+                if isinstance(exc, ReplayError):
+                    raise
+                raise RequestValidationError([{"type": "value_error", "loc": ("body",), "msg": str(exc)}]) from None
         return replay(trace, tiers, timeline_buckets=timeline_buckets)
     except ReplayError as exc:
         value = {"gpu_blocks": tiers.gpu_blocks, "cpu_blocks": tiers.cpu_blocks, "chunk_blocks": tiers.chunk_blocks}.get(exc.field)
@@ -295,13 +315,19 @@ def router(*, web: Web) -> APIRouter:
     @api.post("/api/replay", summary="Replay a trace through the tiers", response_class=JSONResponse)
     @upload_route
     # File(), not Form(): the form may carry a trace file, so its OpenAPI body is multipart, not urlencoded.
-    async def replay_route(form: Annotated[ReplayForm, File()]) -> JSONResponse:
-        """The same JSON as ``kvscope replay TRACE --json``: ``trace``, ``run``, ``tiers`` (each with
-        ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``;
-        the ``X-Kvscope-Run`` header names the run kept of it."""
+    async def replay_route(form: Annotated[ReplayInput, File()]) -> JSONResponse:
+        """The same JSON as ``kvscope replay TRACE --json`` with the same flags: ``trace``, ``run``, ``tiers`` (each
+        with ``lookup_blocks``, ``hit_blocks``, ``hit_ratio``), per-request ``requests``, ``totals`` and ``timeline``.
+        Served under load (``timed``, ``concurrency``, ``rate`` or a scheduler field such as ``max_num_seqs``), it is
+        ``kvscope replay TRACE --timed --json``'s: per-request times, the run's ``serving`` settings and ``summary``.
+        The ``X-Kvscope-Run`` header names the run kept of it."""
+        try:
+            serving = form.serving()
+        except ValidationError as exc:
+            raise InputErrors(errors_of(exc)).for_body() from None
         tiers = replay_tiers(form)
         choice = await TraceChoice.of(form)
-        result = await web.workers.run(replay_answer, choice, tiers, form.timeline_buckets, budget)
+        result = await web.workers.run(replay_answer, choice, tiers, form.timeline_buckets, budget, serving)
 
         def answer() -> JSONResponse:  # kept and rendered off the event loop
             return JSONResponse(result, headers=run_headers(*kept(result, choice)))

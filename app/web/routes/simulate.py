@@ -28,7 +28,9 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, OpenStreams, Outcome, Streamable, StreamStats, event_stream, open_streams
-from sim.engine.events import RunWarning
+from sim.engine.events import Event, RunWarning, Step
+from sim.bounds.budget import OverBudget
+from sim.sched.limit import step_limit
 from sim.sched.serving import Serving
 from sim.sched.simulate import refusal, served_result, stepped_cost
 from sim.simulation.run import simulate, stream
@@ -65,25 +67,37 @@ def scenario_of(body: Annotated[ScenarioInput, strict_json(ScenarioInput)]) -> S
 def served_of(body: Annotated[SimulateInput, strict_json(SimulateInput)]) -> tuple[Scenario, Serving]:
     """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
     scenario = scenario_of(body)
+    return scenario, serving_of(body, scenario)
+
+
+def serving_of(body: SimulateInput | StreamInput, scenario: Scenario) -> Serving:
+    """How the body's scenario is served; 422 naming the fields when they do not combine or the scenario cannot be
+    served step by step."""
     try:
-        serving = body.serving()
+        serving: Serving = body.serving()
     except ValidationError as exc:
         raise InputErrors(errors_of(exc)).for_body() from None
     if serving.stepped and (refused := refusal(scenario, serving)) is not None:
         raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
-    return scenario, serving
+    return serving
 
 
-def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
+def stream_events(scenario: Scenario, explain: bool, serving: Serving | None = None) -> list[bytes]:
     """Every event of the step stream (in a worker process) as its kind and JSON text (``encoded``: what the SSE
-    message sends and the kept run stores, so the event loop encodes nothing), pickled a request's events at a
-    time: a paced stream holds them for as long as it is open, a few MB at the stream's limits, not the ~10 MB of
-    the events themselves."""
+    message sends and the kept run stores, so the event loop encodes nothing), pickled a request's events (or, served
+    under load, a step's) at a time: a paced stream holds them for as long as it is open, a few MB at the stream's
+    limits, not the ~10 MB of the events themselves."""
     batches: list[bytes] = []
     batch: list[tuple[str, str]] = []
-    for event in stream(scenario, explain=explain):
+    if serving is not None and serving.stepped:
+        from sim.sched.stream import served_stream  # the stepped engine, only when asked for
+
+        events: Iterator[Event] = served_stream(scenario, serving)
+    else:
+        events = stream(scenario, explain=explain)
+    for event in events:
         batch.append((event.kind, encoded(event)[1]))
-        if event.kind == REQUEST_END:
+        if event.kind in (REQUEST_END, Step.kind):
             batches.append(pickle.dumps(batch))
             batch = []
     if batch:
@@ -109,17 +123,21 @@ async def stream_job_of(
         scenario = check(body, streamed=True)
     except InputErrors as exc:
         raise exc.for_body() from None
-    return await simulated_job(request, scenario, body.pace_ms / 1000, explain)
+    return await simulated_job(request, scenario, body.pace_ms / 1000, explain, serving_of(body, scenario))
 
 
-async def simulated_job(request: Request, scenario: Scenario, pace_s: float, explain: bool = True) -> StreamJob:
-    """A checked scenario's stream, simulated in the worker pool within the per-request budget (422 over it)."""
+async def simulated_job(
+    request: Request, scenario: Scenario, pace_s: float, explain: bool = True, serving: Serving | None = None
+) -> StreamJob:
+    """A checked scenario's stream, simulated in the worker pool within the per-request budget (422 over it);
+    served step by step when ``serving`` asks for it."""
     workers = request.app.state.web.workers
     try:
-        within(workers.budget.per_request, simulation_cost(scenario, explain=explain))
+        cost = stepped_cost(scenario, serving) if serving is not None and serving.stepped else simulation_cost(scenario, explain=explain)
+        within(workers.budget.per_request, cost)
     except InputErrors as exc:
         raise exc.for_body() from None
-    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain))
+    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain, serving))
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
@@ -187,7 +205,11 @@ def router(*, web: Web) -> APIRouter:
         except InputErrors as exc:
             raise exc.for_body() from None
         if serving.stepped:
-            result = await web.workers.run(served_result, scenario, serving)
+            limit = step_limit(web.workers.budget.per_request.work_steps, serving)
+            try:
+                result = await web.workers.run(served_result, scenario, serving, limit)
+            except OverBudget as exc:  # a run under load past the work budget as it went: its message names the rate
+                raise InputErrors([{"type": "value_error", "loc": (exc.field,), "msg": str(exc)}]).for_body() from None
         else:
             result = await web.workers.run(simulate, scenario, explain)
 
@@ -202,7 +224,10 @@ def router(*, web: Web) -> APIRouter:
     ) -> AsyncIterator[ServerSentEvent]:
         """One SSE message per core event (``run``, ``request``, ``lookup``, ``evict``, ``load``, ``store``,
         ``occupancy``, ``explain``, ``ttft``, ``pass``, ``done``; ``error`` on failure), runs interleaved request
-        by request. The message's ``event`` is the kind and its ``data`` the event as JSON. The run is simulated
+        by request. With ``/api/simulate``'s serving fields (``concurrency``, ``rate``, vLLM's scheduler flags),
+        requests overlap under vLLM's scheduler loop and each run sends ``run``, then per step the ``request`` of
+        each arrival, a ``step`` (the step ledger's line) and the ``ttft`` of each request finished in it, then
+        ``pass`` and ``done``; runs interleaved step by step. The message's ``event`` is the kind and its ``data`` the event as JSON. The run is simulated
         first (within the server's budget: over it 422, busy or past the deadline 503); disconnecting stops the
         sending and the keeping. The run is kept as it streams; ``X-Kvscope-Run`` is its id (a ``warning`` message first if it
         cannot be)."""

@@ -17,26 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.encoders import jsonable_encoder
-from live_servers import KVSCOPE, ROOT, free_port, stop, wait_until_up
+from live_servers import KVSCOPE, ROOT, free_port, sse, stop, wait_until_up
 
 from app.web.sse import StreamStats, event_stream
 from sim.engine.events import EVENT_KINDS, Event, RunStarted
 
 SEED_LAB_REQUESTS = 30  # 10 documents x 3 passes
-
-
-def sse(lines: Iterator[str]) -> Iterator[tuple[str, dict]]:
-    """(event name, JSON data) per message of a text/event-stream."""
-    name, data = "", []
-    for line in lines:
-        if line == "":
-            if data:
-                yield name, json.loads("\n".join(data))
-            name, data = "", []
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].strip())
 
 
 def read_stream(url: str, body: dict) -> tuple[httpx.Headers, list[tuple[str, dict]]]:
