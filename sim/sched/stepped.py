@@ -292,6 +292,7 @@ class SteppedEngine:
         self._dts.append(dt)
         self.now_ms = start + dt
         index = len(self._dts) - 1
+        held = len(self.refs)
         finished: list[int] = []
         limit = self.config.max_model_len
         for f, _ in scheduled.items():
@@ -316,6 +317,7 @@ class SteppedEngine:
             free_blocks=len(self.gpu.free_queue), running=len(self.running), waiting=len(self.waiting),
             prefill_tokens=prefill, decode_tokens=decode,
             loaded={n: t for n, t in zip(names, loaded) if t}, stored={n: t for n, t in zip(names, stored) if t},
+            held_blocks=held,
         )
 
     def _elapsed(self, f: Flight, index: int) -> float:
