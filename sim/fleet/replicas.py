@@ -23,15 +23,23 @@ from sim.tiers.offload import OffloadTier
 MAX_REPLICAS = 256
 
 
+class FleetError(ValueError):
+    """A fleet that cannot be built; ``field`` names the setting at fault (``replicas``, ``shared_tier``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def replica_engines(
     run: str, spec: TierSpec, replicas: int, costs: CostModel | None = None, shared: OffloadTier | None = None,
 ) -> list[Engine]:
     """``replicas`` engines of ``spec``; with ``shared``, its tier appended to each and one store behind them all."""
     if not 1 <= replicas <= MAX_REPLICAS:
-        raise ValueError(f"replicas must be between 1 and {MAX_REPLICAS}, got {replicas}")
+        raise FleetError("replicas", f"must be between 1 and {MAX_REPLICAS}, got {replicas}")
     if shared is not None:
         if not spec.cpu_tokens:
-            raise ValueError(f"shared tier {shared.name}: needs a CPU tier on each replica (every store passes through it)")
+            raise FleetError("shared_tier", f"tier {shared.name}: needs a CPU tier on each replica (every store passes through it)")
         spec = replace(spec, more_tiers=(*spec.more_tiers, shared))
         run = f"{run}+{shared.name}"
     first = Engine(run, spec, costs)

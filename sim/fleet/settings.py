@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sim.fleet.replicas import MAX_REPLICAS
+from sim.fleet.replicas import MAX_REPLICAS, FleetError
 from sim.fleet.routers import ROUTER_NAMES
 from sim.tiers.offload import OffloadTier
 from sim.workloads.scenario import RESERVED_TIER_NAMES, StorageTier
@@ -63,6 +63,6 @@ class FleetSettings(BaseModel):
         if t is None:
             return None
         if bytes_per_token is None and t.tokens is None:
-            raise ValueError(f"shared_tier {t.name}: give its size in tokens (50000t): a trace has no model to size GiB")
+            raise FleetError("shared_tier", f"tier {t.name}: give its size in tokens (50000t): a trace has no model to size GiB")
         tokens = t.capacity_tokens(bytes_per_token or 1)
         return OffloadTier(t.name, "disk", tokens, t.policy, t.load_ms_per_token, t.unit_tokens, t.admission)

@@ -17,15 +17,16 @@ from sim.bounds.budget import Cost
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import TierSpec
 from sim.fleet.clock import Fleet
-from sim.fleet.replicas import replica_engines, stepped_replicas
+from sim.fleet.replicas import FleetError, replica_engines, stepped_replicas
 from sim.fleet.report import bounds, fleet_summary, replica_rows, route_fields
 from sim.fleet.routers import router
 from sim.fleet.settings import FleetSettings
 from sim.sched.arrivals import Arrivals, Timed
+from sim.sched.output import StepOutput
 from sim.sched.replay import served_trace_cost
 from sim.sched.serving import Serving
 from sim.sched.simulate import stepped_cost
-from sim.simulation.replay import ReplayTiers, trace_requests
+from sim.simulation.replay import ReplayTiers, check_tiers, trace_requests
 from sim.simulation.run import scenario_summary, tier_spec
 from sim.tiers.offload import OffloadTier
 from sim.traces.reader import Trace
@@ -37,13 +38,15 @@ from sim.workloads.scenario import Scenario
 def fleet_runs(
     requests: Sequence[Request], run: str, spec: TierSpec, settings: FleetSettings, shared: OffloadTier | None,
     serving: Serving, arrivals: Arrivals, costs: CostModel,
-) -> dict[str, Any]:
-    """The fleet's settings and bounds, and one entry per router: its summary, its replicas, its requests."""
+) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
+    """The fleet's settings and bounds, and one entry per router: its summary, its replicas, its requests; and each
+    replica's step ledger, named ``ROUTER/REPLICA``."""
     n = settings.replicas
     config = serving.scheduler_config()
     limits = bounds(requests, spec, n, shared, costs)
     block = spec.units.block
     entries = []
+    ledgers: dict[str, list[StepOutput]] = {}
     tiers: list[dict[str, Any]] = []
     for name in settings.routers:
         engines = replica_engines(run, spec, n, costs, shared)
@@ -59,12 +62,18 @@ def fleet_runs(
         summary = fleet_summary(fleet, per_replica, limits)
         summary["lost_tokens"] = sum(r["lost_tokens"] for r in rows)
         entries.append({"router": name, "summary": summary, "replicas": per_replica, "requests": rows})
+        ledgers.update((f"{name}/{i}", steps) for i, steps in enumerate(fleet.steps))
     fleet_info = {
         "replicas": n, "run": engines[0].run, "tiers": tiers,
         "shared_tier": settings.shared_tier.text if settings.shared_tier is not None else None,
         "routers": list(settings.routers), "bounds": limits,
     }
-    return {"fleet": fleet_info, "routers": entries}
+    return {"fleet": fleet_info, "routers": entries}, ledgers
+
+
+def _apart(shared: OffloadTier | None, names: Sequence[str]) -> None:
+    if shared is not None and shared.name in names:
+        raise FleetError("shared_tier", f"tier {shared.name}: a replica's own tier has that name; give it another")
 
 
 def fleet_cost(per_router: Cost, settings: FleetSettings, pooled: Cost) -> Cost:
@@ -79,17 +88,20 @@ def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSet
     return fleet_cost(one, settings, simulation_cost(scenario, explain=False))
 
 
-def simulate_fleet(scenario: Scenario, serving: Serving, settings: FleetSettings) -> dict[str, Any]:
+def simulate_fleet(
+    scenario: Scenario, serving: Serving, settings: FleetSettings,
+) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The scenario's requests through the fleet under each router; its arrivals as ``serving`` says."""
     run = scenario.run_names[-1]
     shared = settings.shared(scenario.bytes_per_token)
+    _apart(shared, scenario.behind_cpu)
     costs = scenario.costs or default_costs()
-    result = fleet_runs(
+    result, ledgers = fleet_runs(
         build_requests(scenario), run, tier_spec(scenario, run), settings, shared, serving, serving.arrivals(), costs,
     )
     summary = scenario_summary(scenario)
     summary["serving"] = serving.summary()
-    return {"scenario": summary, **result}
+    return {"scenario": summary, **result}, ledgers
 
 
 def trace_fleet_cost(trace: Trace, serving: Serving, settings: FleetSettings) -> Cost:
@@ -100,16 +112,18 @@ def trace_fleet_cost(trace: Trace, serving: Serving, settings: FleetSettings) ->
 def replay_fleet(
     trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: Serving, settings: FleetSettings,
     arrivals: Arrivals | None = None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The trace's requests (each with its ``output_length``) through the fleet; ``arrivals`` None: as ``serving``."""
+    check_tiers(trace, tiers)
     outputs = trace.output_tokens
     requests = [replace(r, output_tokens=max(1, outputs[r.seq])) for r in trace_requests(trace, tiers.chunk_blocks)]
     shared = settings.shared(None)
-    result = fleet_runs(
+    _apart(shared, [t.name for t in tiers.storage])
+    result, ledgers = fleet_runs(
         requests, tiers.run, tiers.spec(trace.block_tokens), settings, shared, serving, arrivals or serving.arrivals(),
         costs or default_costs(),
     )
     settings_ = serving.summary()
     if isinstance(arrivals, Timed):
         settings_ = {"arrivals": "timestamps", **{k: v for k, v in settings_.items() if k != "concurrency"}}
-    return {"trace": trace.summary(), "serving": settings_, **result}
+    return {"trace": trace.summary(), "serving": settings_, **result}, ledgers

@@ -17,7 +17,7 @@ ROUTE = {"replica", "held_tokens", "best_replica", "best_held_tokens", "lost_tok
 def test_one_replica_gives_the_stepped_simulation_records_under_each_router() -> None:
     serving = Serving(concurrency=2)
     alone = simulate_stepped(SMALL, serving)[0]["runs"][-1]  # gpu+cpu: the fleet runs the fullest stack
-    result = simulate_fleet(SMALL, serving, FleetSettings(replicas=1, routers=("round-robin", "llm-d", "dynamo")))
+    result, _ = simulate_fleet(SMALL, serving, FleetSettings(replicas=1, routers=("round-robin", "llm-d", "dynamo")))
     assert result["fleet"]["run"] == "gpu+cpu" and result["fleet"]["tiers"] == alone["tiers"]
     for entry in result["routers"]:
         rows = entry["requests"]
