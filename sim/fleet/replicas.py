@@ -37,14 +37,19 @@ def replica_engines(
     """``replicas`` engines of ``spec``; with ``shared``, its tier appended to each and one store behind them all."""
     if not 1 <= replicas <= MAX_REPLICAS:
         raise FleetError("replicas", f"must be between 1 and {MAX_REPLICAS}, got {replicas}")
+    check_shared(shared, spec.cpu_tokens)
     if shared is not None:
-        if not spec.cpu_tokens:
-            raise FleetError("shared_tier", f"tier {shared.name}: needs a CPU tier on each replica (every store passes through it)")
         spec = replace(spec, more_tiers=(*spec.more_tiers, shared))
         run = f"{run}+{shared.name}"
     first = Engine(run, spec, costs)
     stores = {shared.name: first.offload[-1]} if shared is not None else {}
     return [first, *(Engine(run, spec, costs, shared=stores) for _ in range(replicas - 1))]
+
+
+def check_shared(shared: OffloadTier | None, cpu_tokens: int | None) -> None:
+    """FleetError unless a shared tier has each replica's CPU tier in front of it."""
+    if shared is not None and not cpu_tokens:
+        raise FleetError("shared_tier", f"tier {shared.name}: needs a CPU tier on each replica (every store passes through it)")
 
 
 def stepped_replicas(

@@ -17,7 +17,7 @@ from sim.bounds.budget import Cost
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import TierSpec
 from sim.fleet.clock import Fleet
-from sim.fleet.replicas import FleetError, replica_engines, stepped_replicas
+from sim.fleet.replicas import FleetError, check_shared, replica_engines, stepped_replicas
 from sim.fleet.report import bounds, fleet_summary, replica_rows, route_fields
 from sim.fleet.routers import router
 from sim.fleet.settings import FleetSettings
@@ -88,13 +88,20 @@ def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSet
     return fleet_cost(one, settings, simulation_cost(scenario, explain=False))
 
 
+def check_fleet(scenario: Scenario, settings: FleetSettings) -> OffloadTier | None:
+    """The scenario's shared tier, or FleetError naming the field when the fleet cannot have it."""
+    shared = settings.shared(scenario.bytes_per_token)
+    check_shared(shared, scenario.cpu_capacity_tokens)
+    _apart(shared, scenario.behind_cpu)
+    return shared
+
+
 def simulate_fleet(
     scenario: Scenario, serving: Serving, settings: FleetSettings,
 ) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The scenario's requests through the fleet under each router; its arrivals as ``serving`` says."""
     run = scenario.run_names[-1]
-    shared = settings.shared(scenario.bytes_per_token)
-    _apart(shared, scenario.behind_cpu)
+    shared = check_fleet(scenario, settings)
     costs = scenario.costs or default_costs()
     result, ledgers = fleet_runs(
         build_requests(scenario), run, tier_spec(scenario, run), settings, shared, serving, serving.arrivals(), costs,
@@ -102,6 +109,11 @@ def simulate_fleet(
     summary = scenario_summary(scenario)
     summary["serving"] = serving.summary()
     return {"scenario": summary, **result}, ledgers
+
+
+def fleet_result(scenario: Scenario, serving: Serving, settings: FleetSettings) -> dict[str, Any]:
+    """The JSON result alone (what a worker process sends back)."""
+    return simulate_fleet(scenario, serving, settings)[0]
 
 
 def trace_fleet_cost(trace: Trace, serving: Serving, settings: FleetSettings) -> Cost:
