@@ -114,9 +114,12 @@ def pooled_spec(spec: TierSpec, replicas: int, shared: OffloadTier | None) -> Ti
     )
 
 
-def unbounded_hit_tokens(requests: Sequence[Request], block: int) -> int:
-    """Tokens a cache that never evicts would serve: each prompt's longest run of full blocks seen before."""
+def unbounded_hit_tokens(requests: Sequence[Request], block: int, chunk: int | None) -> int:
+    """Tokens a cache that never evicts would serve: each prompt's longest run of full blocks seen before, up to
+    the last token vLLM recomputes; with an offload tier (``chunk`` its unit) its run of chunks seen before, which
+    may load up to that last token (``Engine.lmcache_load``), the partial last block included."""
     seen: set[int] = set()
+    seen_chunks: set[int] = set()
     total = 0
     for req in requests:
         keys = req.block_keys[: req.prompt_tokens // block]
@@ -125,7 +128,18 @@ def unbounded_hit_tokens(requests: Sequence[Request], block: int) -> int:
             if key not in seen:
                 break
             hit += 1
-        total += hit * block
+        tokens = hit * block
+        if chunk is not None and req.chunk_keys:
+            found = 0
+            for key in req.chunk_keys:
+                if key not in seen_chunks:
+                    break
+                found += 1
+            whole = found == len(req.chunk_keys)
+            own = (found - 1) * chunk + req.last_chunk_tokens if whole else found * chunk
+            tokens = max(tokens, min(own, req.prompt_tokens - 1))
+            seen_chunks.update(req.chunk_keys)
+        total += tokens
         seen.update(keys)
     return total
 
@@ -138,5 +152,5 @@ def bounds(
     pooled = Engine("pooled", pooled_spec(spec, replicas, shared), costs).run_all(list(requests))
     return {
         "pooled": ratio(hit_tokens(pooled), prompt),
-        "unbounded": ratio(unbounded_hit_tokens(requests, spec.units.block), prompt),
+        "unbounded": ratio(unbounded_hit_tokens(requests, spec.units.block, spec.units.chunk if spec.cpu_tokens else None), prompt),
     }

@@ -74,3 +74,14 @@ def test_imbalance_is_the_busiest_over_the_mean() -> None:
     assert imbalance([3, 3]) == 1.0
     assert imbalance([6, 0]) == 2.0  # one replica of two has it all
     assert imbalance([0, 0]) == 1.0
+
+
+def test_the_unbounded_bound_counts_what_an_offload_tier_may_load_beyond_the_gpu_blocks() -> None:
+    # One 512-token document read twice. A GPU that never evicts hits (512 - 1) // 16 = 31 blocks, 496 tokens, of
+    # the re-read; an offload tier holding both 256-token chunks loads all but the last token, 511 (vLLM recomputes
+    # only that token). Of the 1,024 prompt tokens: 496 / 1024 = 0.484375 without a CPU tier, 511 / 1024 with one.
+    s = Scenario(docs=1, doc_tokens=512, question_tokens=0, gpu_tokens=100 * 16, cpu_tokens=1024,
+                 passes=[PassSpec(), PassSpec()])
+    requests = build_requests(s)
+    assert bounds(requests, tier_spec(s, "gpu"), 2, None, default_costs())["unbounded"] == 0.484375
+    assert bounds(requests, tier_spec(s, "gpu+cpu"), 2, None, default_costs())["unbounded"] == round(511 / 1024, 6)
