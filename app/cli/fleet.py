@@ -16,6 +16,7 @@ from sim.bounds import jsontext
 from sim.fleet.replicas import MAX_REPLICAS, FleetError
 from sim.fleet.routers import ROUTER_NAMES
 from sim.fleet.settings import DEFAULT_ROUTERS
+from sim.sched.replay import MAX_SPEEDUP
 
 if TYPE_CHECKING:
     from sim.fleet.settings import FleetSettings
@@ -42,12 +43,14 @@ WORKLOAD_FIELDS = ("docs", "doc_tokens", "question_tokens", "questions", "output
 @click.option("--trace", default=None, metavar="FILE",
               help="a Mooncake or Bailian trace (or mooncake-synthetic) as the workload, its requests arriving at "
               "their timestamps; sizes then per replica in tokens: --gpu-tokens (required), --cpu-tokens")
+@click.option("--speedup", type=click.FloatRange(0, MAX_SPEEDUP, min_open=True), default=None,
+              help="with --trace: the gaps between timestamps divided by this (2: the trace in half its time)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole result as JSON, one record per request and router")
 @serving_options
 @keeps_nothing
 def command(
-    replicas: int, routers: tuple[str, ...], shared_tier: str | None, trace: str | None, as_json: bool,
-    steps_file: Path | None, **flags: Any,
+    replicas: int, routers: tuple[str, ...], shared_tier: str | None, trace: str | None, speedup: float | None,
+    as_json: bool, steps_file: Path | None, **flags: Any,
 ) -> None:
     """Serve the workload with N replicas behind each router given, each replica vLLM's scheduler over its own GPU
     and tiers (and the shared tier), on one clock: hit ratios beside a pooled and an unbounded cache, TTFT, load.
@@ -56,10 +59,12 @@ def command(
     --concurrency or --rate is given. Not kept in the runs database (--no-save is accepted)."""
     serving = take_serving(flags)
     settings = _settings(replicas, routers, shared_tier)
+    if speedup is not None and (trace is None or serving.concurrency is not None or serving.rate is not None):
+        raise click.UsageError("--speedup: needs --trace at its timestamps (not with --concurrency or --rate)")
     check_new(steps_file)
     try:
         if trace is not None:
-            result, ledgers = _trace(trace, flags, serving, settings)
+            result, ledgers = _trace(trace, flags, serving, settings, speedup or 1.0)
         else:
             result, ledgers = _scenario(flags, serving, settings)
     except FleetError as exc:
@@ -103,7 +108,9 @@ def _scenario(flags: dict[str, Any], serving: Serving, settings: FleetSettings) 
     return simulate_fleet(scenario, serving, settings)
 
 
-def _trace(name: str, flags: dict[str, Any], serving: Serving, settings: FleetSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+def _trace(
+    name: str, flags: dict[str, Any], serving: Serving, settings: FleetSettings, speedup: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     from app.cli.trace_options import load
     from sim.fleet.simulate import replay_fleet, trace_fleet_cost
     from sim.sched.replay import trace_arrivals
@@ -118,7 +125,8 @@ def _trace(name: str, flags: dict[str, Any], serving: Serving, settings: FleetSe
     costs = load_costs(flags["costs_file"]) if flags.get("costs_file") is not None else None
     timed = serving.concurrency is None and serving.rate is None
     try:
-        return replay_fleet(loaded, tiers, costs, serving, settings, trace_arrivals(loaded) if timed else None)
+        arrivals = trace_arrivals(loaded, speedup) if timed else None
+        return replay_fleet(loaded, tiers, costs, serving, settings, arrivals)
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint={"storage_tiers": "--storage-tier"}.get(exc.field, "--gpu-tokens")) from None
 

@@ -69,6 +69,10 @@ def test_a_trace_arrives_at_its_timestamps_and_each_replica_writes_its_ledger(tm
     assert (rr["requests"][1]["gpu_hit_tokens"], rr["requests"][1]["lost_tokens"]) == (0, 512)
     assert aff["requests"][0]["replica"] == aff["requests"][1]["replica"]
     assert (aff["requests"][1]["gpu_hit_tokens"], aff["requests"][1]["lost_tokens"]) == (512, 0)
+    # --speedup 2 halves the gaps: arrivals at 0, 500 and 750 ms.
+    code, out = run("--trace", str(_trace(tmp_path)), "--gpu-tokens", str(11 * 512), "--router", "random",
+                    "--speedup", "2", "--json")
+    assert [r["arrival_ms"] for r in json.loads(out)["routers"][0]["requests"]] == [0.0, 500.0, 750.0]
     led = {json.loads(line)["run"] for line in steps.read_text().splitlines()}
     assert {"round-robin/0", "round-robin/1"} <= led and any(name.startswith("affinity/") for name in led)
 
@@ -83,6 +87,8 @@ def test_bad_input_names_the_flag_and_the_limit(tmp_path: Path) -> None:
         (("--shared-tier", "remote"), "--shared-tier: a tier is NAME:SIZE"),
         ((*SMALL[:6], "--no-cpu", "--shared-tier", "remote:4096t"), "Invalid value for --shared-tier: tier remote: needs a CPU tier"),
         (("--trace", trace), "--gpu-tokens: required with --trace"),
+        (("--speedup", "2"), "--speedup: needs --trace at its timestamps"),
+        (("--trace", trace, "--gpu-tokens", "11264", "--speedup", "0"), "0<x<=1000000"),
         (("--trace", trace, "--gpu-tokens", "11264", "--docs", "3"), "--docs: the trace is the workload"),
         (("--trace", trace, "--gpu-tokens", "1000"), "must hold vLLM's null block and one block of 512 tokens: at least 1024"),
         # 1,536 tokens are 3 blocks, one of them vLLM's null block; a request's 1,024 prompt tokens and its first
