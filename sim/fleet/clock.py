@@ -75,12 +75,9 @@ class Fleet:
         for replica in replicas:
             replica.check(requests)
         closed = isinstance(arrivals, ClosedLoop)
-        times: list[float] = []  # a closed loop's release times, a heap; otherwise every arrival's time, in order
-        if isinstance(arrivals, ClosedLoop):
-            times = [0.0] * min(arrivals.concurrency, n)
-            released = len(times)
-        else:
-            times = arrivals.times_ms(n)
+        # A closed loop's release times, a heap (each finish releases the next request); else every arrival's time.
+        times = [0.0] * min(arrivals.concurrency, n) if isinstance(arrivals, ClosedLoop) else arrivals.times_ms(n)
+        released = len(times) if closed else n
         notices: list[tuple[float, int, int, int, int]] = []  # (at, order, kind, seq, replica)
         flights: dict[int, Flight] = {}
         routes: dict[int, Route] = {}
@@ -121,7 +118,7 @@ class Fleet:
             for seq in out.finished:
                 heapq.heappush(notices, (end, order, _FINISHED, seq, who))
                 order += 1
-                if closed and released < n:
+                if released < n:
                     heapq.heappush(times, end)
                     released += 1
             finished += len(out.finished)
