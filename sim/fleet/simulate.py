@@ -77,8 +77,10 @@ def _apart(shared: OffloadTier | None, names: Sequence[str]) -> None:
 
 
 def fleet_cost(per_router: Cost, settings: FleetSettings, pooled: Cost) -> Cost:
-    """Each router's fleet run one after another, and the pooled bound's sequential run."""
-    return per_router.times(len(settings.routers)) + pooled
+    """Each router's fleet run one after another, and the pooled bound's sequential run; every router's records and
+    step ledgers are held until the last one ends, so memory grows with the routers too."""
+    k = len(settings.routers)
+    return Cost(per_router.work_steps * k, per_router.memory_bytes * k, per_router.response_bytes * k) + pooled
 
 
 def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSettings) -> Cost:
