@@ -313,6 +313,7 @@ STRICT_CASES = [
     ("/api/simulate", {"no_cpu": 1}, ["body", "no_cpu"]),
     ("/api/simulate", {"passes": [{"order": "zipf", "seed": True}]}, ["body", "passes"]),
     ("/api/simulate/stream", {"docs": True}, ["body", "docs"]),
+    ("/api/fleet", {"replicas": True}, ["body", "replicas"]),
     ("/api/live/runs", {"docs": True}, ["body", "docs"]),
     ("/api/curve/scenario", {"points": True}, ["body", "points"]),
     ("/api/capacity", {"points": True}, ["body", "points"]),
