@@ -75,8 +75,8 @@ def command(
     if as_json:
         click.echo(jsontext.dumps(result, indent=1))
         return
-    click.echo(render(result, open_loop="rate" in result.get("serving", result.get("scenario", {}).get("serving", {}))
-                      or trace is not None))
+    # Arrivals that do not wait for the server (a rate, timestamps): the serving line says when they outran it.
+    click.echo(render(result, open_loop=serving.rate is not None or (trace is not None and serving.concurrency is None)))
 
 
 def _settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) -> FleetSettings:
