@@ -48,8 +48,9 @@ def test_affinity_starts_to_hit_at_two_replicas_because_vllm_frees_the_tail_firs
     # A replica with d documents read cyclically needs 8d blocks and has 20. Over by e = 8d - 20 blocks:
     # - e <= 0: nothing is evicted; each re-read hits its 7 hittable blocks (112 tokens).
     # - 0 < e < 8: pass 1 evicts e blocks from the front of the free queue, the first document's; vLLM frees a
-    #   request's blocks tail first (kv_cache_manager.py 631 via block_pool.free_blocks: reversed), so the tail
-    #   goes and the head's 8 - e blocks stay, a prefix that hits. Each re-read then hits its 8 - e blocks and
+    #   request's blocks tail first (vLLM 0.33.0 single_type_kv_cache_manager.py 598-599 passes them reversed
+    #   to block_pool.free_blocks, 816, which queues them in that order: "the tail blocks are evicted first",
+    #   kv_cache_manager.py 629-633), so the tail goes and the head's 8 - e blocks stay, a prefix that hits. Each re-read then hits its 8 - e blocks and
     #   evicts the next document's e tail blocks: every re-read hits 8 - e blocks.
     # - e >= 8: the first document is gone whole and the next has lost its tail; each re-read misses and evicts
     #   the next's head: nothing hits.
