@@ -2,7 +2,7 @@
 
 Imports: app.budgets, app.costs_profile, app.emulator, app.live, app.proxy, app.runs, app.scenario_input,
 app.web (each command its own), and sim.advise, sim.analysis, sim.blocks, sim.bounds, sim.calibration,
-sim.costs, sim.engine, sim.explain, sim.kvevents, sim.numeric, sim.sched, sim.simulation, sim.tiers, sim.traces,
+sim.costs, sim.engine, sim.explain, sim.fleet, sim.kvevents, sim.numeric, sim.sched, sim.simulation, sim.tiers, sim.traces,
 sim.workloads.
 Exports: ``main`` (the group; ``entry.run`` is the executable), ``COMMANDS``.
 """
@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "explain": "Why tokens missed, and the capacity that would have hit.",
     "runs": "The kept runs: list, show, diff, export, delete, import.",
     "advise": "Find the cheapest tier sizes whose simulated TTFT meets a target.",
+    "fleet": "Compare routers over N replicas, each with its own GPU and tiers.",
 }
 
 

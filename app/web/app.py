@@ -29,6 +29,7 @@ from app.web.routes import (
     calibrate,
     dashboard,
     docs,
+    fleet,
     health,
     live,
     replay,
@@ -37,7 +38,7 @@ from app.web.routes import (
     watch,
 )
 
-ROUTERS = [health, simulate, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs, assets]
+ROUTERS = [health, simulate, fleet, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs, assets]
 
 
 def _lifespan(web: Web) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

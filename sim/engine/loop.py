@@ -16,7 +16,7 @@ This loop is written once; tiers and their policies plug into it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -239,8 +239,12 @@ def evicted_entries(
 class Engine:
     """One run: a GPU block pool, an ordered list of offload tiers (chunk stores), and a cost model."""
 
-    def __init__(self, run: str, tiers: TierSpec, costs: CostModel | None = None) -> None:
+    def __init__(
+        self, run: str, tiers: TierSpec, costs: CostModel | None = None, shared: Mapping[str, ChunkStore] | None = None,
+    ) -> None:
+        """``shared``: offload tiers by name whose store is given, not built (a fleet's tier behind every replica)."""
         self.run = run
+        self._shared = shared or {}
         self.spec = tiers
         self.units = tiers.units
         self.costs = costs or default_costs()
@@ -269,6 +273,8 @@ class Engine:
 
     def _tier(self, t: OffloadTier) -> ChunkStore:
         """The store of one offload tier: vLLM's native CPU tier, or a chunk store following LMCache or the brief."""
+        if t.name in self._shared:
+            return self._shared[t.name]
         block, chunk = self.units.block, self.units.chunk
         if t.unit_tokens not in (None, chunk):
             raise ValueError(f"tier {t.name}: unit_tokens must be the run's chunk size ({chunk}), got {t.unit_tokens}")

@@ -46,6 +46,7 @@ class StepOutput:
     decode_tokens: int
     loaded: dict[str, int] = field(default_factory=dict)
     stored: dict[str, int] = field(default_factory=dict)
+    held_blocks: int = 0  # GPU blocks the step's batch held, before its finished requests let theirs go
 
     @property
     def scheduled_tokens(self) -> int:

@@ -104,7 +104,7 @@ class SteppedEngine:
         self.now_ms = 0.0
         self._starts: list[float] = []
         self._dts: list[float] = []
-        self._queue_ms: dict[int, float] = {}
+        self.queue_ms: dict[int, float] = {}  # seq -> its wait before its first admission
 
     # -- the run -------------------------------------------------------------
 
@@ -114,8 +114,8 @@ class SteppedEngine:
         stepping = self.steps(requests, arrivals, flights)
         steps = list(limit.metered(stepping) if limit is not None else stepping)
         flights.sort(key=lambda f: f.seq)
-        records = [self._record(f) for f in flights]
-        return SteppedRun(records, flights, steps, dict(self._queue_ms))
+        records = [self.record(f) for f in flights]
+        return SteppedRun(records, flights, steps, dict(self.queue_ms))
 
     def record(self, f: Flight) -> RequestRecord:
         """A finished request's record, as the run's ``records`` hold it."""
@@ -123,6 +123,39 @@ class SteppedEngine:
 
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
+        self.check(requests)
+        self.engine.plan(list(requests))
+        arrived = flights if flights is not None else []
+        times = None if isinstance(arrivals, ClosedLoop) else arrivals.times_ms(len(requests))
+        nxt = 0
+        if times is None:
+            assert isinstance(arrivals, ClosedLoop)
+            for req in requests[: arrivals.concurrency]:
+                arrived.append(self.arrive(req, 0.0))
+            nxt = len(arrived)
+        finished = 0
+        while finished < len(requests):
+            if times is not None:
+                while nxt < len(requests) and times[nxt] <= self.now_ms:
+                    arrived.append(self.arrive(requests[nxt], times[nxt]))
+                    nxt += 1
+                if not self.running and not self.waiting:
+                    self.now_ms = times[nxt]  # idle until the next arrival
+                    continue
+            checkpoint()
+            out = self.step()
+            if not out.scheduled:
+                raise RuntimeError(f"step {out.step} scheduled nothing with {len(self.waiting)} requests waiting")
+            finished += len(out.finished)
+            if times is None:
+                for _ in out.finished:
+                    if nxt < len(requests):
+                        arrived.append(self.arrive(requests[nxt], self.now_ms))
+                        nxt += 1
+            yield out
+
+    def check(self, requests: Sequence[Request]) -> None:
+        """ValueError for a request this engine could never serve (not block-granular, larger than the pool, too long)."""
         capacity, block = self.gpu.capacity_blocks, self.block
         for req in requests:
             if req.alloc_blocks < -(-(req.prompt_tokens + req.output_tokens - 1) // block):
@@ -145,37 +178,9 @@ class SteppedEngine:
             limit = self.config.max_model_len
             if limit is not None and req.prompt_tokens >= limit:
                 raise ValueError(f"request {req.seq}: prompt of {req.prompt_tokens} tokens is not below max_model_len ({limit})")
-        self.engine.plan(list(requests))
-        arrived = flights if flights is not None else []
-        times = None if isinstance(arrivals, ClosedLoop) else arrivals.times_ms(len(requests))
-        nxt = 0
-        if times is None:
-            assert isinstance(arrivals, ClosedLoop)
-            for req in requests[: arrivals.concurrency]:
-                arrived.append(self._arrive(req, 0.0))
-            nxt = len(arrived)
-        finished = 0
-        while finished < len(requests):
-            if times is not None:
-                while nxt < len(requests) and times[nxt] <= self.now_ms:
-                    arrived.append(self._arrive(requests[nxt], times[nxt]))
-                    nxt += 1
-                if not self.running and not self.waiting:
-                    self.now_ms = times[nxt]  # idle until the next arrival
-                    continue
-            checkpoint()
-            out = self.step()
-            if not out.scheduled:
-                raise RuntimeError(f"step {out.step} scheduled nothing with {len(self.waiting)} requests waiting")
-            finished += len(out.finished)
-            if times is None:
-                for _ in out.finished:
-                    if nxt < len(requests):
-                        arrived.append(self._arrive(requests[nxt], self.now_ms))
-                        nxt += 1
-            yield out
 
-    def _arrive(self, req: Request, t_ms: float) -> Flight:
+    def arrive(self, req: Request, t_ms: float) -> Flight:
+        """The request joins the waiting queue at ``t_ms``."""
         flight = Flight(req, t_ms, req.prompt_tokens, offload_evicted=[[] for _ in self.engine.offload])
         self.waiting.add(flight)
         return flight
@@ -260,7 +265,7 @@ class SteppedEngine:
             if f.first is None:
                 f.first = (gpu_hit, ext, req.prompt_tokens - hit_end)
                 f.first_step = len(self._dts)
-                self._queue_ms[f.seq] = self.now_ms - f.arrival_ms
+                self.queue_ms[f.seq] = self.now_ms - f.arrival_ms
             f.status = RequestStatus.RUNNING
             f.lmcache_hit = None  # uncached once the request is allocated (update_state_after_alloc)
             f.num_computed = hit_end
@@ -302,6 +307,7 @@ class SteppedEngine:
         self._dts.append(dt)
         self.now_ms = start + dt
         index = len(self._dts) - 1
+        held = len(self.refs)
         finished: list[int] = []
         limit = self.config.max_model_len
         for f, _ in scheduled.items():
@@ -326,6 +332,7 @@ class SteppedEngine:
             free_blocks=len(self.gpu.free_queue), running=len(self.running), waiting=len(self.waiting),
             prefill_tokens=prefill, decode_tokens=decode,
             loaded={n: t for n, t in zip(names, loaded) if t}, stored={n: t for n, t in zip(names, stored) if t},
+            held_blocks=held,
         )
 
     def _elapsed(self, f: Flight, index: int) -> float:
@@ -395,7 +402,8 @@ class SteppedEngine:
         f.preemptions += 1
         self.waiting.prepend(f)
 
-    def _record(self, f: Flight) -> RequestRecord:
+    def record(self, f: Flight) -> RequestRecord:
+        """The finished request's record, as the sequential engine writes it."""
         assert f.first is not None
         gpu_hit, ext, computed = f.first
         return self.engine.record(

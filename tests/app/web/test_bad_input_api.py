@@ -228,7 +228,7 @@ def test_json_nested_100000_deep_in_an_upload_is_422(server: tuple[str, int], pa
 
 
 # Every route that takes a JSON body (the OpenAPI schema's, at the time of writing).
-JSON_ROUTES = ["/api/simulate", "/api/simulate/stream", "/api/live/runs", "/api/curve/scenario", "/api/capacity", "/api/policies", "/api/size", "/api/advise"]
+JSON_ROUTES = ["/api/simulate", "/api/simulate/stream", "/api/fleet", "/api/live/runs", "/api/curve/scenario", "/api/capacity", "/api/policies", "/api/size", "/api/advise"]
 
 
 @pytest.mark.parametrize("path", JSON_ROUTES)
@@ -313,6 +313,7 @@ STRICT_CASES = [
     ("/api/simulate", {"no_cpu": 1}, ["body", "no_cpu"]),
     ("/api/simulate", {"passes": [{"order": "zipf", "seed": True}]}, ["body", "passes"]),
     ("/api/simulate/stream", {"docs": True}, ["body", "docs"]),
+    ("/api/fleet", {"replicas": True}, ["body", "replicas"]),
     ("/api/live/runs", {"docs": True}, ["body", "docs"]),
     ("/api/curve/scenario", {"points": True}, ["body", "points"]),
     ("/api/capacity", {"points": True}, ["body", "points"]),

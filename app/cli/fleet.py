@@ -1,0 +1,184 @@
+"""``kvscope fleet``: N replicas behind each router given, over a scenario or a trace at its timestamps; a table per
+router, or the JSON result with each request's ``replica``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from app.cli.save_run import keeps_nothing
+from app.cli.scenario_flags import FIELD_TO_FLAG, build_scenario, load_costs, scenario_options, within_budget
+from app.cli.serving_flags import check_new, serving_line, serving_options, take_serving, write_ledgers
+from app.cli.table import format_table
+from sim.bounds import jsontext
+from sim.fleet.replicas import MAX_REPLICAS, FleetError
+from sim.fleet.routers import ROUTER_NAMES
+from sim.fleet.settings import DEFAULT_ROUTERS
+from sim.sched.replay import MAX_SPEEDUP
+
+if TYPE_CHECKING:
+    from sim.fleet.settings import FleetSettings
+    from sim.sched.serving import Serving
+    from sim.traces.reader import Trace
+
+FLEET_FLAGS = {"replicas": "--replicas", "routers": "--router", "shared_tier": "--shared-tier"}
+# With --trace the trace is the workload: these flags say nothing then.
+WORKLOAD_FIELDS = ("docs", "doc_tokens", "question_tokens", "questions", "output_tokens", "shared_prefix_tokens",
+                   "passes", "granularity", "free_order", "gpu_policy", "cpu_policy", "seed", "disk_gb", "disk_tokens",
+                   "repeat_mode", "repeat_count", "shuffle_seed", "hit_miss_ratio", "blocks_per_chunk",
+                   "store_threshold", "offload_prompt_only", "save_unfull_chunk")
+
+
+@click.command("fleet")
+@scenario_options
+@click.option("--replicas", type=int, default=2, show_default=True,
+              help=f"replicas behind the router, each with its own GPU and tiers (at most {MAX_REPLICAS})")
+@click.option("--router", "routers", multiple=True, metavar="NAME",
+              help=f"a router to compare, repeatable: {', '.join(ROUTER_NAMES)} (default: {', '.join(DEFAULT_ROUTERS)})")
+@click.option("--shared-tier", default=None, metavar="SPEC",
+              help="one tier behind every replica's own (LMCache's remote backend, a Mooncake store): "
+              "NAME:SIZE[:POLICY[:LOAD_MS_PER_TOKEN]], SIZE in GiB (8) or tokens (50000t); needs a CPU tier")
+@click.option("--trace", default=None, metavar="FILE",
+              help="a Mooncake or Bailian trace (or mooncake-synthetic) as the workload, its requests arriving at "
+              "their timestamps; sizes then per replica in tokens: --gpu-tokens (required), --cpu-tokens")
+@click.option("--speedup", type=click.FloatRange(0, MAX_SPEEDUP, min_open=True), default=None,
+              help="with --trace: the gaps between timestamps divided by this (2: the trace in half its time)")
+@click.option("--json", "as_json", is_flag=True, help="print the whole result as JSON, one record per request and router")
+@serving_options
+@keeps_nothing
+def command(
+    replicas: int, routers: tuple[str, ...], shared_tier: str | None, trace: str | None, speedup: float | None,
+    as_json: bool, steps_file: Path | None, **flags: Any,
+) -> None:
+    """Serve the workload with N replicas behind each router given, each replica vLLM's scheduler over its own GPU
+    and tiers (and the shared tier), on one clock: hit ratios beside a pooled and an unbounded cache, TTFT, load.
+
+    A scenario's requests arrive as --concurrency (1 by default) or --rate say; a trace's at its timestamps unless
+    --concurrency or --rate is given. Not kept in the runs database (--no-save is accepted)."""
+    serving = take_serving(flags)
+    settings = _settings(replicas, routers, shared_tier)
+    if speedup is not None and (trace is None or serving.concurrency is not None or serving.rate is not None):
+        raise click.UsageError("--speedup: needs --trace at its timestamps (not with --concurrency or --rate)")
+    check_new(steps_file)
+    try:
+        if trace is not None:
+            result, ledgers = _trace(trace, flags, serving, settings, speedup or 1.0)
+        else:
+            result, ledgers = _scenario(flags, serving, settings)
+    except FleetError as exc:
+        raise click.BadParameter(str(exc), param_hint=FLEET_FLAGS[exc.field]) from None
+    except ValueError as exc:  # what the engines refuse (a request larger than a replica's pool, ...)
+        raise click.UsageError(str(exc)) from None
+    write_ledgers(steps_file, ledgers)
+    if as_json:
+        click.echo(jsontext.dumps(result, indent=1))
+        return
+    # Arrivals that do not wait for the server (a rate, timestamps): the serving line says when they outran it.
+    click.echo(render(result, open_loop=serving.rate is not None or (trace is not None and serving.concurrency is None)))
+
+
+def _settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) -> FleetSettings:
+    from pydantic import ValidationError
+
+    from sim.fleet.settings import FleetSettings
+
+    given: dict[str, Any] = {"replicas": replicas, "shared_tier": shared_tier}
+    if routers:
+        given["routers"] = routers
+    try:
+        return FleetSettings(**given)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else ""
+            lines.append(f"{FLEET_FLAGS.get(field, field)}: {err['msg'].removeprefix('Value error, ')}")
+        raise click.UsageError("\n".join(lines)) from None
+
+
+def _scenario(flags: dict[str, Any], serving: Serving, settings: FleetSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    from sim.fleet.simulate import scenario_fleet_cost, simulate_fleet
+    from sim.sched.simulate import refusal
+
+    scenario = build_scenario(**flags)
+    if (refused := refusal(scenario)) is not None:
+        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG[refused[0]])
+    within_budget(scenario_fleet_cost(scenario, serving, settings))
+    return simulate_fleet(scenario, serving, settings)
+
+
+def _trace(
+    name: str, flags: dict[str, Any], serving: Serving, settings: FleetSettings, speedup: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    from app.cli.trace_options import load
+    from sim.fleet.simulate import replay_fleet, trace_fleet_cost
+    from sim.sched.replay import trace_arrivals
+    from sim.simulation.replay import ReplayError
+
+    given = [FIELD_TO_FLAG.get(f, "--" + f.replace("_", "-")) for f in WORKLOAD_FIELDS if flags.get(f) not in (None, ())]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: the trace is the workload; not with --trace")
+    loaded = load(name, flags.get("block_size"))
+    tiers = _trace_tiers(loaded, flags)
+    within_budget(trace_fleet_cost(loaded, serving, settings), "a smaller trace", where=name)
+    costs = load_costs(flags["costs_file"]) if flags.get("costs_file") is not None else None
+    timed = serving.concurrency is None and serving.rate is None
+    try:
+        arrivals = trace_arrivals(loaded, speedup) if timed else None
+        return replay_fleet(loaded, tiers, costs, serving, settings, arrivals)
+    except ReplayError as exc:
+        raise click.BadParameter(str(exc), param_hint={"storage_tiers": "--storage-tier"}.get(exc.field, "--gpu-tokens")) from None
+
+
+def _trace_tiers(trace: Trace, flags: dict[str, Any]) -> Any:
+    """The replicas' tiers in the trace's blocks, from the sizes in tokens (as vLLM logs the GPU's, its null block in)."""
+    from sim.blocks.kv import DEFAULT_MODEL, model_shape, tokens_in
+    from sim.simulation.replay import ReplayError, ReplayTiers, storage_tier
+
+    block = trace.block_tokens
+    gpu_tokens = flags.get("gpu_tokens")
+    if gpu_tokens is None:
+        raise click.UsageError("--gpu-tokens: required with --trace (each replica's GPU KV cache, as vLLM logs it)")
+    if gpu_tokens < 2 * block:
+        raise click.BadParameter(f"must hold vLLM's null block and one block of {block} tokens: at least {2 * block}",
+                                 param_hint="--gpu-tokens")
+    cpu_tokens = flags.get("cpu_tokens")
+    if cpu_tokens is None and flags.get("cpu_gb") is not None and not flags.get("no_cpu"):
+        per_token = flags.get("kv_bytes_per_token") or model_shape(flags.get("model") or DEFAULT_MODEL).bytes_per_token
+        cpu_tokens = tokens_in(flags["cpu_gb"], per_token)
+    chunk = flags.get("chunk_size") or block
+    if chunk % block:
+        raise click.BadParameter(f"must be a multiple of the trace's block size ({block})", param_hint="--chunk-size")
+    try:
+        storage = tuple(storage_tier(text) for text in flags.get("storage_tiers") or ())
+    except ReplayError as exc:
+        raise click.BadParameter(str(exc), param_hint="--storage-tier") from None
+    cpu_blocks = None if flags.get("no_cpu") or not cpu_tokens else max(1, cpu_tokens // block)
+    return ReplayTiers(gpu_tokens // block - 1, cpu_blocks, chunk // block, flags.get("cpu_backend") or "lmcache", storage)
+
+
+def render(result: dict[str, Any], open_loop: bool = False) -> str:
+    """The routers side by side, then each router's replicas, then each router's serving line."""
+    fleet = result["fleet"]
+    bounds = fleet["bounds"]
+    shared = f", shared tier {fleet['shared_tier']}" if fleet["shared_tier"] else ""
+    head = (f"{fleet['replicas']} replicas of {fleet['run']}{shared}; hit ratio bounds: one pooled cache "
+            f"{bounds['pooled']:.4f}, unbounded {bounds['unbounded']:.4f}")
+    rows = [
+        [e["router"], f"{s['hit_ratio']:.4f}", s["ttft_p50_ms"], s["ttft_p90_ms"], s["ttft_p99_ms"],
+         f"{s['load_imbalance']:.2f}", s["lost_tokens"]]
+        for e in result["routers"] for s in (e["summary"],)
+    ]
+    parts = [head, "", format_table(["router", "hit ratio", "TTFT p50 ms", "p90 ms", "p99 ms", "imbalance", "lost tokens"],
+                                    rows, [False] + [True] * 6)]
+    for e in result["routers"]:
+        parts += ["", f"{e['router']}:", format_table(
+            ["replica", "requests", "hit tokens", "hit ratio", "KV mean", "KV peak", "busy ms"],
+            [[r["replica"], r["requests"], r["hit_tokens"], f"{r['hit_ratio']:.4f}", f"{r['kv_usage_mean']:.2f}",
+              f"{r['kv_usage_peak']:.2f}", r["busy_ms"]] for r in e["replicas"]],
+            [False] + [True] * 6,
+        )]
+    parts.append("")
+    parts += [serving_line(e["router"], e["summary"], open_loop=open_loop) for e in result["routers"]]
+    return "\n".join(parts)

@@ -1,0 +1,65 @@
+"""A fleet's replicas: one engine per replica over the same tier shape, each with its own GPU pool and offload tiers,
+and optionally one more tier whose single store every replica reaches (LMCache's remote backend, a Mooncake store).
+
+The shared tier sits behind each replica's own tiers, searched last; its one
+capacity and policy are the store's, and each replica reads it at the tier's
+``load_ms_per_token``. LMCache's remote backend is a backend of its storage
+manager, behind the local CPU memory every store passes through
+(``storage_manager.py`` 411-431), so a shared tier needs a CPU tier on each
+replica, as a disk tier does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sim.costs.model import CostModel
+from sim.engine.loop import Engine, TierSpec
+from sim.sched.config import SchedulerConfig
+from sim.sched.step_costs import StepCosts
+from sim.sched.stepped import SteppedEngine
+from sim.tiers.offload import OffloadTier
+
+MAX_REPLICAS = 256
+
+
+class FleetError(ValueError):
+    """A fleet that cannot be built; ``field`` names the setting at fault (``replicas``, ``shared_tier``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def replica_engines(
+    run: str, spec: TierSpec, replicas: int, costs: CostModel | None = None, shared: OffloadTier | None = None,
+) -> list[Engine]:
+    """``replicas`` engines of ``spec``; with ``shared``, its tier appended to each and one store behind them all."""
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise FleetError("replicas", f"must be between 1 and {MAX_REPLICAS}, got {replicas}")
+    check_shared(shared, spec.cpu_tokens)
+    if shared is not None:
+        spec = replace(spec, more_tiers=(*spec.more_tiers, shared))
+        run = f"{run}+{shared.name}"
+    first = Engine(run, spec, costs)
+    stores = {shared.name: first.offload[-1]} if shared is not None else {}
+    return [first, *(Engine(run, spec, costs, shared=stores) for _ in range(replicas - 1))]
+
+
+def check_shared(shared: OffloadTier | None, cpu_tokens: int | None) -> None:
+    """FleetError unless a shared tier has each replica's CPU tier in front of it."""
+    if shared is not None and not cpu_tokens:
+        raise FleetError("shared_tier", f"tier {shared.name}: needs a CPU tier on each replica (every store passes through it)")
+
+
+def stepped_replicas(
+    engines: list[Engine], config: SchedulerConfig | None = None, costs: StepCosts | None = None,
+) -> list[SteppedEngine]:
+    """Each engine behind vLLM's scheduler loop; refused for a GPU policy that plans from the requests ahead."""
+    for engine in engines:
+        if getattr(engine.gpu.free_queue, "plan", None) is not None:
+            raise ValueError(
+                f"gpu_policy {engine.gpu.policy}: it plans from every request a replica will serve, which the router "
+                "decides only as requests arrive; use lru, fifo or mru"
+            )
+    return [SteppedEngine(engine, config, costs) for engine in engines]
