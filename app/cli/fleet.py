@@ -16,7 +16,7 @@ from sim.bounds import jsontext
 from sim.fleet.replicas import MAX_REPLICAS, FleetError
 from sim.fleet.routers import ROUTER_NAMES
 from sim.fleet.settings import DEFAULT_ROUTERS
-from sim.sched.replay import MAX_SPEEDUP
+from sim.sched.replay_serving import MAX_SPEEDUP, MIN_SPEEDUP
 
 if TYPE_CHECKING:
     from sim.fleet.settings import FleetSettings
@@ -43,7 +43,7 @@ WORKLOAD_FIELDS = ("docs", "doc_tokens", "question_tokens", "questions", "output
 @click.option("--trace", default=None, metavar="FILE",
               help="a Mooncake or Bailian trace (or mooncake-synthetic) as the workload, its requests arriving at "
               "their timestamps; sizes then per replica in tokens: --gpu-tokens (required), --cpu-tokens")
-@click.option("--speedup", type=click.FloatRange(0, MAX_SPEEDUP, min_open=True), default=None,
+@click.option("--speedup", type=click.FloatRange(MIN_SPEEDUP, MAX_SPEEDUP), default=None,
               help="with --trace: the gaps between timestamps divided by this (2: the trace in half its time)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole result as JSON, one record per request and router")
 @serving_options
@@ -102,8 +102,8 @@ def _scenario(flags: dict[str, Any], serving: Serving, settings: FleetSettings) 
     from sim.sched.simulate import refusal
 
     scenario = build_scenario(**flags)
-    if (refused := refusal(scenario)) is not None:
-        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG[refused[0]])
+    if (refused := refusal(scenario, serving)) is not None:
+        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG.get(refused[0], "--" + refused[0].replace("_", "-")))
     within_budget(scenario_fleet_cost(scenario, serving, settings))
     return simulate_fleet(scenario, serving, settings)
 
@@ -113,7 +113,7 @@ def _trace(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     from app.cli.trace_options import load
     from sim.fleet.simulate import replay_fleet, trace_fleet_cost
-    from sim.sched.replay import trace_arrivals
+    from sim.sched.replay_serving import ReplayServing
     from sim.simulation.replay import ReplayError
 
     given = [FIELD_TO_FLAG.get(f, "--" + f.replace("_", "-")) for f in WORKLOAD_FIELDS if flags.get(f) not in (None, ())]
@@ -125,7 +125,7 @@ def _trace(
     costs = load_costs(flags["costs_file"]) if flags.get("costs_file") is not None else None
     timed = serving.concurrency is None and serving.rate is None
     try:
-        arrivals = trace_arrivals(loaded, speedup) if timed else None
+        arrivals = ReplayServing(timed=True, speedup=speedup).trace_arrivals(loaded.timestamps_ms) if timed else None
         return replay_fleet(loaded, tiers, costs, serving, settings, arrivals)
     except ReplayError as exc:
         raise click.BadParameter(str(exc), param_hint={"storage_tiers": "--storage-tier"}.get(exc.field, "--gpu-tokens")) from None

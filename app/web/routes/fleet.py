@@ -46,7 +46,7 @@ def fleet_of(body: Annotated[FleetInput, strict_json(FleetInput)]) -> tuple[Scen
         raise InputErrors(errors_of(exc)).for_body() from None
     except FleetError as exc:
         raise InputErrors([{"type": "value_error", "loc": (exc.field,), "msg": str(exc)}]).for_body() from None
-    if (refused := refusal(scenario)) is not None:
+    if (refused := refusal(scenario, serving)) is not None:
         raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
     return scenario, serving, settings
 

@@ -88,7 +88,7 @@ def test_bad_input_names_the_flag_and_the_limit(tmp_path: Path) -> None:
         ((*SMALL[:6], "--no-cpu", "--shared-tier", "remote:4096t"), "Invalid value for --shared-tier: tier remote: needs a CPU tier"),
         (("--trace", trace), "--gpu-tokens: required with --trace"),
         (("--speedup", "2"), "--speedup: needs --trace at its timestamps"),
-        (("--trace", trace, "--gpu-tokens", "11264", "--speedup", "0"), "0<x<=1000000"),
+        (("--trace", trace, "--gpu-tokens", "11264", "--speedup", "0"), "0.001<=x<=1000000"),
         (("--trace", trace, "--gpu-tokens", "11264", "--docs", "3"), "--docs: the trace is the workload"),
         (("--trace", trace, "--gpu-tokens", "1000"), "must hold vLLM's null block and one block of 512 tokens: at least 1024"),
         # 1,536 tokens are 3 blocks, one of them vLLM's null block; a request's 1,024 prompt tokens and its first
