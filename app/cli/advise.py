@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
+from app.cli.serving_flags import check_timed, serving_fields, take_serving, timed_options
 from app.cli.table import format_table
 from sim.advise.candidate import TIERS, Target
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
@@ -90,15 +91,23 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--ray", "ray_address", default=None, help="run candidates on a Ray cluster: ADDRESS or auto")
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
+@serving_fields
+@timed_options
 def command(
     trace: str | None, measurements_file: Path | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
     policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
     nvme_gib_hour: float | None, gpu_type: str, gpus: int, tp: int, gpu_memory_utilization: float, weights_gib: float,
     config_file: Path | None, kv_cache_dtype: str, workers: int | None, ray_address: str | None, top: int, as_json: bool,
-    **flags: Any,
+    timed: bool, speedup: float | None, **flags: Any,
 ) -> None:
     """Search GPU, CPU and disk tier sizes (and offload policies and backends) for the cheapest configuration whose
     simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio."""
+    serving = take_serving(flags)
+    check_timed(timed, speedup, serving)
+    if timed and trace is None:
+        raise click.UsageError("--timed: needs --trace (the timestamps are the trace's)")
+    if serving.stepped or timed:
+        raise click.UsageError("advise under load: not built yet")
     scenario = build_scenario(**flags)
     shape = scenario.kv_shape
     if config_file is not None:

@@ -3,6 +3,7 @@ that would have hit."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -10,6 +11,7 @@ import click
 from app.cli.replay import REPLAY_FLAGS
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
+from app.cli.serving_flags import serving_options, take_serving
 from app.cli.table import format_table
 from app.cli.trace_options import format_option, load
 from sim.bounds import jsontext
@@ -53,10 +55,11 @@ MAX_WINDOWS = 1000
               help=f"re-simulations allowed per configuration for the capacities (default {DEFAULT_MAX_RUNS}; with "
               f"--trace 60; and at most {MAX_SEARCH_BLOCKS:,} block lookups)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole explanation as JSON")
+@serving_options
 def command(
     trace_name: str | None, fmt: TraceFormat | None, gpu_blocks: int | None, cpu_blocks: int | None,
     chunk_blocks: int, windows: int,
-    seq: int | None, max_runs: int | None, as_json: bool, **flags: Any,
+    seq: int | None, max_runs: int | None, as_json: bool, steps_file: Path | None, **flags: Any,
 ) -> None:
     """Why each request's prompt tokens were computed: a cause for every token, per pass (or trace window), the
     tokens an unbounded cache would have served, and the capacities at which evicted tokens would have hit.
@@ -64,6 +67,9 @@ def command(
     Capacities come from re-simulating the run at other sizes (bounded by --max-runs; what the bound leaves out
     is counted, never guessed).
     """
+    serving = take_serving(flags)
+    if serving.stepped or steps_file is not None:
+        raise click.UsageError("explain under load: not built yet")
     seqs = None if seq is None else {seq}
     if trace_name is not None:
         result = _trace(trace_name, flags.get("block_size"), fmt, gpu_blocks, cpu_blocks, chunk_blocks, windows,

@@ -10,7 +10,15 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import load_costs, within_budget
-from app.cli.serving_flags import check_new, serving_line, serving_options, take_serving, write_ledgers
+from app.cli.serving_flags import (
+    check_new,
+    check_timed,
+    serving_line,
+    serving_options,
+    take_serving,
+    timed_options,
+    write_ledgers,
+)
 from app.cli.table import format_table
 from app.cli.trace_options import block_size_option, format_option, load
 from sim.bounds import jsontext
@@ -18,7 +26,7 @@ from sim.bounds.budget import trace_cost
 from sim.numeric import stats
 from sim.numeric.figures import ms_text
 from sim.sched.arrivals import Timed
-from sim.sched.replay import MAX_SPEEDUP, replay_served, served_trace_cost, trace_arrivals
+from sim.sched.replay import replay_served, served_trace_cost, trace_arrivals
 from sim.simulation.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
@@ -63,10 +71,7 @@ REPLAY_FLAGS = {
 @click.option("--json", "as_json", is_flag=True, help="print per-request records, per-tier hit ratios and the timeline as JSON")
 @click.option("--no-explain", is_flag=True,
               help="with --json: leave out each miss's cause (gpu_miss, computed)")
-@click.option("--timed", is_flag=True,
-              help="requests arrive at the trace's timestamps and vLLM's scheduler loop serves them: TTFT counts queueing")
-@click.option("--speedup", type=click.FloatRange(0, MAX_SPEEDUP, min_open=True), default=None,
-              help="with --timed: the gaps between timestamps divided by this (2: the trace in half its time)")
+@timed_options
 @serving_options
 @save_options
 def command(
@@ -82,10 +87,7 @@ def command(
     overlapping requests step by step (not kept in the runs database).
     """
     serving = take_serving(serving_flags)
-    if speedup is not None and not timed:
-        raise click.UsageError("--speedup: needs --timed")
-    if timed and (serving.concurrency is not None or serving.rate is not None):
-        raise click.UsageError("--timed: the trace's timestamps say when requests arrive; give it or --concurrency/--rate")
+    check_timed(timed, speedup, serving)
     costs = load_costs(costs_file) if costs_file is not None else None
     loaded = load(trace, block_size, fmt)
     within_budget(trace_cost(len(loaded), loaded.total_blocks), "a smaller trace", where=trace)

@@ -17,6 +17,7 @@ import click
 from pydantic import ValidationError
 
 from sim.numeric.figures import ms_text
+from sim.sched.arrivals import MAX_SPEEDUP
 from sim.sched.serving import Serving
 
 OVERLOAD = 1.05  # arrivals this much faster than the run served them: say the queue grew
@@ -37,12 +38,34 @@ def serving_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--steps", "steps_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
         help="write the step ledger (JSONL, one line per step and run) to this file; must not exist",
     )(func)
+    return serving_fields(func)
+
+
+def serving_fields(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add every ``Serving`` field as a flag (a command with no step ledger to write: ``advise``)."""
     for name, info in reversed(Serving.model_fields.items()):
         if info.annotation == bool | None:
             func = click.option(f"{flag_of(name)}/--no-{name.replace('_', '-')}", name, default=None, help=info.description)(func)
         else:
             func = click.option(flag_of(name), name, type=_kind(name), default=None, help=info.description)(func)
     return func
+
+
+def timed_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--timed`` (a trace's requests arrive at its timestamps) and ``--speedup``; ``check_timed`` checks them."""
+    func = click.option("--speedup", type=click.FloatRange(0, MAX_SPEEDUP, min_open=True), default=None,
+                        help="with --timed: the gaps between timestamps divided by this (2: the trace in half its time)")(func)
+    return click.option("--timed", is_flag=True,
+                        help="requests arrive at the trace's timestamps and vLLM's scheduler loop serves them: TTFT "
+                        "counts queueing")(func)
+
+
+def check_timed(timed: bool, speedup: float | None, serving: Serving) -> None:
+    """``--speedup`` only with ``--timed``, and ``--timed`` not with another arrival flag."""
+    if speedup is not None and not timed:
+        raise click.UsageError("--speedup: needs --timed")
+    if timed and (serving.concurrency is not None or serving.rate is not None):
+        raise click.UsageError("--timed: the trace's timestamps say when requests arrive; give it or --concurrency/--rate")
 
 
 def take_serving(flags: dict[str, Any]) -> Serving:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+MAX_SPEEDUP = 1_000_000.0  # a trace's gaps divided by at most this (its timestamps sent faster)
+
 
 @dataclass(frozen=True, slots=True)
 class ClosedLoop:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sim.bounds.budget import Cost, trace_cost
 from sim.costs.model import CostModel
-from sim.sched.arrivals import Arrivals, Timed
+from sim.sched.arrivals import MAX_SPEEDUP, Arrivals, Timed
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
 from sim.sched.serving import Serving
@@ -22,8 +22,6 @@ from sim.sched.simulate import STEP_BYTES, STEP_REQUEST_STEPS, TIMING_JSON_BYTES
 from sim.sched.stepped import SteppedEngine
 from sim.simulation.replay import ReplayTiers, replay_engine, trace_requests
 from sim.traces.reader import Trace
-
-MAX_SPEEDUP = 1_000_000.0
 
 
 def served_trace_cost(trace: Trace, serving: Serving) -> Cost:
