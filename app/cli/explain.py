@@ -15,6 +15,7 @@ from app.cli.serving_flags import serving_options, take_serving
 from app.cli.table import format_table
 from app.cli.trace_options import format_option, load
 from sim.bounds import jsontext
+from sim.sched.serving import Serving
 from sim.bounds.budget import capacity_search_cost, trace_cost
 from sim.explain.capacity import DEFAULT_MAX_RUNS, MAX_SEARCH_BLOCKS
 from sim.explain.causes import PRECEDENCE
@@ -69,7 +70,8 @@ def command(
     """
     serving = take_serving(flags)
     if serving.stepped or steps_file is not None:
-        raise click.UsageError("explain under load: not built yet")
+        _under_load(serving, steps_file, trace_name, seq, max_runs, as_json, flags)
+        return
     seqs = None if seq is None else {seq}
     if trace_name is not None:
         result = _trace(trace_name, flags.get("block_size"), fmt, gpu_blocks, cpu_blocks, chunk_blocks, windows,
@@ -98,6 +100,28 @@ def command(
         click.echo(_request_text(result["request"]))
     else:
         click.echo(_table(result))
+
+
+def _under_load(serving: Serving, steps_file: Path | None, trace_name: str | None, seq: int | None,
+                max_runs: int | None, as_json: bool, flags: dict[str, Any]) -> None:
+    """Each request's TTFT split into its parts, against the same run alone (app.cli.explain_served)."""
+    from app.cli import explain_served
+
+    if trace_name is not None:
+        raise click.UsageError("--trace: explain under load takes a scenario (kvscope replay --timed serves a trace)")
+    if max_runs is not None:
+        raise click.UsageError("--max-runs: the capacity search runs one request at a time; not under load")
+    result = explain_served.explain_under_load(build_scenario(**flags), serving, steps_file)
+    if seq is not None:
+        count = len(result["runs"][0]["requests"])
+        if seq >= count:
+            raise click.BadParameter(f"must be below the number of requests ({count:,}), got {seq:,}", param_hint="--request")
+    if as_json:
+        click.echo(jsontext.dumps(result, indent=1))
+    elif seq is not None:
+        click.echo(explain_served.request_text(result, seq))
+    else:
+        click.echo(explain_served.table(result))
 
 
 def _trace(name: str, block_size: int | None, fmt: TraceFormat | None, gpu_blocks: int | None, cpu_blocks: int | None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -19,6 +19,10 @@ from pydantic import ValidationError
 from sim.numeric.figures import ms_text
 from sim.sched.arrivals import MAX_SPEEDUP
 from sim.sched.serving import Serving
+
+if TYPE_CHECKING:
+    from sim.bounds.budget import Cost
+    from sim.workloads.scenario import Scenario
 
 OVERLOAD = 1.05  # arrivals this much faster than the run served them: say the queue grew
 
@@ -88,6 +92,27 @@ def check_new(steps_file: Path | None) -> None:
     """``--steps`` never overwrites: checked before anything runs."""
     if steps_file is not None and steps_file.exists():
         raise click.BadParameter(f"{steps_file} exists; nothing is overwritten, choose another name", param_hint="--steps")
+
+
+def run_served(
+    scenario: Scenario, serving: Serving, steps_file: Path | None, cost: Cost,
+    serve: Callable[[Scenario, Serving], tuple[dict[str, Any], dict[str, list[Any]]]],
+) -> dict[str, Any]:
+    """``serve`` the scenario under load, checked first (``--steps`` new, a backend the stepped engine runs, the work
+    within budget), its refusals as usage errors; each run's ledger into ``--steps``. Returns the JSON result."""
+    from app.cli.scenario_flags import FIELD_TO_FLAG, within_budget
+    from sim.sched.simulate import refusal
+
+    check_new(steps_file)
+    if (refused := refusal(scenario)) is not None:
+        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG[refused[0]])
+    within_budget(cost)
+    try:
+        result, ledgers = serve(scenario, serving)
+    except ValueError as exc:  # a workload the scheduler cannot serve (a request larger than the GPU pool)
+        raise click.UsageError(str(exc)) from None
+    write_ledgers(steps_file, ledgers)
+    return result
 
 
 def write_ledgers(steps_file: Path | None, ledgers: dict[str, list[Any]]) -> None:

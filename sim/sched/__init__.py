@@ -12,9 +12,9 @@ per-request and per-run figures and its step ledger come from ``report``.
 trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
 reading the serving settings does not load the stepped engine.
 
-Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``
-and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
+Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``,
+``overlap`` and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``simulate``, ``replay``.
+``flight``, ``report``, ``serving``, ``simulate``, ``replay``, ``shares``, ``overlap``.
 """
