@@ -101,13 +101,16 @@ def command(
     timed: bool, speedup: float | None, **flags: Any,
 ) -> None:
     """Search GPU, CPU and disk tier sizes (and offload policies and backends) for the cheapest configuration whose
-    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio."""
+    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio.
+
+    Under load (--rate, --concurrency, a scheduler flag, or --timed with --trace) vLLM's scheduler serves the
+    requests overlapping: TTFT counts queueing, GPU sizes start at the working set in flight, and each row gives the
+    highest rate it sustains within the target (requests/s per replica)."""
     serving = take_serving(flags)
     check_timed(timed, speedup, serving)
     if timed and trace is None:
         raise click.UsageError("--timed: needs --trace (the timestamps are the trace's)")
-    if serving.stepped or timed:
-        raise click.UsageError("advise under load: not built yet")
+    under_load = serving if serving.stepped or timed else None
     scenario = build_scenario(**flags)
     shape = scenario.kv_shape
     if config_file is not None:
@@ -129,12 +132,13 @@ def command(
             raise click.BadParameter(f"{measurements_file}: {exc}", param_hint="--measurements") from None
         except ValidationError as exc:
             raise click.BadParameter(f"{measurements_file}: {describe(exc)}", param_hint="--measurements") from None
-    workload: Workload = ScenarioWorkload(scenario)
+    workload: Workload = ScenarioWorkload(scenario, under_load)
     if trace is not None:
         from app.cli.trace_options import load
 
         loaded = load(trace, None)
-        workload = TraceWorkload(trace, scenario.model, scenario.bytes_per_token, loaded.block_tokens, chunk_blocks)
+        workload = TraceWorkload(trace, scenario.model, scenario.bytes_per_token, loaded.block_tokens, chunk_blocks,
+                                 serving=under_load, speedup=(speedup or 1.0) if timed else None)
     if pass_ is not None and pass_ > workload.passes:
         raise click.BadParameter(f"the workload has {workload.passes} passes, got {pass_}", param_hint="--pass")
     try:
@@ -172,30 +176,57 @@ def command(
     _print(advice, prices is not None)
 
 
+def _load_line(info: dict[str, Any]) -> str:
+    serving, rate = info["serving"], info["rate_per_s"]
+    if info["timestamps"]:
+        arrivals = "at the trace's timestamps" + (f" ({rate:,.2f} requests/s)" if rate else " (all at once)")
+    elif "rate" in serving:
+        arrivals = f"at {rate:,g} requests/s (Poisson, seed {serving['arrival_seed']})"
+    else:
+        arrivals = f"{serving['concurrency']} in flight"
+    return (f"under load: requests {arrivals}; vLLM's scheduler with --max-num-batched-tokens "
+            f"{serving['max_num_batched_tokens']} --max-num-seqs {serving['max_num_seqs']}; GPU sizes from the working "
+            f"set in flight, {info['working_set_tokens']:,} tokens")
+
+
 def _print(advice: Any, priced: bool) -> None:
     tiers = list((advice.meets[0] if advice.meets else advice.closest)["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
     head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
             "$/hour" if priced else "GiB"]
+    loaded = bool(advice.load)
+    if loaded:
+        head.append("max req/s")
+
     def cells(i: int, r: dict[str, Any]) -> list[Any]:
         c, h = r["config"], r["tier_hit_ratio"]
         cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
-        return [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
-                c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
+        out = [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
+               c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
+        if loaded:
+            rate = r.get("sustained_per_s")
+            out.append("any" if rate is None else f"{rate:,.2f}")
+        return out
+
     click.echo(f"{advice.candidates} candidates simulated")
+    if loaded:
+        click.echo(_load_line(advice.load))
     if advice.meets:
-        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * 7 + [True] * 4))
+        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * len(head)))
         best = advice.meets[0]
         if "why_cheaper_failed" in best:
             click.echo(f"why not cheaper: {best['why_cheaper_failed']}")
     else:
         c = advice.closest
         click.echo("no configuration meets the target; the closest is:")
-        click.echo(format_table(head, [cells(0, c)], [True] * 11))
+        click.echo(format_table(head, [cells(0, c)], [True] * len(head)))
         click.echo("it misses: " + "; ".join(c["misses"]))
     for note in advice.notes:
         click.echo(f"note: {note}")
     for warning in advice.warnings:
         click.echo(f"warning: {warning}")
+    if loaded:
+        click.echo("max req/s: the highest rate of arrivals (an open loop, or the trace's timestamps sped up) at which "
+                   "the row still meets the target, per replica; any: it meets even with every request at once")
     click.echo("\nto start it:")
     for name in ("vllm_native", "lmcache"):
         click.echo(f"  {name}: {advice.commands[name]}")

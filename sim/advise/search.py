@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sim.advise import facts
+from sim.advise import facts, load
 from sim.advise.candidate import MAX_CANDIDATES, TIERS, Candidate, Outcome, Target
 from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
@@ -161,6 +161,8 @@ class Advice:
     # The TTFT figure the front is drawn by ("p50_ms" or "p90_ms": the one the target bounds) and its bound, if any.
     pareto_figure: str = "p90_ms"
     pareto_target_ms: float | None = None
+    # Under load: the serving settings, the rate the target held at and the working set in flight (empty when idle).
+    load: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -251,6 +253,8 @@ def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: i
     per_refine = 1 + sum(probes(1, max((c.sizes()[t] or 0) for c in cands) // units[t]) for t in space.buy)
     dearest = max(costs, key=lambda c: c.work_steps)
     total = dearest.times((3 * top + 2) * per_refine)
+    if workload.serving is not None:  # the highest rate of each row shown (and of the closest miss)
+        total = total + dearest.times((top + 1) * load.SEARCH_EVALUATIONS)
     for cost in costs:
         total = total + cost
     return total
@@ -297,13 +301,38 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     if not meets:
         c, o = min(rows, key=lambda p: (target.shortfall(p[1]), pricing.key(p[0])))
         closest = row(c, o, pricing, target)
+    if workload.serving is not None:
+        shown = [(r, c) for r, (c, _) in zip(meets, ranked)] + ([(closest, c)] if closest is not None else [])
+        for r, rate in zip((r for r, _ in shown), sustained_all(workload, [c for _, c in shown], target, executor)):
+            r["sustained_per_s"] = rate
     notes = _break_even([row(c, o, pricing, target) for c, o in every_meet], pricing) if prices is not None else []
     best = ranked[0][0] if ranked else (min(rows, key=lambda p: target.shortfall(p[1]))[0])
     return Advice(
         len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing, target.figure),
         workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype), notes,
-        target.figure, getattr(target, target.figure),
+        target.figure, getattr(target, target.figure), _load(workload),
     )
+
+
+def _load(workload: Workload) -> dict[str, Any]:
+    """The load the advice sized for: the serving settings, the rate the target held at, the working set in flight."""
+    if workload.serving is None:
+        return {}
+    return {"serving": workload.serving.summary(), "rate_per_s": workload.rate_per_s,
+            "timestamps": getattr(workload, "speedup", None) is not None, "working_set_tokens": workload.working_set_tokens}
+
+
+def _sustained(args: tuple[Workload, Candidate, Target]) -> float | None:
+    workload, candidate, target = args
+    return load.highest_rate(
+        lambda rate: not target.misses(workload.at_rate(rate).evaluate(candidate, target.pass_)), workload.rate_per_s or 1.0
+    )
+
+
+def sustained_all(workload: Workload, cands: list[Candidate], target: Target, executor: Executor | None = None) -> list[float | None]:
+    """Each candidate's highest rate within the target (requests/s per replica; None: any rate), side by side."""
+    jobs = [(workload, c, target) for c in cands]
+    return list(executor.map(_sustained, jobs) if executor else map(_sustained, jobs))
 
 
 def _label(c: Candidate, pricing: Pricing) -> str:
