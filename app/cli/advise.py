@@ -85,7 +85,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--tp", type=click.IntRange(1, 1024), default=1, show_default=True, help="tensor-parallel size")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True)
 @click.option("--weights-gib", type=click.FloatRange(min=0), default=0.0, show_default=True, help="model weights, all ranks")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size (its _name_or_path, if any, is the model the commands start)")
 @click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="local processes (default: every core)")
 @click.option("--ray", "ray_address", default=None, help="run candidates on a Ray cluster: ADDRESS or auto")
@@ -160,7 +160,8 @@ def command(
     executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
         within_budget(advise_cost(workload, space, deployment, top), "fewer points, tiers, policies or a smaller workload", where="--points")
-        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
+        model_id = shape.hf_id if config_file is not None else None
+        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype, model_id)
     except ValueError as exc:
         message = str(exc)
         field = message.split(":")[0]
@@ -201,7 +202,7 @@ def _print(advice: Any, priced: bool) -> None:
         c, h = r["config"], r["tier_hit_ratio"]
         cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
         out = [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
-               c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
+               ",".join(c.get("policies") or [c["cpu_policy"] or "-"]), f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
         if loaded:
             rate = r.get("sustained_per_s")
             out.append("any" if rate is None else f"{rate:,.2f}")
