@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from sim.blocks.request import Request
 from sim.engine.loop import Engine, RequestRecord
@@ -72,17 +71,18 @@ def highest_rate(meets: Callable[[float | None], bool], start_per_s: float) -> f
     even at ``MIN_RATE_PER_S``. The search takes the figure as falling with the rate (as queueing makes it)."""
     if meets(None):
         return None
-    lo = hi = start_per_s
     if meets(start_per_s):
+        lo, hi = start_per_s, start_per_s * 2
         while meets(hi):
+            if hi * 2 > MAX_RATE_PER_S:
+                return hi
             lo, hi = hi, hi * 2
-            if hi > MAX_RATE_PER_S:
-                return lo
     else:
+        lo, hi = start_per_s / 2, start_per_s
         while not meets(lo):
-            hi, lo = lo, lo / 2
-            if lo < MIN_RATE_PER_S:
+            if lo / 2 < MIN_RATE_PER_S:
                 return 0.0
+            lo, hi = lo / 2, lo
     while hi / lo > 1 + RATE_PRECISION:
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if meets(mid) else (lo, mid)

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sim.bounds.budget import Cost
 from sim.blocks.request import Request
+from sim.bounds.budget import Cost
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import Engine, RequestRecord
 from sim.numeric.stats import DECIMALS, quantile
@@ -31,6 +31,7 @@ from sim.sched.report import run_summary
 from sim.sched.serving import Serving
 from sim.sched.shares import NOT_CACHED, PARTS, SharingEngine, ttft_parts
 from sim.sched.simulate import stepped_cost
+from sim.sched.stepped import SteppedRun
 from sim.simulation.run import scenario_summary, tier_spec
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
@@ -61,9 +62,9 @@ def explain_served(scenario: Scenario, serving: Serving) -> tuple[dict[str, Any]
 
 def _serve(
     name: str, scenario: Scenario, costs: CostModel, config: SchedulerConfig, requests: Sequence[Request], arrivals: Arrivals,
-) -> tuple[SharingEngine, Any]:
+) -> tuple[SharingEngine, SteppedRun]:
     engine = SharingEngine(Engine(name, tier_spec(scenario, name), costs), config)
-    return engine, engine.run(requests, arrivals)  # type: ignore[arg-type]
+    return engine, engine.run(requests, arrivals)
 
 
 def explain_run_served(

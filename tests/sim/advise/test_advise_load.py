@@ -11,12 +11,12 @@ from click.testing import CliRunner
 
 from app.cli.advise import command
 from sim.advise.candidate import Candidate, Target
-from sim.advise.load import RATE_PRECISION
+from sim.advise.load import RATE_PRECISION, SEARCH_EVALUATIONS, highest_rate
 from sim.advise.prices import Deployment
 from sim.advise.search import Space, advise, sustained_all
 from sim.advise.workloads import TraceWorkload
 from sim.costs.model import default_costs
-from sim.sched.serving import Serving
+from sim.sched.serving import MAX_RATE_PER_S, Serving
 
 TARGET = Target(p90_ms=500)
 QWEN_BYTES = 28_672
@@ -96,3 +96,28 @@ def test_under_load_no_gpu_size_is_one_prompt() -> None:
     assert all(m["config"]["gpu_tokens"] >= ws for m in data["meets"])
     assert all("sustained_per_s" in m for m in data["meets"])
     assert data["meets"][0]["sustained_per_s"] is None or data["meets"][0]["sustained_per_s"] >= 1 * (1 - RATE_PRECISION)
+
+
+@pytest.mark.parametrize("start", [0.01, 1.0, 3.7, 50.0])
+def test_the_rate_search_finds_the_threshold_from_below_or_above(start: float) -> None:
+    # A figure that meets up to 3.7 requests/s and not all at once: from any start the answer is the last rate found
+    # meeting, within 1% under 3.7, whichever way the search had to go.
+    asked: list[float | None] = []
+
+    def meets(rate: float | None) -> bool:
+        asked.append(rate)
+        return rate is not None and rate <= 3.7
+
+    found = highest_rate(meets, start)
+    assert found is not None and 3.7 * (1 - RATE_PRECISION) <= found <= 3.7
+    assert len(asked) <= SEARCH_EVALUATIONS
+    assert len(set(asked)) == len(asked)  # no rate is asked twice
+
+
+def test_the_rate_search_bounds() -> None:
+    assert highest_rate(lambda rate: True, 1.0) is None  # meets with all at once: any rate
+    assert highest_rate(lambda rate: False, 1.0) == 0.0  # not even at the floor
+    # Meeting at every rate but not all at once: doubled from 1/s up to the limit, 100,000/s: 2**16 = 65,536 is the
+    # last rate tried whose double (131,072) passes it.
+    assert MAX_RATE_PER_S == 100_000
+    assert highest_rate(lambda rate: rate is not None, 1.0) == 65_536
