@@ -5,6 +5,8 @@ A line ``...`` in the output stands for any lines; a time of day (``2026-11-30 2
 A block that calls the dashboard's API starts it as a reader would, ``$ kvscope serve [FLAGS] &`` (or
 ``kvscope emulate ... &``): the test starts that server on a free port for the block's length, and the block's
 ``localhost:8000`` and ``127.0.0.1:8000`` stand for that port, so a block never depends on a server it does not start.
+Such a server answers within 120 s, not the web's 4 s (``KVSCOPE_BUDGET``, which a shown ``--budget`` replaces), so
+that what a block shows does not depend on how busy the machine running the tests is.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def test_a_shown_command_prints_what_is_shown(where: str, block: str, tmp_path: 
             if server:
                 assert not expected, f"{where}: $ {command} is started in the background and prints nothing shown"
                 servers.append(subprocess.Popen(["bash", "-c", f"exec {server.group(1)} --port {port}"], cwd=tmp_path,
-                                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                                                env={**env, "KVSCOPE_BUDGET": "seconds=120"},
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
                 wait_until_up(f"http://127.0.0.1:{port}", servers[-1], timeout_s=60,
                               path="/healthz" if " serve" in command else "/health")
                 continue

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
+from app.cli.serving_flags import options_of, take_serving
 from app.cli.table import format_table
 from sim.advise.candidate import TIERS, Target
 from sim.advise.prices import GPU_MEMORY_GIB, Deployment, Prices, load_prices
@@ -21,6 +22,8 @@ from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.blocks.kv import KV_CACHE_DTYPES, load_config
 from sim.bounds import jsontext
 from sim.engine.events import tier_label
+from sim.sched.replay_serving import ReplayServing
+from sim.sched.serving import Serving
 from sim.simulation.replay import MAX_CHUNK_BLOCKS
 
 
@@ -84,12 +87,13 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--tp", type=click.IntRange(1, 1024), default=1, show_default=True, help="tensor-parallel size")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True)
 @click.option("--weights-gib", type=click.FloatRange(min=0), default=0.0, show_default=True, help="model weights, all ranks")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size (its _name_or_path, if any, is the model the commands start)")
 @click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="local processes (default: every core)")
 @click.option("--ray", "ray_address", default=None, help="run candidates on a Ray cluster: ADDRESS or auto")
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
+@options_of(ReplayServing, steps=False)
 def command(
     trace: str | None, measurements_file: Path | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
     policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
@@ -98,7 +102,17 @@ def command(
     **flags: Any,
 ) -> None:
     """Search GPU, CPU and disk tier sizes (and offload policies and backends) for the cheapest configuration whose
-    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio."""
+    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio.
+
+    Under load (--rate, --concurrency, a scheduler flag, or --timed with --trace) vLLM's scheduler serves the
+    requests overlapping: TTFT counts queueing, GPU sizes start at the working set in flight, and each row gives the
+    highest rate it sustains within the target (requests/s per replica)."""
+    given: ReplayServing = take_serving(flags, ReplayServing)
+    timed, speedup = given.timed, given.speedup
+    serving = Serving.model_validate(given.model_dump(include=set(Serving.model_fields), exclude_none=True))
+    if timed and trace is None:
+        raise click.UsageError("--timed: needs --trace (the timestamps are the trace's)")
+    under_load = serving if serving.stepped or timed else None
     scenario = build_scenario(**flags)
     shape = scenario.kv_shape
     if config_file is not None:
@@ -120,12 +134,13 @@ def command(
             raise click.BadParameter(f"{measurements_file}: {exc}", param_hint="--measurements") from None
         except ValidationError as exc:
             raise click.BadParameter(f"{measurements_file}: {describe(exc)}", param_hint="--measurements") from None
-    workload: Workload = ScenarioWorkload(scenario)
+    workload: Workload = ScenarioWorkload(scenario, under_load)
     if trace is not None:
         from app.cli.trace_options import load
 
         loaded = load(trace, None)
-        workload = TraceWorkload(trace, scenario.model, scenario.bytes_per_token, loaded.block_tokens, chunk_blocks)
+        workload = TraceWorkload(trace, scenario.model, scenario.bytes_per_token, loaded.block_tokens, chunk_blocks,
+                                 serving=under_load, speedup=(speedup or 1.0) if timed else None)
     if pass_ is not None and pass_ > workload.passes:
         raise click.BadParameter(f"the workload has {workload.passes} passes, got {pass_}", param_hint="--pass")
     try:
@@ -147,7 +162,8 @@ def command(
     executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
         within_budget(advise_cost(workload, space, deployment, top), "fewer points, tiers, policies or a smaller workload", where="--points")
-        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
+        model_id = shape.hf_id if config_file is not None else None
+        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype, model_id)
     except ValueError as exc:
         message = str(exc)
         field = message.split(":")[0]
@@ -163,30 +179,57 @@ def command(
     _print(advice, prices is not None)
 
 
+def _load_line(info: dict[str, Any]) -> str:
+    serving, rate = info["serving"], info["rate_per_s"]
+    if info["timestamps"]:
+        arrivals = "at the trace's timestamps" + (f" ({rate:,.2f} requests/s)" if rate else " (all at once)")
+    elif "rate" in serving:
+        arrivals = f"at {rate:,g} requests/s (Poisson, seed {serving['arrival_seed']})"
+    else:
+        arrivals = f"{serving['concurrency']} in flight"
+    return (f"under load: requests {arrivals}; vLLM's scheduler with --max-num-batched-tokens "
+            f"{serving['max_num_batched_tokens']} --max-num-seqs {serving['max_num_seqs']}; GPU sizes from the working "
+            f"set in flight, {info['working_set_tokens']:,} tokens")
+
+
 def _print(advice: Any, priced: bool) -> None:
     tiers = list((advice.meets[0] if advice.meets else advice.closest)["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
     head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
             "$/hour" if priced else "GiB"]
+    loaded = bool(advice.load)
+    if loaded:
+        head.append("max req/s")
+
     def cells(i: int, r: dict[str, Any]) -> list[Any]:
         c, h = r["config"], r["tier_hit_ratio"]
         cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
-        return [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
-                c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
+        out = [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
+               ",".join(c.get("policies") or [c["cpu_policy"] or "-"]), f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
+        if loaded:
+            rate = r.get("sustained_per_s")
+            out.append("any" if rate is None else f"{rate:,.2f}")
+        return out
+
     click.echo(f"{advice.candidates} candidates simulated")
+    if loaded:
+        click.echo(_load_line(advice.load))
     if advice.meets:
-        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * 7 + [True] * 4))
+        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * len(head)))
         best = advice.meets[0]
         if "why_cheaper_failed" in best:
             click.echo(f"why not cheaper: {best['why_cheaper_failed']}")
     else:
         c = advice.closest
         click.echo("no configuration meets the target; the closest is:")
-        click.echo(format_table(head, [cells(0, c)], [True] * 11))
+        click.echo(format_table(head, [cells(0, c)], [True] * len(head)))
         click.echo("it misses: " + "; ".join(c["misses"]))
     for note in advice.notes:
         click.echo(f"note: {note}")
     for warning in advice.warnings:
         click.echo(f"warning: {warning}")
+    if loaded:
+        click.echo("max req/s: the highest rate of arrivals (an open loop, or the trace's timestamps sped up) at which "
+                   "the row still meets the target, per replica; any: it meets even with every request at once")
     click.echo("\nto start it:")
     for name in ("vllm_native", "lmcache"):
         click.echo(f"  {name}: {advice.commands[name]}")

@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
 
 from sim.numeric.figures import ms_text
 from sim.sched.serving import Serving
+
+if TYPE_CHECKING:
+    from sim.bounds.budget import Cost
+    from sim.workloads.scenario import Scenario
 
 OVERLOAD = 1.05  # arrivals this much faster than the run served them: say the queue grew
 
@@ -31,15 +35,17 @@ def _kind(model: type[Serving], field: str) -> Any:
     return {int | None: int, float | None: float, int: int}.get(annotation, annotation)
 
 
-def options_of(model: type[Serving]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A decorator adding every field of ``model`` (``Serving`` or a subclass) as a flag, and ``--steps``: a
-    ``bool | None`` field is a ``--x/--no-x`` pair, a ``bool`` one a plain switch."""
+def options_of(model: type[Serving], *, steps: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator adding every field of ``model`` (``Serving`` or a subclass) as a flag, and ``--steps`` unless the
+    command writes no step ledger (``advise``): a ``bool | None`` field is a ``--x/--no-x`` pair, a ``bool`` one a
+    plain switch."""
 
     def add(func: Callable[..., Any]) -> Callable[..., Any]:
-        func = click.option(
-            "--steps", "steps_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-            help="write the step ledger (JSONL, one line per step and run) to this file; must not exist",
-        )(func)
+        if steps:
+            func = click.option(
+                "--steps", "steps_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                help="write the step ledger (JSONL, one line per step and run) to this file; must not exist",
+            )(func)
         for name, info in reversed(model.model_fields.items()):
             if info.annotation == bool | None:
                 func = click.option(f"{flag_of(name)}/--no-{name.replace('_', '-')}", name, default=None, help=info.description)(func)
@@ -92,6 +98,28 @@ def check_new(steps_file: Path | None) -> None:
     """``--steps`` never overwrites: checked before anything runs."""
     if steps_file is not None and steps_file.exists():
         raise click.BadParameter(f"{steps_file} exists; nothing is overwritten, choose another name", param_hint="--steps")
+
+
+def run_served(
+    scenario: Scenario, serving: Serving, steps_file: Path | None, cost: Cost,
+    serve: Callable[[Scenario, Serving, Any], tuple[dict[str, Any], dict[str, list[Any]]]],
+) -> dict[str, Any]:
+    """``serve`` the scenario under load (given the CLI's step-by-step work limit), checked first (``--steps`` new,
+    what the stepped engine can serve, the work within budget), its refusals as usage errors naming the flag; each
+    run's ledger into ``--steps``. Returns the JSON result."""
+    from app.cli.scenario_flags import FIELD_TO_FLAG, within_budget
+    from sim.sched.simulate import refusal
+
+    check_new(steps_file)
+    if (cannot := refusal(scenario, serving)) is not None:
+        raise click.BadParameter(cannot[1], param_hint=FIELD_TO_FLAG.get(cannot[0], flag_of(cannot[0])))
+    within_budget(cost)
+    try:
+        result, ledgers = serve(scenario, serving, cli_limit(serving))
+    except ValueError as exc:  # a workload the scheduler cannot serve (a request larger than the GPU pool), or one
+        raise refused(exc) from None  # that outgrew the work budget as it ran
+    write_ledgers(steps_file, ledgers)
+    return result
 
 
 def write_ledgers(steps_file: Path | None, ledgers: dict[str, list[Any]]) -> None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from app.cli.save_run import save_options, save_run
-from app.cli.scenario_flags import FIELD_TO_FLAG, build_scenario, scenario_options, within_budget
-from app.cli.serving_flags import check_new, cli_limit, refused, serving_line, serving_options, take_serving, write_ledgers
+from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
+from app.cli.serving_flags import run_served, serving_line, serving_options, take_serving
 from app.cli.table import render_table
 from sim.bounds import jsontext
 from sim.calibration import measurements
@@ -63,18 +63,9 @@ def command(
 
 
 def _stepped(scenario: Scenario, serving: Serving, steps_file: Path | None) -> dict[str, Any]:
-    from sim.sched.simulate import refusal, simulate_stepped, stepped_cost
+    from sim.sched.simulate import simulate_stepped, stepped_cost
 
-    check_new(steps_file)
-    if (refused := refusal(scenario, serving)) is not None:
-        raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG.get(refused[0], "--" + refused[0].replace("_", "-")))
-    within_budget(stepped_cost(scenario, serving))
-    try:
-        result, ledgers = simulate_stepped(scenario, serving, cli_limit(serving))
-    except ValueError as exc:  # a workload the scheduler cannot serve (a request larger than the GPU pool), or one
-        raise refused(exc) from None  # that outgrew the work budget as it ran
-    write_ledgers(steps_file, ledgers)
-    return result
+    return run_served(scenario, serving, steps_file, stepped_cost(scenario, serving), simulate_stepped)
 
 
 def run_open(result: dict[str, Any]) -> bool:

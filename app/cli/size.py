@@ -28,7 +28,7 @@ def _scenario_int(name: str) -> dict[str, object]:
 @click.option("--doc-tokens", **_scenario_int("doc_tokens"), help="tokens per document")
 @click.option("--chunk-size", **_scenario_int("chunk_size"), help="CPU chunk size (only full chunks are stored)")
 @click.option("--gpu-memory-gb", type=click.FloatRange(min=0, min_open=True), default=None, help="GPU memory left for KV cache, GiB")
-@click.option("--list", "list_models", is_flag=True, help="list the known models and their KV bytes per token")
+@click.option("--list", "list_models", is_flag=True, help="list the known models, their KV bytes per token and Hugging Face ids")
 @click.option("--json", "as_json", is_flag=True, help="print as JSON")
 def command(
     model: str | None, config_file: Path | None, docs: int, doc_tokens: int, chunk_size: int,
@@ -36,8 +36,9 @@ def command(
 ) -> None:
     """Size a CPU tier from a model's KV bytes per token (layers x KV heads x head dim x 2 x dtype bytes)."""
     if list_models:
-        rows = [[m.name, m.layers, m.kv_heads, m.head_dim, m.bytes_per_token] for m in MODELS.values()]
-        click.echo(format_table(["model", "layers", "kv heads", "head dim", "bytes/token"], rows, [False, True, True, True, True]))
+        rows = [[m.name, m.layers, m.kv_heads, m.head_dim, m.bytes_per_token, m.hf_id] for m in MODELS.values()]
+        click.echo(format_table(["model", "layers", "kv heads", "head dim", "bytes/token", "Hugging Face id"], rows,
+                                [False, True, True, True, True, False]))
         return
     if model and config_file:
         raise click.UsageError("give --model or --config, not both")

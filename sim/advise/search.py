@@ -21,12 +21,13 @@ from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sim.advise import facts
+from sim.advise import facts, load
 from sim.advise.candidate import MAX_CANDIDATES, TIERS, Candidate, Outcome, Target
 from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
 from sim.analysis.sweep import probes
-from sim.blocks.kv import GIB
+from sim.blocks.kv import GIB, model_shape
+from sim.sched.config import SchedulerConfig
 from sim.bounds.budget import Cost
 from sim.numeric.search import smallest
 from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND
@@ -161,6 +162,8 @@ class Advice:
     # The TTFT figure the front is drawn by ("p50_ms" or "p90_ms": the one the target bounds) and its bound, if any.
     pareto_figure: str = "p90_ms"
     pareto_target_ms: float | None = None
+    # Under load: the serving settings, the rate the target held at and the working set in flight (empty when idle).
+    load: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -251,6 +254,8 @@ def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: i
     per_refine = 1 + sum(probes(1, max((c.sizes()[t] or 0) for c in cands) // units[t]) for t in space.buy)
     dearest = max(costs, key=lambda c: c.work_steps)
     total = dearest.times((3 * top + 2) * per_refine)
+    if workload.serving is not None:  # the highest rate of each row shown (and of the closest miss)
+        total = total + dearest.times((top + 1) * load.SEARCH_EVALUATIONS)
     for cost in costs:
         total = total + cost
     return total
@@ -258,8 +263,9 @@ def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: i
 
 def advise(workload: Workload, target: Target, space: Space, deployment: Deployment, prices: Prices | None,
            executor: Executor | None = None, progress: Progress | None = None, top: int = 10,
-           kv_cache_dtype: str = "auto") -> Advice:
-    """Search the space, rank the candidates that meet the target by cost, and explain the rest."""
+           kv_cache_dtype: str = "auto", model_id: str | None = None) -> Advice:
+    """Search the space, rank the candidates that meet the target by cost, and explain the rest. The commands start
+    ``model_id`` (default: the Hugging Face id of the workload's model)."""
     if target.pass_ is not None and not 1 <= target.pass_ <= workload.passes:
         raise ValueError(f"pass must be from 1 to {workload.passes}, got {target.pass_}")
     pricing = Pricing(workload.bytes_per_token, deployment, prices)
@@ -269,7 +275,12 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     outcomes = evaluate_all(workload, cands, target.pass_, executor, progress)
     rows = [(c, o) for c, o in zip(cands, outcomes)]
     grid = {t: sorted({c.sizes()[t] for c in cands if c.sizes()[t] is not None}) for t in TIERS}
-    meeting = sorted((p for p in rows if not target.misses(p[1])), key=lambda p: pricing.key(p[0]))
+    def order(p: tuple[Candidate, Outcome]) -> tuple[float, ...]:
+        """Cheapest first; at one cost the engine's default policy first (a tie is then led by it)."""
+        c = p[0]
+        return (*pricing.key(c), c.cpu_policy != facts.default_policy(c.cpu_backend or DEFAULT_CPU_BACKEND))
+
+    meeting = sorted((p for p in rows if not target.misses(p[1])), key=order)
     # The cheapest meets, and the cheapest with and without a CPU tier (the break-even note compares those two).
     chosen = meeting[: 3 * top]
     for has_cpu in (False, True):
@@ -279,14 +290,15 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
         if pair is not None:
             better, o = refine(workload, target, space, pair[0], grid)  # type: ignore[arg-type]
             refined.setdefault(better, o)
-    every_meet = sorted(
-        ((c, o) for c, o in refined.items() if not any(_dominates(d, c) for d in refined)), key=lambda p: pricing.key(p[0])
-    )
-    ranked = every_meet[:top]
+    every_meet = sorted(((c, o) for c, o in refined.items() if not any(_dominates(d, c) for d in refined)), key=order)
+    ranked, tied = ties(every_meet)
+    ranked = ranked[:top]
     failed = sorted((p for p in rows if target.misses(p[1])), key=lambda p: pricing.key(p[0]))
     meets = []
     for c, o in ranked:
         r = row(c, o, pricing, target)
+        if c.cpu_tokens:
+            r["config"]["policies"] = tied[c]
         cheaper = [f for f in failed if pricing.key(f[0]) < pricing.key(c)]
         r["cheaper_failed"] = len(cheaper)
         if cheaper:
@@ -295,15 +307,57 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
         meets.append(r)
     closest = None
     if not meets:
-        c, o = min(rows, key=lambda p: (target.shortfall(p[1]), pricing.key(p[0])))
+        c, o = min(rows, key=lambda p: (target.shortfall(p[1]), *order(p)))
         closest = row(c, o, pricing, target)
+    if workload.serving is not None:
+        shown = [(r, c) for r, (c, _) in zip(meets, ranked)] + ([(closest, c)] if closest is not None else [])
+        for r, rate in zip((r for r, _ in shown), sustained_all(workload, [c for _, c in shown], target, executor)):
+            r["sustained_per_s"] = rate
     notes = _break_even([row(c, o, pricing, target) for c, o in every_meet], pricing) if prices is not None else []
-    best = ranked[0][0] if ranked else (min(rows, key=lambda p: target.shortfall(p[1]))[0])
+    best = ranked[0][0] if ranked else (min(rows, key=lambda p: (target.shortfall(p[1]), *order(p)))[0])
     return Advice(
         len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing, target.figure),
-        workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype), notes,
-        target.figure, getattr(target, target.figure),
+        workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype, model_id), notes,
+        target.figure, getattr(target, target.figure), _load(workload),
     )
+
+
+def ties(pairs: list[tuple[Candidate, Outcome]]) -> tuple[list[tuple[Candidate, Outcome]], dict[Candidate, list[str]]]:
+    """``pairs`` with candidates that differ only in their policy and have the same outcome made one, the first of
+    them (in ``pairs``' order) standing for all; and each one's policies, its own first."""
+    kept: dict[tuple[Any, ...], Candidate] = {}
+    out, policies = [], {}
+    for c, o in pairs:
+        key = (c.gpu_tokens, c.cpu_tokens, c.disk_tokens, c.cpu_backend, o.p50_ms, o.p90_ms, o.hit_ratio,
+               tuple(o.tier_hit_ratio.items()))
+        first = kept.setdefault(key, c)
+        if first is c:
+            out.append((c, o))
+            policies[c] = [c.cpu_policy]
+        else:
+            policies[first].append(c.cpu_policy)
+    return out, policies
+
+
+def _load(workload: Workload) -> dict[str, Any]:
+    """The load the advice sized for: the serving settings, the rate the target held at, the working set in flight."""
+    if workload.serving is None:
+        return {}
+    return {"serving": workload.serving.summary(), "rate_per_s": workload.rate_per_s,
+            "timestamps": getattr(workload, "speedup", None) is not None, "working_set_tokens": workload.working_set_tokens}
+
+
+def _sustained(args: tuple[Workload, Candidate, Target]) -> float | None:
+    workload, candidate, target = args
+    return load.highest_rate(
+        lambda rate: not target.misses(workload.at_rate(rate).evaluate(candidate, target.pass_)), workload.rate_per_s or 1.0
+    )
+
+
+def sustained_all(workload: Workload, cands: list[Candidate], target: Target, executor: Executor | None = None) -> list[float | None]:
+    """Each candidate's highest rate within the target (requests/s per replica; None: any rate), side by side."""
+    jobs = [(workload, c, target) for c in cands]
+    return list(executor.map(_sustained, jobs) if executor else map(_sustained, jobs))
 
 
 def _label(c: Candidate, pricing: Pricing) -> str:
@@ -347,23 +401,33 @@ def _warnings(c: Candidate, pricing: Pricing) -> list[str]:
     return out
 
 
-def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype: str) -> dict[str, str]:
+def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype: str, model_id: str | None = None) -> dict[str, str]:
     tp = pricing.deployment.tp
     units = workload.units()
     block, chunk = units["gpu"], units["cpu"]
     gpu_bytes_per_gpu = -(-(c.gpu_tokens + block) * workload.bytes_per_token // tp)  # the null block on top
     cpu_total = pricing.gib(c.cpu_tokens) if c.cpu_tokens else None
     disk_total = pricing.gib(c.disk_tokens) if c.disk_tokens else None
-    out = {"vllm_native": facts.vllm_native(workload.model, tp, block, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype, c.cpu_policy)}
+    model = model_id or served_id(workload.model)
+    scheduler = workload.serving.scheduler_config() if workload.serving is not None else SchedulerConfig()
+    out = {"vllm_native": facts.vllm_native(model, tp, block, gpu_bytes_per_gpu, cpu_total, kv_cache_dtype, c.cpu_policy, scheduler)}
     out["lmcache"] = facts.lmcache(
-        workload.model, tp, block, gpu_bytes_per_gpu, chunk, cpu_total / tp if cpu_total else None,
-        disk_total / tp if disk_total else None, c.cpu_policy, kv_cache_dtype,
+        model, tp, block, gpu_bytes_per_gpu, chunk, cpu_total / tp if cpu_total else None,
+        disk_total / tp if disk_total else None, c.cpu_policy, kv_cache_dtype, scheduler,
     )
     out["sizes"] = "LMCACHE_MAX_LOCAL_CPU_SIZE is per tensor-parallel rank; --kv-offloading-size is the replica's total"
     simulated = _simulated_as(c)
     if simulated:
         out["simulated"] = simulated
     return out
+
+
+def served_id(model: str) -> str:
+    """The id ``vllm serve`` loads a known model by (the table's Hugging Face id), else the name as given."""
+    try:
+        return model_shape(model).hf_id or model
+    except ValueError:
+        return model
 
 
 def _simulated_as(c: Candidate) -> str | None:

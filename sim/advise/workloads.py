@@ -4,24 +4,39 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
+from sim.advise import load
 from sim.advise.candidate import TIERS, Candidate, Outcome, field_choices
 from sim.bounds.budget import SUMMARY_JSON_BYTES, Cost, trace_cost
+from sim.costs.model import default_costs
 from sim.engine import compiled
+from sim.engine.loop import Engine, RequestRecord
 from sim.numeric import stats
-from sim.simulation.replay import ReplayTiers, kv_block_counts, run_replay
-from sim.simulation.run import run_records
+from sim.sched.replay import served_trace_cost
+from sim.sched.replay_serving import trace_arrivals
+from sim.sched.serving import Serving
+from sim.sched.simulate import stepped_cost
+from sim.simulation.replay import ReplayTiers, kv_block_counts, replay_engine, run_replay, trace_requests
+from sim.simulation.run import run_records, tier_spec
 from sim.traces.reader import Trace, open_trace
 from sim.workloads.estimate import simulation_cost
-from sim.workloads.scenario import Scenario
+from sim.workloads.requests import build_requests
+from sim.workloads.scenario import MAX_GPU_TOKENS, Scenario
 
 
 @dataclass(frozen=True)
 class ScenarioWorkload:
-    """A scenario's requests; the target may look at one pass only."""
+    """A scenario's requests; the target may look at one pass only.
+
+    With ``serving`` they are served under load (``sim.advise.load``): TTFT
+    counts queueing, and ``burst`` sends every request at once.
+    """
 
     scenario: Scenario
+    serving: Serving | None = None
+    burst: bool = False
 
     def _at(self, candidate: Candidate) -> Scenario:
         """The scenario with the candidate's tiers."""
@@ -34,14 +49,24 @@ class ScenarioWorkload:
         return self.scenario.model_copy(update=changes)
 
     def cost(self, candidate: Candidate) -> Cost:
-        """What ``evaluate`` costs (``sim.bounds.budget``): one run, the one with every tier the candidate has."""
+        """What ``evaluate`` costs (``sim.bounds.budget``): one run, the one with every tier the candidate has (under
+        load: every run's request-steps, an upper bound)."""
         scenario = self._at(candidate)
+        if self.serving is not None:
+            return stepped_cost(scenario, self.serving)
         return simulation_cost(scenario, runs=(scenario.run_names[-1],), records=False)
+
+    def _records(self, scenario: Scenario, run: str) -> tuple[list[RequestRecord], int]:
+        if self.serving is None:
+            return run_records(scenario, run), 0
+        engine = Engine(run, tier_spec(scenario, run), scenario.costs or default_costs())
+        requests = build_requests(scenario)
+        return load.serve(engine, self.serving, requests, load.burst(len(requests)) if self.burst else None)
 
     def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
         scenario = self._at(candidate)
         run = scenario.run_names[-1]
-        records = [r for r in run_records(scenario, run) if pass_ is None or r.pass_ == pass_]
+        records = [r for r in self._records(scenario, run)[0] if pass_ is None or r.pass_ == pass_]
         if not records:
             raise ValueError(f"pass must be from 1 to {len(self.scenario.passes)}, got {pass_}")
         prompt = sum(r.prompt_tokens for r in records)
@@ -57,9 +82,33 @@ class ScenarioWorkload:
             {t: round(h / prompt, 4) for t, h in hits.items()},
         )
 
+    @cached_property
+    def working_set_tokens(self) -> int | None:
+        """Under load: the GPU tokens (with the null block) that requests hold at once when the GPU could hold every
+        request's blocks together; None for an idle server."""
+        if self.serving is None:
+            return None
+        s = self.scenario
+        ample = min((s.total_requests * s.request_blocks + 1) * s.block_size, MAX_GPU_TOKENS)
+        scenario = self._at(Candidate(ample, None, None, s.cpu_policy, None))
+        peak = self._records(scenario, scenario.run_names[-1])[1]
+        return (peak + 1) * s.block_size
+
     @property
     def min_gpu_tokens(self) -> int:
-        return self.scenario.min_gpu_tokens
+        return max(self.scenario.min_gpu_tokens, self.working_set_tokens or 0)
+
+    @property
+    def rate_per_s(self) -> float | None:
+        """The rate the target holds at: the open loop's (None: a closed loop, or an idle server)."""
+        return None if self.serving is None else self.serving.rate
+
+    def at_rate(self, rate_per_s: float | None) -> ScenarioWorkload:
+        """The workload with requests arriving at ``rate_per_s`` (None: all at once)."""
+        assert self.serving is not None
+        if rate_per_s is None:
+            return replace(self, burst=True)
+        return replace(self, serving=load.at_rate(self.serving, rate_per_s), burst=False)
 
     @property
     def bytes_per_token(self) -> int:
@@ -129,6 +178,9 @@ class TraceWorkload:
     cpu_tokens: int | None = None
     passes: int = 1
     replays: int = 1
+    serving: Serving | None = None  # served under load (sim.advise.load), at its timestamps when ``speedup`` is set
+    speedup: float | None = None
+    burst: bool = False
 
     @property
     def trace(self) -> Trace:
@@ -151,27 +203,73 @@ class TraceWorkload:
 
     def cost(self, candidate: Candidate) -> Cost:
         """What ``evaluate`` costs (``sim.bounds.budget``): one replay of the trace, of which only a summary is kept; a
-        fraction of the Python engine's work when it runs compiled."""
+        fraction of the Python engine's work when it runs compiled (under load: the stepped engine's)."""
         trace = self.trace
+        if self.serving is not None:
+            return served_trace_cost(trace, self.serving)
         replay = trace_cost(len(trace), trace.total_blocks)
         work = replay.work_steps
         if compiled.replays_compiled(self._tiers(candidate).spec(self.block), trace.total_blocks * self.replays):
             work = math.ceil(work * compiled.COMPILED_REPLAY_FRACTION)
         return Cost(work, replay.memory_bytes, SUMMARY_JSON_BYTES)
 
+    def _served(self, candidate: Candidate) -> tuple[list[RequestRecord], int]:
+        assert self.serving is not None
+        trace = self.trace
+        arrivals = load.burst(len(trace)) if self.burst else trace_arrivals(trace.timestamps_ms, self.speedup) if self.speedup else None
+        requests = load.with_outputs(trace_requests(trace, self.chunk_blocks), trace.output_tokens)
+        return load.serve(replay_engine(trace, self._tiers(candidate)), self.serving, requests, arrivals)
+
     def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
-        outcome = run_replay(self.trace, self._tiers(candidate), replays=self.replays)
         prompt = sum(self.trace.input_tokens)
-        hits = {"gpu": sum(outcome.gpu_hit), "cpu": sum(outcome.cpu_hit), "disk": 0}
-        ttfts = list(outcome.ttft_ms)
+        if self.serving is not None:
+            records = self._served(candidate)[0]
+            hits = {"gpu": sum(r.gpu_hit_tokens for r in records), "cpu": sum(r.cpu_hit_tokens for r in records), "disk": 0}
+            ttfts = [r.ttft_ms for r in records]
+        else:
+            outcome = run_replay(self.trace, self._tiers(candidate), replays=self.replays)
+            hits = {"gpu": sum(outcome.gpu_hit), "cpu": sum(outcome.cpu_hit), "disk": 0}
+            ttfts = list(outcome.ttft_ms)
         return Outcome(
             round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
             {t: round(h / prompt, 4) for t, h in hits.items()},
         )
 
+    @cached_property
+    def working_set_tokens(self) -> int | None:
+        """Under load: the GPU tokens (with the null block) requests hold at once on a GPU that could hold them all."""
+        if self.serving is None:
+            return None
+        ample = (sum(kv_block_counts(self.trace)) + 1) * self.block
+        return (self._served(Candidate(ample))[1] + 1) * self.block
+
     @property
     def min_gpu_tokens(self) -> int:
-        return (max(kv_block_counts(self.trace)) + 1) * self.block  # the longest request (decode too) and the null block
+        one = (max(kv_block_counts(self.trace)) + 1) * self.block  # the longest request (decode too) and the null block
+        return max(one, self.working_set_tokens or 0)
+
+    @property
+    def rate_per_s(self) -> float | None:
+        """The rate the target holds at: the open loop's, or the trace's own at its timestamps (sped up); None when
+        every request comes at once, for a closed loop or an idle server."""
+        if self.serving is None:
+            return None
+        if self.speedup is None:
+            return self.serving.rate
+        stamps = self.trace.timestamps_ms
+        span = (stamps[-1] - stamps[0]) / self.speedup if len(stamps) > 1 else 0.0
+        return (len(stamps) - 1) * 1000.0 / span if span > 0 else None
+
+    def at_rate(self, rate_per_s: float | None) -> TraceWorkload:
+        """The workload arriving at ``rate_per_s`` (None: all at once): the timestamps sped up to it, or an open loop."""
+        assert self.serving is not None
+        if rate_per_s is None:
+            return replace(self, burst=True)
+        if self.speedup is not None:
+            own = replace(self, speedup=1.0).rate_per_s
+            if own is not None:
+                return replace(self, speedup=rate_per_s / own, burst=False)
+        return replace(self, serving=load.at_rate(self.serving, rate_per_s), speedup=None, burst=False)
 
     @property
     def footprint_tokens(self) -> int:

@@ -41,6 +41,7 @@ class KvShape:
     qk_rope_head_dim: int = 0
     sliding_window: int | None = None
     sliding_layers: int = 0
+    hf_id: str | None = None  # the Hugging Face id ``vllm serve`` loads it by (None: not known)
 
     @property
     def layer_bytes_per_token(self) -> int:
@@ -130,27 +131,28 @@ class KvShape:
 
 
 # Shapes from each model's published config.json (num_hidden_layers,
-# num_key_value_heads, hidden_size / num_attention_heads), bf16.
+# num_key_value_heads, hidden_size / num_attention_heads), bf16, with the Hugging Face id of that config's repository
+# (the instruction-tuned release, as served; its base model has the same shape).
 MODELS: dict[str, KvShape] = {
     m.name: m
     for m in (
-        KvShape("qwen2.5-0.5b", 24, 2, 64),
-        KvShape("qwen2.5-1.5b", 28, 2, 128),
-        KvShape("qwen2.5-3b", 36, 2, 128),
-        KvShape("qwen2.5-7b", 28, 4, 128),
-        KvShape("qwen2.5-14b", 48, 8, 128),
-        KvShape("qwen2.5-32b", 64, 8, 128),
-        KvShape("qwen2.5-72b", 80, 8, 128),
-        KvShape("llama-3.2-1b", 16, 8, 64),
-        KvShape("llama-3.2-3b", 28, 8, 128),
-        KvShape("llama-3.1-8b", 32, 8, 128),
-        KvShape("llama-3.1-70b", 80, 8, 128),
-        KvShape("mistral-7b", 32, 8, 128),
-        KvShape("mixtral-8x7b", 32, 8, 128),
+        KvShape("qwen2.5-0.5b", 24, 2, 64, hf_id="Qwen/Qwen2.5-0.5B-Instruct"),
+        KvShape("qwen2.5-1.5b", 28, 2, 128, hf_id="Qwen/Qwen2.5-1.5B-Instruct"),
+        KvShape("qwen2.5-3b", 36, 2, 128, hf_id="Qwen/Qwen2.5-3B-Instruct"),
+        KvShape("qwen2.5-7b", 28, 4, 128, hf_id="Qwen/Qwen2.5-7B-Instruct"),
+        KvShape("qwen2.5-14b", 48, 8, 128, hf_id="Qwen/Qwen2.5-14B-Instruct"),
+        KvShape("qwen2.5-32b", 64, 8, 128, hf_id="Qwen/Qwen2.5-32B-Instruct"),
+        KvShape("qwen2.5-72b", 80, 8, 128, hf_id="Qwen/Qwen2.5-72B-Instruct"),
+        KvShape("llama-3.2-1b", 16, 8, 64, hf_id="meta-llama/Llama-3.2-1B-Instruct"),
+        KvShape("llama-3.2-3b", 28, 8, 128, hf_id="meta-llama/Llama-3.2-3B-Instruct"),
+        KvShape("llama-3.1-8b", 32, 8, 128, hf_id="meta-llama/Llama-3.1-8B-Instruct"),
+        KvShape("llama-3.1-70b", 80, 8, 128, hf_id="meta-llama/Llama-3.1-70B-Instruct"),
+        KvShape("mistral-7b", 32, 8, 128, hf_id="mistralai/Mistral-7B-Instruct-v0.3"),
+        KvShape("mixtral-8x7b", 32, 8, 128, hf_id="mistralai/Mixtral-8x7B-Instruct-v0.1"),
         # DeepSeek-V3: 61 layers of MLA, kv_lora_rank 512 + qk_rope_head_dim 64.
-        KvShape("deepseek-v3", 61, 1, 576, attention="mla", kv_lora_rank=512, qk_rope_head_dim=64),
+        KvShape("deepseek-v3", 61, 1, 576, attention="mla", kv_lora_rank=512, qk_rope_head_dim=64, hf_id="deepseek-ai/DeepSeek-V3"),
         # Gemma 3 27B: 62 layers, every 6th full, the rest a 1,024-token window; 16 KV heads x 128.
-        KvShape("gemma-3-27b", 62, 16, 128, sliding_window=1024, sliding_layers=52),
+        KvShape("gemma-3-27b", 62, 16, 128, sliding_window=1024, sliding_layers=52, hf_id="google/gemma-3-27b-it"),
     )
 }
 DEFAULT_MODEL = "qwen2.5-1.5b"
@@ -220,9 +222,20 @@ def _sliding_layers(cfg: dict[str, Any], layers: int) -> int:
 
 
 def shape_from_config(config: dict[str, Any], name: str = "config.json") -> KvShape:
-    """The KV shape from a Hugging Face ``config.json`` (also reads ``text_config``): GQA, MLA, sliding windows."""
+    """The KV shape from a Hugging Face ``config.json`` (also reads ``text_config``): GQA, MLA, sliding windows; its
+    ``_name_or_path`` (where ``transformers`` saved it from), when it has one, is the id to serve it by."""
     if not isinstance(config, dict):
         raise ValueError(f"{name}: not a transformer config: a JSON object is expected")
+    return replace(_shape(config, name), hf_id=_name_or_path(config))
+
+
+def _name_or_path(config: dict[str, Any]) -> str | None:
+    value = config.get("_name_or_path")
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _shape(config: dict[str, Any], name: str) -> KvShape:
+    """The shape's fields read from the config, each checked against its bound."""
     cfg = config.get("text_config", config)
     if not isinstance(cfg, dict):
         raise ValueError(f"{name}: text_config must be a JSON object")

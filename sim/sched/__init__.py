@@ -10,13 +10,15 @@ per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields), ``replay_serving`` a
 trace's (its timestamps too), ``stream`` a run under load as events (``step`` among them),
 ``limit`` the work budget a run under load is held to as it goes, ``records`` a run's records for analyses,
-``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
-trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
+``simulate`` the whole result in ``simulate --json``'s shape, ``replay`` a
+trace sent at its timestamps, ``shares`` a request's TTFT in its parts and ``overlap`` a run explained against
+itself one request at a time. Nothing is imported here: each module is imported by its own name, so
 reading the serving settings does not load the stepped engine.
 
 Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``,
-``stream`` and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
+``stream``, ``overlap`` and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``replay_serving``, ``stream``, ``limit``, ``records``, ``simulate``, ``replay``.
+``flight``, ``report``, ``serving``, ``replay_serving``, ``stream``, ``limit``, ``records``, ``simulate``, ``replay``,
+``shares``, ``overlap``.
 """

@@ -17,6 +17,14 @@ MAX_SPEEDUP = 1_000_000.0
 MIN_SPEEDUP = 0.001  # a thousand times slower: the sample's 17 minutes become 12 days; below it gaps reach infinity
 
 
+def trace_arrivals(timestamps_ms: Any, speedup: float = 1.0) -> Timed:
+    """A trace's timestamps from its first, in ms, their gaps divided by ``speedup``."""
+    if not MIN_SPEEDUP <= speedup <= MAX_SPEEDUP:
+        raise ValueError(f"speedup must be at least {MIN_SPEEDUP:g} and at most {MAX_SPEEDUP:,.0f}, got {speedup}")
+    first = timestamps_ms[0] if len(timestamps_ms) else 0.0
+    return Timed(tuple((t - first) / speedup for t in timestamps_ms))
+
+
 class ReplayServing(Serving):
     """A replay's arrivals: the trace's timestamps (``timed``, their gaps divided by ``speedup``), or ``Serving``'s."""
 
@@ -53,9 +61,7 @@ class ReplayServing(Serving):
         ``Serving``'s arrivals."""
         if not self.timed:
             return self.arrivals()
-        speedup = self.speedup or 1.0
-        first = timestamps_ms[0] if len(timestamps_ms) else 0.0
-        return Timed(tuple((t - first) / speedup for t in timestamps_ms))
+        return trace_arrivals(timestamps_ms, self.speedup or 1.0)
 
     def summary(self) -> dict[str, Any]:
         settings = super().summary()

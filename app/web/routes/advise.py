@@ -24,6 +24,8 @@ from sim.advise.workloads import ScenarioWorkload, TraceWorkload, Workload
 from sim.blocks.kv import KV_CACHE_DTYPES
 from sim.bounds.budget import Budget, OverBudget
 from sim.calibration.measurements import MAX_TTFT_MS
+from sim.sched.replay_serving import MAX_SPEEDUP, MIN_SPEEDUP
+from sim.sched.serving import Serving
 from sim.traces.reader import BUNDLED_TRACES
 from sim.workloads.scenario import Scenario
 
@@ -49,6 +51,12 @@ class AdviseInput(BaseModel):
     deployment: Deployment = Field(default_factory=Deployment)
     kv_cache_dtype: Literal[tuple(KV_CACHE_DTYPES)] = "auto"  # type: ignore[valid-type]
     top: int = Field(default=10, ge=1, le=50)
+    serving: Serving | None = Field(
+        default=None, description="serve the candidates under load, as /api/simulate's serving fields (e.g. "
+        '{"rate": 1}): TTFT counts queueing, GPU sizes start at the working set in flight, rows give the rate they sustain',
+    )
+    timed: bool = Field(default=False, description="with trace: requests arrive at its timestamps (under load)")
+    speedup: float | None = Field(default=None, ge=MIN_SPEEDUP, le=MAX_SPEEDUP, description="with timed: the gaps divided by this")
 
 
 def _target(body: AdviseInput) -> Target:
@@ -61,18 +69,26 @@ def _target(body: AdviseInput) -> Target:
 def _workload(body: AdviseInput, scenario: Scenario) -> Workload:
     if body.kv_cache_dtype != "auto":
         scenario = scenario.model_copy(update={"kv_bytes_per_token": scenario.kv_shape.with_cache_dtype(body.kv_cache_dtype).bytes_per_token})
+    if body.speedup is not None and not body.timed:
+        raise Problem("speedup", "speedup: needs timed")
+    if body.timed and body.trace is None:
+        raise Problem("timed", "timed: needs a trace (the timestamps are the trace's)")
+    serving = body.serving if body.serving is not None and body.serving.stepped else Serving() if body.timed else None
     if body.trace is not None:
-        return TraceWorkload(body.trace, scenario.model, scenario.bytes_per_token)
-    return ScenarioWorkload(scenario)
+        return TraceWorkload(body.trace, scenario.model, scenario.bytes_per_token, serving=serving,
+                             speedup=(body.speedup or 1.0) if body.timed else None)
+    return ScenarioWorkload(scenario, serving)
 
 
-def _search(body: AdviseInput, workload: Workload, budget: Budget) -> dict[str, Any]:
+def _search(body: AdviseInput, workload: Workload, budget: Budget, model_id: str | None = None) -> dict[str, Any]:
     """The search, in a worker process, once its estimate fits the budget; its ValueErrors name the setting at fault
-    (``buy: ...``), and so does a search over the budget (``points``, the first thing to lower)."""
+    (``buy: ...``), and so does a search over the budget (``points``, the first thing to lower). The commands start
+    ``model_id`` (an uploaded config's ``_name_or_path``), else the model's Hugging Face id."""
     try:
         space = Space(tuple(body.buy), body.points, None, tuple(body.policies), tuple(body.backends))
         budget.check(advise_cost(workload, space, body.deployment, body.top), "points", "fewer points, tiers, policies or a smaller workload")
-        advice = advise(workload, _target(body), space, body.deployment, body.prices, None, report, body.top, body.kv_cache_dtype)
+        advice = advise(workload, _target(body), space, body.deployment, body.prices, None, report, body.top, body.kv_cache_dtype,
+                        model_id)
     except OverBudget as exc:
         raise Problem(exc.field, str(exc)) from None
     except ValueError as exc:
@@ -126,13 +142,16 @@ def router(*, web: Web) -> APIRouter:
             scenario = sidebar_scenario(values)
             body = _panel_input(values)
             upload = await upload_text(form.get("advise_config"), "advise_config")  # type: ignore[arg-type]
+            model_id = None
             if upload is not None:
                 shape = config_shape(upload, "advise_config")
                 scenario = scenario.model_copy(update={"kv_bytes_per_token": shape.bytes_per_token})
+                model_id = shape.hf_id
             workload = _workload(body, scenario)
             _target(body)
             budget = web.workers.budget
-            job_id = jobs.start(web.workers, _search, body, workload, budget.per_search, seconds=budget.search_seconds)
+            job_id = jobs.start(web.workers, _search, body, workload, budget.per_search, model_id,
+                                seconds=budget.search_seconds)
         except Problem as exc:
             return problem(request, exc)
         except Busy as exc:

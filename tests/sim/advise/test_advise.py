@@ -176,7 +176,7 @@ def _source(path: str) -> str | None:
 
 
 @pytest.mark.parametrize("name", [*facts.VLLM_FLAGS.values(), facts.VLLM_NATIVE_BACKEND, facts.VLLM_EVICTION_POLICY, facts.VLLM_ARC_POLICY,
-                                  facts.LMCACHE_CONNECTOR, *facts.LMCACHE_SETTINGS.values()],
+                                  facts.LMCACHE_CONNECTOR, facts.LMCACHE_DEFAULT_POLICY, *facts.LMCACHE_SETTINGS.values()],
                          ids=lambda n: n.name)
 def test_names_are_defined_where_cited(name: facts.Name) -> None:
     text = _source(name.source)
