@@ -1,15 +1,20 @@
-"""``kvscope explain`` under load (``--concurrency``, ``--rate``, a scheduler flag): each pass's TTFT split into its
-parts, against the same run one request at a time, as a table, one request in words, or JSON."""
+"""``kvscope explain`` under load (``--concurrency``, ``--rate``, a scheduler flag, or a trace ``--timed``): each pass's
+TTFT split into its parts, against the same run one request at a time, as a table, one request in words, or JSON."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from app.cli.serving_flags import run_served
+import click
+
+from app.cli.scenario_flags import within_budget
+from app.cli.serving_flags import check_new, run_served, write_ledgers
 from app.cli.table import format_table
 from sim.numeric.figures import ms_text
 from sim.sched.serving import Serving
+from sim.simulation.replay import ReplayError, ReplayTiers
+from sim.traces.reader import Trace
 from sim.workloads.scenario import Scenario
 
 NOTE = (
@@ -23,6 +28,26 @@ def explain_under_load(scenario: Scenario, serving: Serving, steps_file: Path | 
     from sim.sched.overlap import explain_served, overlap_cost
 
     return run_served(scenario, serving, steps_file, overlap_cost(scenario, serving), explain_served)
+
+
+def trace_under_load(trace: Trace, tiers: ReplayTiers, serving: Serving, timed: bool, speedup: float | None,
+                     steps_file: Path | None) -> dict[str, Any]:
+    """The trace served as ``serving`` says (at its timestamps when ``timed``), explained against itself alone."""
+    from sim.sched.overlap import explain_trace_served
+    from sim.sched.replay import served_trace_cost, trace_arrivals
+
+    check_new(steps_file)
+    one = served_trace_cost(trace, serving)
+    within_budget(one + one, "a smaller trace", where=trace.name)
+    arrivals = trace_arrivals(trace, speedup or 1.0) if timed else None
+    try:
+        result, ledgers = explain_trace_served(trace, tiers, serving, arrivals)
+    except ValueError as exc:  # the stepped engine's refusals (a request larger than the pool); the tiers' own named
+        if isinstance(exc, ReplayError):
+            raise
+        raise click.UsageError(str(exc)) from None
+    write_ledgers(steps_file, ledgers)
+    return result
 
 
 def table(result: dict[str, Any]) -> str:

@@ -14,10 +14,10 @@ from sim.costs.model import default_costs
 from sim.engine import compiled
 from sim.engine.loop import Engine, RequestRecord
 from sim.numeric import stats
-from sim.sched.replay import served_trace_cost, trace_arrivals
+from sim.sched.replay import served_requests, served_trace_cost, trace_arrivals
 from sim.sched.serving import Serving
 from sim.sched.simulate import stepped_cost
-from sim.simulation.replay import ReplayTiers, kv_block_counts, replay_engine, run_replay, trace_requests
+from sim.simulation.replay import ReplayTiers, kv_block_counts, replay_engine, run_replay
 from sim.simulation.run import run_records, tier_spec
 from sim.traces.reader import Trace, open_trace
 from sim.workloads.estimate import simulation_cost
@@ -216,7 +216,7 @@ class TraceWorkload:
         assert self.serving is not None
         trace = self.trace
         arrivals = load.burst(len(trace)) if self.burst else trace_arrivals(trace, self.speedup) if self.speedup else None
-        requests = load.with_outputs(trace_requests(trace, self.chunk_blocks), trace.output_tokens)
+        requests = served_requests(trace, self.chunk_blocks)
         return load.serve(replay_engine(trace, self._tiers(candidate)), self.serving, requests, arrivals)
 
     def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
+from sim.blocks.request import Request
 from sim.bounds.budget import Cost, trace_cost
 from sim.costs.model import CostModel
 from sim.sched.arrivals import MAX_SPEEDUP, Arrivals, Timed
@@ -44,6 +45,12 @@ def trace_arrivals(trace: Trace, speedup: float = 1.0) -> Timed:
     return Timed(tuple((t - first) / speedup for t in stamps))
 
 
+def served_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
+    """The trace's requests, each generating its ``output_length`` (at least one token: the first is the TTFT's)."""
+    outputs = trace.output_tokens
+    return [replace(r, output_tokens=max(1, int(outputs[r.seq]))) for r in trace_requests(trace, chunk_blocks)]
+
+
 def replay_served(
     trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: Serving, arrivals: Arrivals | None = None,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
@@ -52,8 +59,7 @@ def replay_served(
     ``arrivals`` None: as ``serving`` says (a closed loop of 1 unless told otherwise).
     """
     engine = replay_engine(trace, tiers, costs)
-    outputs = trace.output_tokens
-    requests = [replace(r, output_tokens=max(1, outputs[r.seq])) for r in trace_requests(trace, tiers.chunk_blocks)]
+    requests = served_requests(trace, tiers.chunk_blocks)
     run = SteppedEngine(engine, serving.scheduler_config()).run(requests, arrivals or serving.arrivals())
     rows = []
     for record, times in zip(run.records, request_rows(run)):
