@@ -239,7 +239,11 @@ def _within_deployment(workload: Workload, space: Space, deployment: Deployment)
     """The space with GPU sizes up to what the deployment leaves for KV."""
     max_gpu = int(deployment.kv_room_gib * GIB) // workload.bytes_per_token
     if max_gpu < workload.min_gpu_tokens:
-        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than one request needs")
+        needs = "one request needs"
+        if workload.working_set_tokens is not None and workload.working_set_tokens == workload.min_gpu_tokens:
+            needs = (f"the requests in flight hold at this load ({workload.working_set_tokens:,} tokens, "
+                     f"{workload.working_set_tokens * workload.bytes_per_token / GIB:.2f} GiB): more GPUs, or a lower rate")
+        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than {needs}")
     return Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
 
 
@@ -254,8 +258,8 @@ def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: i
     per_refine = 1 + sum(probes(1, max((c.sizes()[t] or 0) for c in cands) // units[t]) for t in space.buy)
     dearest = max(costs, key=lambda c: c.work_steps)
     total = dearest.times((3 * top + 2) * per_refine)
-    if workload.serving is not None:  # the highest rate of each row shown (and of the closest miss)
-        total = total + dearest.times((top + 1) * load.SEARCH_EVALUATIONS)
+    if workload.serving is not None:  # the working set's run, and the highest rate of each row shown (and the closest)
+        total = total + workload.working_set_cost() + dearest.times((top + 1) * load.SEARCH_EVALUATIONS)
     for cost in costs:
         total = total + cost
     return total

@@ -121,3 +121,14 @@ def test_the_rate_search_bounds() -> None:
     # last rate tried whose double (131,072) passes it.
     assert MAX_RATE_PER_S == 100_000
     assert highest_rate(lambda rate: rate is not None, 1.0) == 65_536
+
+
+def test_a_deployment_too_small_for_the_working_set_says_so(tmp_path: Path) -> None:
+    # 80 GiB x 0.9 - 71.9 GiB of weights leaves 0.1 GiB: 3,744 tokens of 28,672 B, room for one request of the pair
+    # (3,072 tokens with the null block) but not for the two held together (5,632): idle it sizes, under load it is
+    # refused naming the working set.
+    path = pair(tmp_path, 0)
+    small = Deployment(weights_gib=71.9)
+    assert advise(workload(path, False), TARGET, Space(buy=("gpu",)), small, None).meets[0]["config"]["gpu_tokens"] == 3_072
+    with pytest.raises(ValueError, match=r"less than the requests in flight hold at this load \(5,632 tokens"):
+        advise(workload(path, True), TARGET, Space(buy=("gpu",)), small, None)
