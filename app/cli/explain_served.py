@@ -80,8 +80,9 @@ def request_text(result: dict[str, Any], seq: int) -> str:
     for run in result["runs"]:
         r = run["requests"][seq]
         a, o = r["alone"], r["overlap"]
+        where = f"request {seq}" + (f" (pass {r['pass']}, doc {r['doc']})" if r["doc"] >= 0 else "")  # a trace has no docs
         lines.append(
-            f"request {seq} (pass {r['pass']}, doc {r['doc']}), run {run['name']}: TTFT {ms_text(r['ttft_ms'])} ms = "
+            f"{where}, run {run['name']}: TTFT {ms_text(r['ttft_ms'])} ms = "
             f"waiting {ms_text(r['waiting_ms'])} + its prefill {ms_text(r['prefill_ms'])} + others' tokens "
             f"{ms_text(r['others_ms'])} ({r['others_tokens']:,} tokens in its steps) + loads {ms_text(r['load_ms'])} + "
             f"stores {ms_text(r['store_ms'])}"

@@ -128,4 +128,6 @@ def test_a_trace_at_its_timestamps_is_explained_against_itself_alone(tmp_path) -
     assert r["prefill_ms"] == pytest.approx(c.overhead_ms + 2048 * c.prefill_ms_per_token, abs=1e-3)
     assert (r["others_tokens"], r["waiting_ms"]) == (2048, 0)
     assert r["overlap"]["ttft_ms"] == pytest.approx(2048 * c.prefill_ms_per_token, abs=1e-3)
+    words = CliRunner().invoke(explain, ["--trace", str(path), "--gpu-blocks", "10", "--timed", "--request", "1"]).output
+    assert words.startswith("request 1, run gpu: TTFT ") and "doc" not in words  # a trace's requests have no document
     assert "--timed: needs --trace" in CliRunner().invoke(explain, ["--timed"]).output
