@@ -321,7 +321,7 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     best = ranked[0][0] if ranked else (min(rows, key=lambda p: (target.shortfall(p[1]), *order(p)))[0])
     return Advice(
         len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing, target.figure),
-        workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype, model_id), notes,
+        workload.warnings() + _warnings(best, pricing) + _idle_warning(best, workload), _commands(best, pricing, workload, kv_cache_dtype, model_id), notes,
         target.figure, getattr(target, target.figure), _load(workload),
     )
 
@@ -403,6 +403,19 @@ def _warnings(c: Candidate, pricing: Pricing) -> list[str]:
             f"({total / tp:.2f} GiB on each of {tp}); vLLM's --kv-offloading-size is the total ({total:.2f})"
         )
     return out
+
+
+def _idle_warning(c: Candidate, workload: Workload) -> list[str]:
+    """An idle server's answer that holds one request at a time: said, with how to size for requests in flight."""
+    if workload.serving is not None:
+        return []
+    block = workload.units()["gpu"]
+    one = workload.min_gpu_tokens - block  # one request's blocks, without the null block
+    held = (c.gpu_tokens - block) // one if one > 0 else 0
+    if held >= 2:
+        return []
+    return [f"sized for one request at a time: {c.gpu_tokens:,} GPU tokens hold one request's blocks, so a second "
+            "waits for the first to end; --rate R, --concurrency N or --trace FILE --timed sizes for the requests in flight"]
 
 
 def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype: str, model_id: str | None = None) -> dict[str, str]:
