@@ -161,6 +161,8 @@ def command(
 
     executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
+        # The working set in flight is measured before the grid exists: its one run is checked first.
+        within_budget(workload.working_set_cost(), "a smaller workload")
         within_budget(advise_cost(workload, space, deployment, top), "fewer points, tiers, policies or a smaller workload", where="--points")
         model_id = shape.hf_id if config_file is not None else None
         advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype, model_id)

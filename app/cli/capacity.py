@@ -12,7 +12,16 @@ from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
 from app.cli.serving_flags import cli_limit, refused, serving_options, take_serving
 from app.cli.table import format_table
-from sim.analysis.capacity import CSV_COLUMNS, MAX_POINTS, CurveTooLarge, Served, cpu_curve, csv_rows, gpu_curve, load_curve_cost
+from sim.analysis.capacity import (
+    CSV_COLUMNS,
+    MAX_POINTS,
+    CurveTooLarge,
+    Served,
+    cpu_curve,
+    csv_rows,
+    gpu_curve,
+    load_curve_cost,
+)
 from sim.bounds import jsontext
 from sim.engine.events import tier_label
 

@@ -8,19 +8,21 @@ from typing import Any
 
 import click
 
+from app.cli import explain_served
 from app.cli.replay import REPLAY_FLAGS
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
-from app.cli.serving_flags import serving_options, take_serving
+from app.cli.serving_flags import options_of, take_serving
 from app.cli.table import format_table
 from app.cli.trace_options import format_option, load
 from sim.bounds import jsontext
-from sim.sched.serving import Serving
 from sim.bounds.budget import capacity_search_cost, trace_cost
 from sim.explain.capacity import DEFAULT_MAX_RUNS, MAX_SEARCH_BLOCKS
 from sim.explain.causes import PRECEDENCE
 from sim.explain.narrate import label, sentences
 from sim.explain.report import explain_run, time_windows
+from sim.sched.replay_serving import ReplayServing
+from sim.sched.serving import Serving
 from sim.simulation.replay import (
     MAX_CHUNK_BLOCKS,
     MAX_CPU_BLOCKS,
@@ -56,11 +58,12 @@ MAX_WINDOWS = 1000
               help=f"re-simulations allowed per configuration for the capacities (default {DEFAULT_MAX_RUNS}; with "
               f"--trace 60; and at most {MAX_SEARCH_BLOCKS:,} block lookups)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole explanation as JSON")
-@serving_options
+@options_of(ReplayServing)
 def command(
     trace_name: str | None, fmt: TraceFormat | None, gpu_blocks: int | None, cpu_blocks: int | None,
     chunk_blocks: int, windows: int,
-    seq: int | None, max_runs: int | None, as_json: bool, steps_file: Path | None, **flags: Any,
+    seq: int | None, max_runs: int | None, as_json: bool, steps_file: Path | None,
+    **flags: Any,
 ) -> None:
     """Why each request's prompt tokens were computed: a cause for every token, per pass (or trace window), the
     tokens an unbounded cache would have served, and the capacities at which evicted tokens would have hit.
@@ -68,9 +71,24 @@ def command(
     Capacities come from re-simulating the run at other sizes (bounded by --max-runs; what the bound leaves out
     is counted, never guessed).
     """
-    serving = take_serving(flags)
-    if serving.stepped or steps_file is not None:
-        _under_load(serving, steps_file, trace_name, seq, max_runs, as_json, flags)
+    given: ReplayServing = take_serving(flags, ReplayServing)
+    timed, speedup = given.timed, given.speedup
+    serving = Serving.model_validate(given.model_dump(include=set(Serving.model_fields), exclude_none=True))
+    if timed and trace_name is None:
+        raise click.UsageError("--timed: needs --trace (the timestamps are the trace's)")
+    if serving.stepped or timed or steps_file is not None:
+        if trace_name is not None:
+            if gpu_blocks is None:
+                raise click.UsageError("--gpu-blocks: needed with --trace")
+            trace = load(trace_name, flags.get("block_size"), fmt)
+            tiers = ReplayTiers(gpu_blocks, cpu_blocks, chunk_blocks)
+            try:
+                result = explain_served.trace_under_load(trace, tiers, serving, timed, speedup, steps_file)
+            except ReplayError as exc:
+                raise click.BadParameter(str(exc), param_hint=REPLAY_FLAGS[exc.field]) from None
+        else:
+            result = explain_served.explain_under_load(build_scenario(**flags), serving, steps_file)
+        _under_load(result, seq, max_runs, as_json)
         return
     seqs = None if seq is None else {seq}
     if trace_name is not None:
@@ -102,16 +120,10 @@ def command(
         click.echo(_table(result))
 
 
-def _under_load(serving: Serving, steps_file: Path | None, trace_name: str | None, seq: int | None,
-                max_runs: int | None, as_json: bool, flags: dict[str, Any]) -> None:
+def _under_load(result: dict[str, Any], seq: int | None, max_runs: int | None, as_json: bool) -> None:
     """Each request's TTFT split into its parts, against the same run alone (app.cli.explain_served)."""
-    from app.cli import explain_served
-
-    if trace_name is not None:
-        raise click.UsageError("--trace: explain under load takes a scenario (kvscope replay --timed serves a trace)")
     if max_runs is not None:
         raise click.UsageError("--max-runs: the capacity search runs one request at a time; not under load")
-    result = explain_served.explain_under_load(build_scenario(**flags), serving, steps_file)
     if seq is not None:
         count = len(result["runs"][0]["requests"])
         if seq >= count:

@@ -1,15 +1,18 @@
-"""``kvscope explain`` under load (``--concurrency``, ``--rate``, a scheduler flag): each pass's TTFT split into its
-parts, against the same run one request at a time, as a table, one request in words, or JSON."""
+"""``kvscope explain`` under load (``--concurrency``, ``--rate``, a scheduler flag, or a trace ``--timed``): each pass's
+TTFT split into its parts, against the same run one request at a time, as a table, one request in words, or JSON."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from app.cli.serving_flags import run_served
+from app.cli.scenario_flags import within_budget
+from app.cli.serving_flags import check_new, cli_limit, refused, run_served, write_ledgers
 from app.cli.table import format_table
 from sim.numeric.figures import ms_text
 from sim.sched.serving import Serving
+from sim.simulation.replay import ReplayError, ReplayTiers
+from sim.traces.reader import Trace
 from sim.workloads.scenario import Scenario
 
 NOTE = (
@@ -23,6 +26,27 @@ def explain_under_load(scenario: Scenario, serving: Serving, steps_file: Path | 
     from sim.sched.overlap import explain_served, overlap_cost
 
     return run_served(scenario, serving, steps_file, overlap_cost(scenario, serving), explain_served)
+
+
+def trace_under_load(trace: Trace, tiers: ReplayTiers, serving: Serving, timed: bool, speedup: float | None,
+                     steps_file: Path | None) -> dict[str, Any]:
+    """The trace served as ``serving`` says (at its timestamps when ``timed``), explained against itself alone."""
+    from sim.sched.overlap import explain_trace_served
+    from sim.sched.replay import served_trace_cost
+    from sim.sched.replay_serving import trace_arrivals
+
+    check_new(steps_file)
+    one = served_trace_cost(trace, serving)
+    within_budget(one + one, "a smaller trace", where=trace.name)
+    arrivals = trace_arrivals(trace.timestamps_ms, speedup or 1.0) if timed else None
+    try:
+        result, ledgers = explain_trace_served(trace, tiers, serving, arrivals, cli_limit(serving))
+    except ValueError as exc:  # the stepped engine's refusals (a request larger than the pool), or a run that outgrew
+        if isinstance(exc, ReplayError):  # the work budget as it ran; the tiers' own named
+            raise
+        raise refused(exc) from None
+    write_ledgers(steps_file, ledgers)
+    return result
 
 
 def table(result: dict[str, Any]) -> str:
@@ -55,8 +79,9 @@ def request_text(result: dict[str, Any], seq: int) -> str:
     for run in result["runs"]:
         r = run["requests"][seq]
         a, o = r["alone"], r["overlap"]
+        where = f"request {seq}" + (f" (pass {r['pass']}, doc {r['doc']})" if r["doc"] >= 0 else "")  # a trace has no docs
         lines.append(
-            f"request {seq} (pass {r['pass']}, doc {r['doc']}), run {run['name']}: TTFT {ms_text(r['ttft_ms'])} ms = "
+            f"{where}, run {run['name']}: TTFT {ms_text(r['ttft_ms'])} ms = "
             f"waiting {ms_text(r['waiting_ms'])} + its prefill {ms_text(r['prefill_ms'])} + others' tokens "
             f"{ms_text(r['others_ms'])} ({r['others_tokens']:,} tokens in its steps) + loads {ms_text(r['load_ms'])} + "
             f"stores {ms_text(r['store_ms'])}"

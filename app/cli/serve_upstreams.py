@@ -10,8 +10,17 @@ import click
 
 from app.live.targets import TargetSpecError
 from app.proxy.upstreams import (
-    DEFAULT_TIMEOUT_S, ENV_VAR, MAX_TIMEOUT_S, MIN_TIMEOUT_S, TIMEOUT_ENV_VAR, TOKEN_ENV_VAR, configured_timeout, configured_upstreams,
-    env_values, parse_timeout, parse_upstreams,
+    DEFAULT_TIMEOUT_S,
+    ENV_VAR,
+    MAX_TIMEOUT_S,
+    MIN_TIMEOUT_S,
+    TIMEOUT_ENV_VAR,
+    TOKEN_ENV_VAR,
+    configured_timeout,
+    configured_upstreams,
+    env_values,
+    parse_timeout,
+    parse_upstreams,
 )
 
 

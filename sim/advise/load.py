@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from sim.blocks.request import Request
 from sim.engine.loop import Engine, RequestRecord
@@ -48,11 +47,6 @@ def serve(engine: Engine, serving: Serving, requests: Sequence[Request], arrival
     stepped = PeakEngine(engine, serving.scheduler_config())
     run = stepped.run(list(requests), arrivals or serving.arrivals())
     return run.records, stepped.peak_blocks
-
-
-def with_outputs(requests: Sequence[Request], outputs: Sequence[int]) -> list[Request]:
-    """A trace's requests generating their ``output_length`` (at least one token), as ``sim.sched.replay`` serves them."""
-    return [replace(r, output_tokens=max(1, int(outputs[r.seq]))) for r in requests]
 
 
 def at_rate(serving: Serving, rate_per_s: float) -> Serving:

@@ -27,9 +27,9 @@ from sim.advise.prices import Deployment, Prices
 from sim.advise.workloads import TraceWorkload, Workload
 from sim.analysis.sweep import probes
 from sim.blocks.kv import GIB, model_shape
-from sim.sched.config import SchedulerConfig
 from sim.bounds.budget import Cost
 from sim.numeric.search import smallest
+from sim.sched.config import SchedulerConfig
 from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND
 from sim.tiers.native import backend_runs
 
@@ -239,7 +239,11 @@ def _within_deployment(workload: Workload, space: Space, deployment: Deployment)
     """The space with GPU sizes up to what the deployment leaves for KV."""
     max_gpu = int(deployment.kv_room_gib * GIB) // workload.bytes_per_token
     if max_gpu < workload.min_gpu_tokens:
-        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than one request needs")
+        needs = "one request needs"
+        if workload.working_set_tokens is not None and workload.working_set_tokens == workload.min_gpu_tokens:
+            needs = (f"the requests in flight hold at this load ({workload.working_set_tokens:,} tokens, "
+                     f"{workload.working_set_tokens * workload.bytes_per_token / GIB:.2f} GiB): more GPUs, or a lower rate")
+        raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than {needs}")
     return Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
 
 
@@ -254,8 +258,8 @@ def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: i
     per_refine = 1 + sum(probes(1, max((c.sizes()[t] or 0) for c in cands) // units[t]) for t in space.buy)
     dearest = max(costs, key=lambda c: c.work_steps)
     total = dearest.times((3 * top + 2) * per_refine)
-    if workload.serving is not None:  # the highest rate of each row shown (and of the closest miss)
-        total = total + dearest.times((top + 1) * load.SEARCH_EVALUATIONS)
+    if workload.serving is not None:  # the working set's run, and the highest rate of each row shown (and the closest)
+        total = total + workload.working_set_cost() + dearest.times((top + 1) * load.SEARCH_EVALUATIONS)
     for cost in costs:
         total = total + cost
     return total
@@ -317,7 +321,7 @@ def advise(workload: Workload, target: Target, space: Space, deployment: Deploym
     best = ranked[0][0] if ranked else (min(rows, key=lambda p: (target.shortfall(p[1]), *order(p)))[0])
     return Advice(
         len(cands), meets, closest, pareto([row(c, o, pricing, target) for c, o in rows] + meets, pricing, target.figure),
-        workload.warnings() + _warnings(best, pricing), _commands(best, pricing, workload, kv_cache_dtype, model_id), notes,
+        workload.warnings() + _warnings(best, pricing) + _idle_warning(best, workload), _commands(best, pricing, workload, kv_cache_dtype, model_id), notes,
         target.figure, getattr(target, target.figure), _load(workload),
     )
 
@@ -399,6 +403,19 @@ def _warnings(c: Candidate, pricing: Pricing) -> list[str]:
             f"({total / tp:.2f} GiB on each of {tp}); vLLM's --kv-offloading-size is the total ({total:.2f})"
         )
     return out
+
+
+def _idle_warning(c: Candidate, workload: Workload) -> list[str]:
+    """An idle server's answer that holds one request at a time: said, with how to size for requests in flight."""
+    if workload.serving is not None:
+        return []
+    block = workload.units()["gpu"]
+    one = workload.min_gpu_tokens - block  # one request's blocks, without the null block
+    held = (c.gpu_tokens - block) // one if one > 0 else 0
+    if held >= 2:
+        return []
+    return [f"sized for one request at a time: {c.gpu_tokens:,} GPU tokens hold one request's blocks, so a second "
+            "waits for the first to end; --rate R, --concurrency N or --trace FILE --timed sizes for the requests in flight"]
 
 
 def _commands(c: Candidate, pricing: Pricing, workload: Workload, kv_cache_dtype: str, model_id: str | None = None) -> dict[str, str]:

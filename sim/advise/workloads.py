@@ -14,11 +14,11 @@ from sim.costs.model import default_costs
 from sim.engine import compiled
 from sim.engine.loop import Engine, RequestRecord
 from sim.numeric import stats
-from sim.sched.replay import served_trace_cost
+from sim.sched.replay import served_requests, served_trace_cost
 from sim.sched.replay_serving import trace_arrivals
 from sim.sched.serving import Serving
 from sim.sched.simulate import stepped_cost
-from sim.simulation.replay import ReplayTiers, kv_block_counts, replay_engine, run_replay, trace_requests
+from sim.simulation.replay import ReplayTiers, kv_block_counts, replay_engine, run_replay
 from sim.simulation.run import run_records, tier_spec
 from sim.traces.reader import Trace, open_trace
 from sim.workloads.estimate import simulation_cost
@@ -82,17 +82,24 @@ class ScenarioWorkload:
             {t: round(h / prompt, 4) for t, h in hits.items()},
         )
 
+    def _ample(self) -> Candidate:
+        """A GPU that holds every request's blocks at once (no request ever waits for blocks), the GPU alone."""
+        s = self.scenario
+        return Candidate(min((s.total_requests * s.request_blocks + 1) * s.block_size, MAX_GPU_TOKENS), None, None, s.cpu_policy)
+
+    def working_set_cost(self) -> Cost:
+        """What measuring ``working_set_tokens`` costs: one run on the ample GPU (nothing when idle)."""
+        return self.cost(self._ample()) if self.serving is not None else Cost(0, 0, 0)
+
     @cached_property
     def working_set_tokens(self) -> int | None:
         """Under load: the GPU tokens (with the null block) that requests hold at once when the GPU could hold every
         request's blocks together; None for an idle server."""
         if self.serving is None:
             return None
-        s = self.scenario
-        ample = min((s.total_requests * s.request_blocks + 1) * s.block_size, MAX_GPU_TOKENS)
-        scenario = self._at(Candidate(ample, None, None, s.cpu_policy, None))
+        scenario = self._at(self._ample())
         peak = self._records(scenario, scenario.run_names[-1])[1]
-        return (peak + 1) * s.block_size
+        return (peak + 1) * self.scenario.block_size
 
     @property
     def min_gpu_tokens(self) -> int:
@@ -217,7 +224,7 @@ class TraceWorkload:
         assert self.serving is not None
         trace = self.trace
         arrivals = load.burst(len(trace)) if self.burst else trace_arrivals(trace.timestamps_ms, self.speedup) if self.speedup else None
-        requests = load.with_outputs(trace_requests(trace, self.chunk_blocks), trace.output_tokens)
+        requests = served_requests(trace, self.chunk_blocks)
         return load.serve(replay_engine(trace, self._tiers(candidate)), self.serving, requests, arrivals)
 
     def evaluate(self, candidate: Candidate, pass_: int | None) -> Outcome:
@@ -235,13 +242,19 @@ class TraceWorkload:
             {t: round(h / prompt, 4) for t, h in hits.items()},
         )
 
+    def _ample(self) -> Candidate:
+        return Candidate((sum(kv_block_counts(self.trace)) + 1) * self.block)  # every request's blocks at once
+
+    def working_set_cost(self) -> Cost:
+        """What measuring ``working_set_tokens`` costs: one replay on the ample GPU (nothing when idle)."""
+        return self.cost(self._ample()) if self.serving is not None else Cost(0, 0, 0)
+
     @cached_property
     def working_set_tokens(self) -> int | None:
         """Under load: the GPU tokens (with the null block) requests hold at once on a GPU that could hold them all."""
         if self.serving is None:
             return None
-        ample = (sum(kv_block_counts(self.trace)) + 1) * self.block
-        return (self._served(Candidate(ample))[1] + 1) * self.block
+        return (self._served(self._ample())[1] + 1) * self.block
 
     @property
     def min_gpu_tokens(self) -> int:

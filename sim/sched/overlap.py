@@ -16,24 +16,26 @@ running requests held at that admission.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sim.blocks.request import Request
 from sim.bounds.budget import Cost
-from sim.costs.model import CostModel, default_costs
+from sim.costs.model import default_costs
 from sim.engine.loop import Engine, RequestRecord
 from sim.numeric.stats import DECIMALS, quantile
 from sim.sched.arrivals import Arrivals, ClosedLoop
 from sim.sched.config import SchedulerConfig
 from sim.sched.limit import StepLimit
 from sim.sched.output import StepOutput
+from sim.sched.replay import served_requests
 from sim.sched.report import run_summary
 from sim.sched.serving import Serving
 from sim.sched.shares import NOT_CACHED, PARTS, SharingEngine, ttft_parts
 from sim.sched.simulate import stepped_cost
-from sim.sched.stepped import SteppedRun
+from sim.simulation.replay import ReplayTiers, replay_engine
 from sim.simulation.run import scenario_summary, tier_spec
+from sim.traces.reader import Trace
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
 
@@ -56,27 +58,33 @@ def explain_served(
     config = serving.scheduler_config()
     runs, ledgers = [], {}
     for name in scenario.run_names:
-        entry, ledgers[name] = explain_run_served(name, scenario, costs, config, requests, serving.arrivals(), limit)
+        make = lambda name=name: Engine(name, tier_spec(scenario, name), costs)  # noqa: E731
+        entry, ledgers[name] = explain_run_served(make, config, requests, serving.arrivals(), limit)
         runs.append(entry)
     summary = scenario_summary(scenario)
     summary["serving"] = serving.summary()
     return {"scenario": summary, "runs": runs}, ledgers
 
 
-def _serve(
-    name: str, scenario: Scenario, costs: CostModel, config: SchedulerConfig, requests: Sequence[Request], arrivals: Arrivals,
-    limit: StepLimit | None = None,
-) -> tuple[SharingEngine, SteppedRun]:
-    engine = SharingEngine(Engine(name, tier_spec(scenario, name), costs), config)
-    return engine, engine.run(requests, arrivals, limit)
+def explain_trace_served(
+    trace: Trace, tiers: ReplayTiers, serving: Serving, arrivals: Arrivals | None = None, limit: StepLimit | None = None,
+) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
+    """A trace under load (at its timestamps when ``arrivals`` are they), explained against itself alone."""
+    make = lambda: replay_engine(trace, tiers)  # noqa: E731
+    entry, steps = explain_run_served(make, serving.scheduler_config(), served_requests(trace, tiers.chunk_blocks),
+                                      arrivals or serving.arrivals(), limit)
+    return {"trace": trace.summary(), "serving": serving.summary(), "runs": [entry]}, {entry["name"]: steps}
 
 
 def explain_run_served(
-    name: str, scenario: Scenario, costs: CostModel, config: SchedulerConfig, requests: Sequence[Request], arrivals: Arrivals,
+    make: Callable[[], Engine], config: SchedulerConfig, requests: Sequence[Request], arrivals: Arrivals,
     limit: StepLimit | None = None,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
-    loaded, run = _serve(name, scenario, costs, config, requests, arrivals, limit)
-    alone, solo = _serve(name, scenario, costs, config, requests, ALONE)
+    """One run (a fresh engine from ``make`` each time) under ``arrivals`` and alone, request by request; ``limit``:
+    the run under load stops at its work budget (``OverWorkBudget``)."""
+    loaded, alone = SharingEngine(make(), config), SharingEngine(make(), config)
+    run, solo = loaded.run(requests, arrivals, limit), alone.run(requests, ALONE)
+    name = loaded.engine.run
     block = loaded.block
     rows = []
     for rec, parts, flight, rec1, parts1 in zip(run.records, ttft_parts(loaded, run), run.flights,

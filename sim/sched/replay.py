@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
+from sim.blocks.request import Request
 from sim.bounds.budget import Cost, trace_cost
 from sim.costs.model import CostModel
-from sim.sched.output import StepOutput
-from sim.sched.report import request_rows, run_summary
-from sim.sched.replay_serving import ReplayServing
 from sim.sched.limit import STEP_REQUEST_STEPS, StepLimit
+from sim.sched.output import StepOutput
+from sim.sched.replay_serving import ReplayServing
+from sim.sched.report import request_rows, run_summary
 from sim.sched.simulate import STEP_BYTES, TIMING_JSON_BYTES, prefill_chunk
 from sim.sched.stepped import SteppedEngine
 from sim.simulation.replay import ReplayTiers, replay_engine, trace_requests
@@ -35,14 +36,19 @@ def served_trace_cost(trace: Trace, serving: ReplayServing) -> Cost:
     )
 
 
+def served_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
+    """The trace's requests, each generating its ``output_length`` (at least one token: the first is the TTFT's)."""
+    outputs = trace.output_tokens
+    return [replace(r, output_tokens=max(1, int(outputs[r.seq]))) for r in trace_requests(trace, chunk_blocks)]
+
+
 def replay_served(
     trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing, limit: StepLimit | None = None,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
     """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger;
     ``limit``: the run stops at its work budget (``OverWorkBudget``)."""
     engine = replay_engine(trace, tiers, costs)
-    outputs = trace.output_tokens
-    requests = [replace(r, output_tokens=max(1, outputs[r.seq])) for r in trace_requests(trace, tiers.chunk_blocks)]
+    requests = served_requests(trace, tiers.chunk_blocks)
     run = SteppedEngine(engine, serving.scheduler_config()).run(requests, serving.trace_arrivals(trace.timestamps_ms), limit)
     rows = []
     for record, times in zip(run.records, request_rows(run)):

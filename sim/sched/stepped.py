@@ -117,10 +117,6 @@ class SteppedEngine:
         records = [self.record(f) for f in flights]
         return SteppedRun(records, flights, steps, dict(self.queue_ms))
 
-    def record(self, f: Flight) -> RequestRecord:
-        """A finished request's record, as the run's ``records`` hold it."""
-        return self._record(f)
-
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
         self.check(requests)

@@ -86,6 +86,7 @@ def _search(body: AdviseInput, workload: Workload, budget: Budget, model_id: str
     ``model_id`` (an uploaded config's ``_name_or_path``), else the model's Hugging Face id."""
     try:
         space = Space(tuple(body.buy), body.points, None, tuple(body.policies), tuple(body.backends))
+        budget.check(workload.working_set_cost(), "scenario", "a smaller workload")  # measured before the grid
         budget.check(advise_cost(workload, space, body.deployment, body.top), "points", "fewer points, tiers, policies or a smaller workload")
         advice = advise(workload, _target(body), space, body.deployment, body.prices, None, report, body.top, body.kv_cache_dtype,
                         model_id)

@@ -47,6 +47,7 @@ def test_the_idle_answer_fails_at_the_timestamps_and_the_new_one_meets(tmp_path:
     idle = advise(workload(path, False), TARGET, Space(buy=("gpu",)), Deployment(), None)
     assert idle.meets[0]["config"]["gpu_tokens"] == 3_072
     assert idle.meets[0]["p90_ms"] == pytest.approx(oh + 2048 * p, abs=1e-3)
+    assert any(w.startswith("sized for one request at a time: 3,072 GPU tokens") for w in idle.warnings)
     # At the timestamps both arrive at 0. On 3,072 tokens (5 usable blocks) the first takes 4 blocks for its prompt,
     # and the second cannot be admitted (vLLM reserves its whole prompt, 4 blocks, and 1 is free) until the first
     # ends: its prefill step (oh + 2,048p), then 9 decode steps of oh each (the seed fit has no decode cost); then the
@@ -65,6 +66,7 @@ def test_the_idle_answer_fails_at_the_timestamps_and_the_new_one_meets(tmp_path:
     assert best["p90_ms"] == pytest.approx(oh + 4096 * p, abs=1e-3) and best["p90_ms"] <= TARGET.p90_ms
     assert answer.load["working_set_tokens"] == 5_632
     assert best["sustained_per_s"] is None  # it meets with both at once: at any rate
+    assert not any(w.startswith("sized for one request") for w in answer.warnings)
 
 
 def test_the_highest_rate_each_candidate_sustains(tmp_path: Path) -> None:
@@ -121,3 +123,14 @@ def test_the_rate_search_bounds() -> None:
     # last rate tried whose double (131,072) passes it.
     assert MAX_RATE_PER_S == 100_000
     assert highest_rate(lambda rate: rate is not None, 1.0) == 65_536
+
+
+def test_a_deployment_too_small_for_the_working_set_says_so(tmp_path: Path) -> None:
+    # 80 GiB x 0.9 - 71.9 GiB of weights leaves 0.1 GiB: 3,744 tokens of 28,672 B, room for one request of the pair
+    # (3,072 tokens with the null block) but not for the two held together (5,632): idle it sizes, under load it is
+    # refused naming the working set.
+    path = pair(tmp_path, 0)
+    small = Deployment(weights_gib=71.9)
+    assert advise(workload(path, False), TARGET, Space(buy=("gpu",)), small, None).meets[0]["config"]["gpu_tokens"] == 3_072
+    with pytest.raises(ValueError, match=r"less than the requests in flight hold at this load \(5,632 tokens"):
+        advise(workload(path, True), TARGET, Space(buy=("gpu",)), small, None)

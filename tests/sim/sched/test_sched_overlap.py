@@ -109,3 +109,25 @@ def test_the_cli_explains_one_request_under_load(tmp_path) -> None:
     assert data["scenario"]["serving"]["concurrency"] == 2
     table = CliRunner().invoke(explain, args).output
     assert "the overlap cost 16 hit tokens (16 evicted, 0 not yet cached)" in table
+
+
+def test_a_trace_at_its_timestamps_is_explained_against_itself_alone(tmp_path) -> None:
+    # Two Mooncake requests at t=0, 4 distinct hash ids each (2,048 tokens in 512-token blocks), one output token, on
+    # 10 GPU blocks: both fit and share the first step (4,096 tokens in the 8,192 budget), so request 1's TTFT is
+    # oh + 4,096p: its own prefill oh + 2,048p and request 0's 2,048 tokens (2,048p). Alone it is oh + 2,048p.
+    from sim.costs.model import default_costs
+
+    c = default_costs()
+    path = tmp_path / "pair.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": 0, "input_length": 2048, "output_length": 1, "hash_ids": ids}) + "\n"
+                            for ids in ([0, 1, 2, 3], [4, 5, 6, 7])))
+    out = CliRunner().invoke(explain, ["--trace", str(path), "--gpu-blocks", "10", "--timed", "--json"])
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.output)["runs"][0]["requests"][1]
+    assert r["ttft_ms"] == pytest.approx(c.overhead_ms + 4096 * c.prefill_ms_per_token, abs=1e-3)
+    assert r["prefill_ms"] == pytest.approx(c.overhead_ms + 2048 * c.prefill_ms_per_token, abs=1e-3)
+    assert (r["others_tokens"], r["waiting_ms"]) == (2048, 0)
+    assert r["overlap"]["ttft_ms"] == pytest.approx(2048 * c.prefill_ms_per_token, abs=1e-3)
+    words = CliRunner().invoke(explain, ["--trace", str(path), "--gpu-blocks", "10", "--timed", "--request", "1"]).output
+    assert words.startswith("request 1, run gpu: TTFT ") and "doc" not in words  # a trace's requests have no document
+    assert "--timed: needs --trace" in CliRunner().invoke(explain, ["--timed"]).output
