@@ -5,7 +5,8 @@ waiting queue (``queue``) under a token budget and ``max_num_seqs``
 (``config``), chunks long prefills, decodes one token per step, preempts the
 newest running request when blocks run out, and prices every step
 (``step_costs``); arrivals come from a closed or open loop or timestamps
-(``arrivals``); each step's decisions are a value object (``output``); a run's
+(``arrivals``); vLLM's native offloading connector loads asynchronously
+(``offloading``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields),
 ``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
@@ -16,5 +17,5 @@ Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, 
 and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``simulate``, ``replay``.
+``flight``, ``offloading`` (``NativeConnector``), ``report``, ``serving``, ``simulate``, ``replay``.
 """

@@ -10,6 +10,7 @@ from sim.blocks.request import Request
 from sim.engine.loop import _External
 from sim.sched.status import RequestStatus
 from sim.tiers.chunk_store import StoredChunk
+from sim.tiers.native.base import RequestAccess
 
 
 @dataclass(slots=True, eq=False)
@@ -46,6 +47,9 @@ class Flight:
     store_pending: bool = False
     lmcache_hit: list[int] | None = None  # LMCache's cached lookup while the request waits (Engine.lmcache_lookup)
     written: int = 0  # tokens copied out to the offload tiers, every admission
+    access: RequestAccess | None = None  # vLLM's native connector: what the request saw of the CPU tier
+    loading: list[int] | None = None  # vLLM's native connector: the offload blocks its asynchronous load reads
+    load_done: bool = False  # that load has completed (finished_recving): it may be scheduled
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)
 

@@ -44,13 +44,13 @@ def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
     )
 
 
-NATIVE_REFUSED = "vllm-native: its asynchronous loads are not modelled by the stepped engine; use lmcache or brief"
-
-
 def refusal(scenario: Scenario) -> tuple[str, str] | None:
-    """The scenario field the stepped engine cannot serve, and why (None: it can serve it)."""
-    if scenario.cpu_backend == "vllm-native" and scenario.cpu_capacity_tokens is not None:
-        return "cpu_backend", NATIVE_REFUSED
+    """The scenario field the stepped engine cannot serve, and why (None: it can serve it).
+
+    Every backend is served today (vLLM's native offloading with its asynchronous loads, ``sim.sched.offloading``);
+    the CLI and the API ask here before anything runs.
+    """
+    del scenario
     return None
 
 

@@ -46,8 +46,13 @@ last holder lets it go. The offload tiers are the sequential engine's own
 (``Engine.lookup_offload``, ``Engine.store_offload``); a request's chunks are
 stored when its prefill completes (LMCache saves chunk by chunk during a
 chunked prefill; kvscope stores them together at its last chunk).
-Not modelled: asynchronous scheduling, vLLM's native offloading connector
-(its loads are asynchronous), priorities, the watermark, speculative decoding.
+vLLM's native connector (``sim.sched.offloading``) answers every CPU hit
+with an asynchronous load: the request is allocated its blocks and waits in
+``WAITING_FOR_REMOTE_KVS`` (scheduler.py 1514-1546) in the queue of waiting
+requests that hold blocks, drained first (233-236), until the step after
+its load; a lookup the connector cannot answer yet skips the request for
+the step (1146-1151), the skipped put back at the front (1598-1602).
+Not modelled: asynchronous scheduling, priorities, the watermark, speculative decoding.
 """
 
 from __future__ import annotations
@@ -58,10 +63,11 @@ from dataclasses import dataclass
 
 from sim.blocks.request import Request
 from sim.bounds.budget import checkpoint
-from sim.engine.loop import Engine, RequestRecord
+from sim.engine.loop import Engine, RequestRecord, _External
 from sim.sched.arrivals import Arrivals, ClosedLoop
 from sim.sched.config import SchedulerConfig
 from sim.sched.flight import Flight
+from sim.sched.offloading import NativeConnector
 from sim.sched.output import Admission, StepOutput
 from sim.sched.queue import FcfsQueue
 from sim.sched.status import RequestStatus
@@ -89,16 +95,17 @@ class SteppedEngine:
         self.config = config or SchedulerConfig()
         if self.config.async_scheduling:
             raise ValueError("async_scheduling: not modelled; the stepped engine runs vLLM's synchronous loop (False)")
-        if engine.native and engine.offload:
-            raise ValueError("cpu_backend vllm-native: its asynchronous loads are not modelled by the stepped engine")
         if engine.observer is not None:
             raise ValueError("the stepped engine does not explain misses; detach the observer")
         self.engine = engine
         self.gpu = engine.gpu
         self.block = engine.units.block
         self.costs = costs or StepCosts.from_request_costs(engine.costs)
+        self.connector = NativeConnector(engine.native_cpu) if engine.native_cpu is not None else None
         self.running: list[Flight] = []
         self.waiting: FcfsQueue[Flight] = FcfsQueue()
+        # Waiting requests that hold blocks (loading their CPU hit), drained before ``waiting`` (scheduler.py 233-236)
+        self.holding: FcfsQueue[Flight] = FcfsQueue()
         self.refs: dict[int, int] = {}  # block id -> running requests holding it (vLLM's ref_cnt), held blocks only
         self.now_ms = 0.0
         self._starts: list[float] = []
@@ -145,13 +152,13 @@ class SteppedEngine:
                 while nxt < len(requests) and times[nxt] <= self.now_ms:
                     arrived.append(self._arrive(requests[nxt], times[nxt]))
                     nxt += 1
-                if not self.running and not self.waiting:
+                if not self.running and not self.num_waiting:
                     self.now_ms = times[nxt]  # idle until the next arrival
                     continue
             checkpoint()
             out = self.step()
-            if not out.scheduled:
-                raise RuntimeError(f"step {out.step} scheduled nothing with {len(self.waiting)} requests waiting")
+            if not out.scheduled and not out.loaded:
+                raise RuntimeError(f"step {out.step} scheduled nothing with {self.num_waiting} requests waiting")
             finished += len(out.finished)
             if times is None:
                 for _ in out.finished:
@@ -159,6 +166,10 @@ class SteppedEngine:
                         arrived.append(self._arrive(requests[nxt], self.now_ms))
                         nxt += 1
             yield out
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting) + len(self.holding)
 
     def _arrive(self, req: Request, t_ms: float) -> Flight:
         flight = Flight(req, t_ms, req.prompt_tokens, offload_evicted=[[] for _ in self.engine.offload])
@@ -170,7 +181,7 @@ class SteppedEngine:
     def step(self) -> StepOutput:
         cfg = self.config
         budget = cfg.max_num_batched_tokens
-        eligible = len(self.running) + len(self.waiting)
+        eligible = len(self.running) + self.num_waiting
         threshold = cfg.long_prefill_token_threshold if eligible > 1 else 0
         scheduled: dict[Flight, int] = {}
         preempted: list[Flight] = []
@@ -214,48 +225,108 @@ class SteppedEngine:
     def _schedule_waiting(
         self, budget: int, threshold: int, scheduled: dict[Flight, int], admitted: list[Admission], loaded: list[int]
     ) -> None:
-        cfg, gpu, engine, block = self.config, self.gpu, self.engine, self.block
-        while budget > 0 and self.waiting and len(self.running) < cfg.max_num_seqs:
-            f = self.waiting.peek()
+        """The waiting loop (scheduler.py 1050-1612): requests holding blocks first, a request the connector cannot
+        answer yet (or still loading) skipped and put back at the front after the loop (1054-1060, 1598-1602)."""
+        skipped: list[Flight] = []
+        try:
+            self._admit(budget, threshold, scheduled, admitted, loaded, skipped)
+        finally:
+            for f in reversed(skipped):
+                (self.holding if f.status is RequestStatus.WAITING_FOR_REMOTE_KVS else self.waiting).prepend(f)
+
+    def _admit(
+        self, budget: int, threshold: int, scheduled: dict[Flight, int], admitted: list[Admission], loaded: list[int],
+        skipped: list[Flight],
+    ) -> None:
+        cfg, gpu, engine, block, connector = self.config, self.gpu, self.engine, self.block, self.connector
+        while budget > 0 and len(self.running) < cfg.max_num_seqs:
+            queue = self.holding or self.waiting
+            if not queue:
+                return
+            f = queue.peek()
             req = f.req
+            if f.status is RequestStatus.WAITING_FOR_REMOTE_KVS:
+                if not f.load_done:
+                    skipped.append(queue.pop())  # _handle_blocked_waiting_request (3519-3528)
+                    continue
+                self._loaded(f)
             if engine.future is not None:
                 engine.future.now = req.seq
-            hit_blocks = gpu.find_prefix(req.block_keys, (f.num_tokens - 1) // block)
-            gpu_hit = len(hit_blocks) * block
-            if engine.lmcache and engine.offload:
-                # LMCache looks a request up once and answers again from its lookup cache until the request is
-                # admitted (``vllm_v1_adapter.py`` 1381-1432): a request left waiting does not refresh its chunks
-                # again; what it loads is recounted against the GPU hit of the moment.
-                if f.lmcache_hit is None:
-                    f.lmcache_hit = engine.lmcache_lookup(req)
-                ext = engine.lmcache_load(req, gpu_hit, f.lmcache_hit)
+            if f.num_computed:  # its CPU hit loaded: no lookup again (scheduler.py 1262-1273)
+                hit_blocks: list[int] = []
+                gpu_hit, ext, hit_end = f.gpu_hit, f.ext, f.num_computed
+                assert ext is not None
             else:
-                ext = engine.lookup_offload(req, gpu_hit)
-            hit_end = max(gpu_hit, ext.aligned)
+                hit_blocks = gpu.find_prefix(req.block_keys, (f.num_tokens - 1) // block)
+                gpu_hit = len(hit_blocks) * block
+                if connector is not None:
+                    found = connector.lookup(f, gpu_hit)
+                    if found is None:
+                        skipped.append(queue.pop())  # the connector cannot tell yet (scheduler.py 1146-1151)
+                        continue
+                    ext = found
+                elif engine.lmcache and engine.offload:
+                    # LMCache looks a request up once and answers again from its lookup cache until the request is
+                    # admitted (``vllm_v1_adapter.py`` 1381-1432): a request left waiting does not refresh its chunks
+                    # again; what it loads is recounted against the GPU hit of the moment.
+                    if f.lmcache_hit is None:
+                        f.lmcache_hit = engine.lmcache_lookup(req)
+                    ext = engine.lmcache_load(req, gpu_hit, f.lmcache_hit)
+                else:
+                    ext = engine.lookup_offload(req, gpu_hit)
+                hit_end = max(gpu_hit, ext.aligned)
+                if connector is not None and hit_end > gpu_hit:
+                    # Every native hit loads asynchronously: blocks for the hit, nothing to compute this step
+                    # (scheduler.py 1286-1289); the loaded blocks are cached once the load is done (1442, 3499).
+                    if not self._allocate(f, 0, hit_blocks, hit_end - gpu_hit, cache=False):
+                        return
+                    connector.start_load(f, ext, gpu_hit)
+                    loaded[0] += ext.tokens[0]
+                    self._taken(f, gpu_hit, ext, hit_end)
+                    f.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                    skipped.append(queue.pop())  # scheduler.py 1514-1546
+                    continue
             new = f.num_tokens - hit_end
             if 0 < threshold < new:
                 new = threshold
             if not cfg.enable_chunked_prefill and new > budget:
                 return
             new = min(new, budget)
-            if not self._allocate(f, new, hit_blocks, hit_end - gpu_hit):
+            if not self._allocate(f, new, hit_blocks, 0 if f.num_computed else hit_end - gpu_hit):
                 return  # admission stops behind a request that cannot get its blocks (scheduler.py 1454-1461)
-            self.waiting.pop()
+            queue.pop()
             self.running.append(f)
-            if f.first is None:
-                f.first = (gpu_hit, ext, req.prompt_tokens - hit_end)
-                f.first_step = len(self._dts)
-                self._queue_ms[f.seq] = self.now_ms - f.arrival_ms
+            if not f.num_computed:
+                self._taken(f, gpu_hit, ext, hit_end)
+                for t, tokens in enumerate(ext.tokens):
+                    loaded[t] += tokens
             f.status = RequestStatus.RUNNING
             f.lmcache_hit = None  # uncached once the request is allocated (update_state_after_alloc)
             f.num_computed = hit_end
-            f.gpu_hit, f.hit_end, f.ext, f.store_pending = gpu_hit, hit_end, ext, True
+            f.store_pending = True
             f.admissions.append(hit_end)
             admitted.append(Admission(f.seq, hit_end))
-            for t, tokens in enumerate(ext.tokens):
-                loaded[t] += tokens
             scheduled[f] = new
             budget -= new
+
+    def _taken(self, f: Flight, gpu_hit: int, ext: _External, hit_end: int) -> None:
+        """The scheduler has taken the request up (its load started, or it runs): the admission's hits."""
+        if f.first is None:
+            f.first = (gpu_hit, ext, f.req.prompt_tokens - hit_end)
+            f.first_step = len(self._dts)
+            self._queue_ms[f.seq] = self.now_ms - f.arrival_ms
+        f.num_computed = hit_end
+        f.gpu_hit, f.hit_end, f.ext = gpu_hit, hit_end, ext
+
+    def _loaded(self, f: Flight) -> None:
+        """``_update_waiting_for_remote_kv`` (scheduler.py 3467-3517): cache the loaded blocks, back to waiting."""
+        req, block = f.req, self.block
+        to_cache = min(f.num_computed // block, len(req.block_keys))
+        if to_cache > f.num_cached_blocks:
+            self.gpu.cache_blocks(f.blocks, req.block_keys[:to_cache], f.num_cached_blocks, req.doc, req.shared_blocks)
+            f.num_cached_blocks = to_cache
+        f.status = RequestStatus.PREEMPTED if f.preemptions else RequestStatus.WAITING
+        f.load_done = False
 
     def _execute(
         self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int]
@@ -276,12 +347,22 @@ class SteppedEngine:
             if f.store_pending and f.num_computed >= f.num_tokens:
                 f.store_pending = False
                 assert f.ext is not None
-                by_tier, copied = engine.store_offload(f.req, f.gpu_hit, f.hit_end, f.ext, f.offload_evicted)
+                if self.connector is not None:
+                    added, copied = self.connector.store(f, f.offload_evicted[0])
+                    by_tier = [added]
+                    # the worker copies them out after the forward pass (offloading_connector.py 134-138): no cost here
+                    f.written += copied
+                else:
+                    by_tier, copied = engine.store_offload(f.req, f.gpu_hit, f.hit_end, f.ext, f.offload_evicted)
+                    f.written += copied
+                    written += copied
                 for t, by_doc in enumerate(by_tier):
                     stored[t] += sum(by_doc.values())
-                f.written += copied
-                written += copied
-        dt = self.costs.step_ms(engine.offload_specs, prefill, loaded, written, decodes, context)
+        # A step that schedules nothing runs no forward pass (its loads alone, gpu_model_runner's no-forward path):
+        # it lasts its transfers, without the fixed cost.
+        dt = self.costs.step_ms(engine.offload_specs, prefill, loaded, written, decodes, context, forward=bool(scheduled))
+        if self.connector is not None:
+            self.connector.end_step()
         start = self.now_ms
         self._starts.append(start)
         self._dts.append(dt)
@@ -308,7 +389,7 @@ class SteppedEngine:
         return StepOutput(
             step=index + 1, t_ms=start, dt_ms=dt, scheduled={f.seq: n for f, n in scheduled.items()},
             admitted=admitted, preempted=[f.seq for f in preempted], finished=finished,
-            free_blocks=len(self.gpu.free_queue), running=len(self.running), waiting=len(self.waiting),
+            free_blocks=len(self.gpu.free_queue), running=len(self.running), waiting=self.num_waiting,
             prefill_tokens=prefill, decode_tokens=decode,
             loaded={n: t for n, t in zip(names, loaded) if t}, stored={n: t for n, t in zip(names, stored) if t},
         )
@@ -320,8 +401,11 @@ class SteppedEngine:
 
     # -- blocks ----------------------------------------------------------------
 
-    def _allocate(self, f: Flight, new: int, hit_blocks: Sequence[int] = (), external: int = 0) -> bool:
-        """``allocate_slots``: blocks for the computed tokens (hits included) plus ``new``; False if they do not fit."""
+    def _allocate(
+        self, f: Flight, new: int, hit_blocks: Sequence[int] = (), external: int = 0, cache: bool = True
+    ) -> bool:
+        """``allocate_slots``: blocks for the computed tokens (hits included) plus ``new``; False if they do not fit.
+        Without ``cache`` (an asynchronous load, ``delay_cache_blocks``) only the GPU hit's blocks are cached."""
         gpu, block, refs = self.gpu, self.block, self.refs
         free = len(gpu.free_queue)
         evictable = sum(1 for b in hit_blocks if b not in refs)  # hits sitting in the free queue
@@ -346,7 +430,7 @@ class SteppedEngine:
             f.blocks.extend(fresh)
         req = f.req
         to_cache = min(min(computed + new, f.num_tokens) // block, len(req.block_keys))
-        if to_cache > f.num_cached_blocks:
+        if cache and to_cache > f.num_cached_blocks:
             gpu.cache_blocks(f.blocks, req.block_keys[:to_cache], f.num_cached_blocks, req.doc, req.shared_blocks)
             f.num_cached_blocks = to_cache
         return True
