@@ -50,6 +50,10 @@ class Flight:
     access: RequestAccess | None = None  # vLLM's native connector: what the request saw of the CPU tier
     loading: list[int] | None = None  # vLLM's native connector: the offload blocks its asynchronous load reads
     load_done: bool = False  # that load has completed (finished_recving): it may be scheduled
+    next_stored: int = 0  # vLLM's native connector: the next offload block to offer (next_stored_chunk_idx)
+    store_jobs: int = 0  # its stores not yet complete (the connector's transfer_jobs)
+    store_refused: int = 0  # prepare_store calls that refused its offer (could not evict)
+    store_dropped_tokens: int = 0  # tokens of the offer still refused at its last one: never stored
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)
 
@@ -75,4 +79,10 @@ class Flight:
             "preemptions": self.preemptions,
             "admission_hit_tokens": list(self.admissions),
             "first_token_step": self.first_token_step,
+            # vLLM's native connector: offers refused (the blocks to evict still being written or read), and the
+            # tokens never stored because the last offer was refused too
+            **(
+                {"store_refused": self.store_refused, "store_dropped_tokens": self.store_dropped_tokens}
+                if self.access is not None else {}
+            ),
         }

@@ -44,6 +44,9 @@ class StepOutput:
     decode_tokens: int
     loaded: dict[str, int] = field(default_factory=dict)
     stored: dict[str, int] = field(default_factory=dict)
+    # vLLM's native connector: tier name -> store offers refused this step, and tokens dropped (refused at the last)
+    refused: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     @property
     def scheduled_tokens(self) -> int:
@@ -66,4 +69,6 @@ class StepOutput:
             "decode_tokens": self.decode_tokens,
             "loaded": dict(self.loaded),
             "stored": dict(self.stored),
+            **({"refused": dict(self.refused)} if self.refused else {}),
+            **({"dropped": dict(self.dropped)} if self.dropped else {}),
         }

@@ -51,7 +51,11 @@ with an asynchronous load: the request is allocated its blocks and waits in
 ``WAITING_FOR_REMOTE_KVS`` (scheduler.py 1514-1546) in the queue of waiting
 requests that hold blocks, drained first (233-236), until the step after
 its load; a lookup the connector cannot answer yet skips the request for
-the step (1146-1151), the skipped put back at the front (1598-1602).
+the step (1146-1151), the skipped put back at the front (1598-1602). Its
+stores are offered at the end of each schedule, copied out in the next
+step, and a finished request is handed to it one schedule later
+(``NativeConnector.build``); a step that schedules nothing while it has
+transfers left lasts them.
 Not modelled: asynchronous scheduling, priorities, the watermark, speculative decoding.
 """
 
@@ -67,7 +71,7 @@ from sim.engine.loop import Engine, RequestRecord, _External
 from sim.sched.arrivals import Arrivals, ClosedLoop
 from sim.sched.config import SchedulerConfig
 from sim.sched.flight import Flight
-from sim.sched.offloading import NativeConnector
+from sim.sched.offloading import NativeConnector, StepStores
 from sim.sched.output import Admission, StepOutput
 from sim.sched.queue import FcfsQueue
 from sim.sched.status import RequestStatus
@@ -153,11 +157,13 @@ class SteppedEngine:
                     arrived.append(self._arrive(requests[nxt], times[nxt]))
                     nxt += 1
                 if not self.running and not self.num_waiting:
+                    self._drain()
                     self.now_ms = times[nxt]  # idle until the next arrival
                     continue
             checkpoint()
+            working = self.connector is not None and self.connector.busy
             out = self.step()
-            if not out.scheduled and not out.loaded:
+            if not out.scheduled and not out.loaded and not working:
                 raise RuntimeError(f"step {out.step} scheduled nothing with {self.num_waiting} requests waiting")
             finished += len(out.finished)
             if times is None:
@@ -166,6 +172,16 @@ class SteppedEngine:
                         arrived.append(self._arrive(requests[nxt], self.now_ms))
                         nxt += 1
             yield out
+
+    def _drain(self) -> None:
+        """An idle engine keeps stepping while the connector has work (``has_pending_push_work``, offloading
+        scheduler.py 2198-2216): its last finishes are handed over and its stores complete before the next arrival,
+        in steps that schedule nothing (not in the ledger)."""
+        connector = self.connector
+        while connector is not None and connector.busy:
+            connector.build({})
+            connector.run()
+            connector.end_step()
 
     @property
     def num_waiting(self) -> int:
@@ -191,7 +207,8 @@ class SteppedEngine:
         loaded = [0] * len(self.engine.offload)
         if not preempted:
             self._schedule_waiting(budget, threshold, scheduled, admitted, loaded)
-        return self._execute(scheduled, admitted, preempted, loaded)
+        stores = self.connector.build(scheduled) if self.connector is not None else None
+        return self._execute(scheduled, admitted, preempted, loaded, stores)
 
     def _schedule_running(
         self, budget: int, threshold: int, scheduled: dict[Flight, int], preempted: list[Flight]
@@ -329,13 +346,21 @@ class SteppedEngine:
         f.load_done = False
 
     def _execute(
-        self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int]
+        self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int],
+        stores: StepStores | None = None,
     ) -> StepOutput:
         """Run the step's batch: advance computed tokens, store finished prefills, price the step, sample, finish."""
-        engine = self.engine
+        engine, connector = self.engine, self.connector
         prefill = decode = context = decodes = 0
         stored = [0] * len(engine.offload)
         written = 0
+        if connector is not None and stores is not None:
+            stored[0] = sum(stores.added.values())
+            copying = connector.run()  # the stores built in the last schedule are copied out during this step
+            if not scheduled and not any(loaded):
+                # No forward pass and nothing loaded: the step lasts its stores. Loads run beside stores (the worker's
+                # two directions have their own streams), so a loading step lasts its loads.
+                written = copying
         for f, new in scheduled.items():
             if new == 1 and f.num_output and f.num_computed == f.num_tokens - 1:
                 decodes += 1
@@ -344,25 +369,19 @@ class SteppedEngine:
             else:
                 prefill += new
             f.num_computed += new
-            if f.store_pending and f.num_computed >= f.num_tokens:
+            if f.store_pending and f.num_computed >= f.num_tokens and connector is None:
                 f.store_pending = False
                 assert f.ext is not None
-                if self.connector is not None:
-                    added, copied = self.connector.store(f, f.offload_evicted[0])
-                    by_tier = [added]
-                    # the worker copies them out after the forward pass (offloading_connector.py 134-138): no cost here
-                    f.written += copied
-                else:
-                    by_tier, copied = engine.store_offload(f.req, f.gpu_hit, f.hit_end, f.ext, f.offload_evicted)
-                    f.written += copied
-                    written += copied
+                by_tier, copied = engine.store_offload(f.req, f.gpu_hit, f.hit_end, f.ext, f.offload_evicted)
+                f.written += copied
+                written += copied
                 for t, by_doc in enumerate(by_tier):
                     stored[t] += sum(by_doc.values())
         # A step that schedules nothing runs no forward pass (its loads alone, gpu_model_runner's no-forward path):
         # it lasts its transfers, without the fixed cost.
         dt = self.costs.step_ms(engine.offload_specs, prefill, loaded, written, decodes, context, forward=bool(scheduled))
-        if self.connector is not None:
-            self.connector.end_step()
+        if connector is not None:
+            connector.end_step()
         start = self.now_ms
         self._starts.append(start)
         self._dts.append(dt)
@@ -382,6 +401,8 @@ class SteppedEngine:
                 f.status = RequestStatus.FINISHED_LENGTH_CAPPED
                 f.e2e_ms = self._elapsed(f, index)
                 self._free(f)
+                if connector is not None:
+                    connector.request_finished(f)
                 finished.append(f.seq)
         if finished:
             self.running = [f for f in self.running if not f.done]
@@ -392,6 +413,8 @@ class SteppedEngine:
             free_blocks=len(self.gpu.free_queue), running=len(self.running), waiting=self.num_waiting,
             prefill_tokens=prefill, decode_tokens=decode,
             loaded={n: t for n, t in zip(names, loaded) if t}, stored={n: t for n, t in zip(names, stored) if t},
+            refused={names[0]: stores.refused} if stores is not None and stores.refused else {},
+            dropped={names[0]: stores.dropped_tokens} if stores is not None and stores.dropped_tokens else {},
         )
 
     def _elapsed(self, f: Flight, index: int) -> float:
