@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import Engine
-from sim.sched.arrivals import ClosedLoop, Timed
+from sim.sched.arrivals import Arrivals, ClosedLoop, OpenLoop, Timed
+from sim.sched.config import SchedulerConfig
 from sim.sched.step_costs import StepCosts
 from sim.sched.stepped import SteppedEngine
 from sim.simulation.run import tier_spec
@@ -117,3 +118,38 @@ def test_with_room_for_everything_native_at_concurrency_one_is_the_sequential_ru
     assert [[getattr(r, f) for f in fields] for r in stepped.records] == [[getattr(r, f) for f in fields] for r in sequential]
     assert all(a.ttft_ms >= b.ttft_ms - 0.001 for a, b in zip(stepped.records, sequential))
     assert not any(f.store_refused for f in stepped.flights)
+
+
+@st.composite
+def native_under_load(draw: st.DrawFn) -> tuple[Scenario, SchedulerConfig, Arrivals]:
+    s = draw(native_scenarios())
+    least = (-(-(s.prompt_tokens + s.output_tokens - 1) // s.block_size) + 1) * s.block_size
+    s = Scenario.model_validate({**s.model_dump(), "gpu_tokens": max(s.gpu_tokens, least)})
+    seqs = draw(st.integers(1, 6))
+    config = SchedulerConfig(max_num_batched_tokens=draw(st.integers(max(seqs, 8), 200)), max_num_seqs=seqs)
+    arrivals = draw(st.one_of(st.integers(1, 5).map(ClosedLoop), st.builds(OpenLoop, st.floats(1, 500), st.integers(0, 9))))
+    return s, config, arrivals
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(native_under_load())
+def test_native_under_load_keeps_the_invariants_and_every_request_finishes(
+    case: tuple[Scenario, SchedulerConfig, Arrivals],
+) -> None:
+    scenario, config, arrivals = case
+    requests = build_requests(scenario)
+    engine = SteppedEngine(Engine("gpu+cpu", tier_spec(scenario, "gpu+cpu"), default_costs()), config)
+    tier, gpu = engine.engine.native_cpu, engine.gpu
+    assert tier is not None
+    finished: list[int] = []
+    for out in engine.steps(requests, arrivals):
+        assert out.scheduled_tokens <= config.max_num_batched_tokens and out.running <= config.max_num_seqs
+        # The CPU tier within its capacity; every block being written or read is one it holds.
+        assert len(tier.chunks) <= tier.capacity_chunks and tier.used_tokens <= tier.capacity_tokens
+        assert tier.pending <= set(tier.chunks) and set(tier.pinned) <= set(tier.chunks)
+        # Every GPU block is free or held (by a running request, or one loading its CPU hit), none both.
+        free = set(gpu.free_queue)
+        assert len(free) + len(engine.refs) == gpu.capacity_blocks and not free & set(engine.refs)
+        finished += out.finished
+    assert sorted(finished) == [r.seq for r in requests]
+    assert not engine.refs and not tier.pinned
