@@ -54,6 +54,7 @@ class Flight:
     store_jobs: int = 0  # its stores not yet complete (the connector's transfer_jobs)
     store_refused: int = 0  # prepare_store calls that refused its offer (could not evict)
     store_dropped_tokens: int = 0  # tokens of the offer still refused at its last one: never stored
+    explained: Any = None  # an attached observer's attribution at its first lookup (sim.explain)
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)
 

@@ -152,11 +152,13 @@ class NativeConnector:
         if end <= f.next_stored:
             return
         offer = tier.offer_of(req, keys, f.next_stored, end)
+        tier.eviction_seq = f.seq  # what this store evicts, this request evicts (sim.explain)
         stored = tier.prepare_store(offer, f.offload_evicted[0], f.access, pending=True)
         if stored is None:  # refused: not moved on (1991-1996)
             f.store_refused += 1
             out.refused += 1
             if last:
+                tier.dropped(offer, f.seq)
                 dropped = sum(c[TOKENS] for _, c, _ in offer)
                 f.store_dropped_tokens += dropped
                 out.dropped_tokens += dropped

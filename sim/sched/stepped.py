@@ -99,8 +99,6 @@ class SteppedEngine:
         self.config = config or SchedulerConfig()
         if self.config.async_scheduling:
             raise ValueError("async_scheduling: not modelled; the stepped engine runs vLLM's synchronous loop (False)")
-        if engine.observer is not None:
-            raise ValueError("the stepped engine does not explain misses; detach the observer")
         self.engine = engine
         self.gpu = engine.gpu
         self.block = engine.units.block
@@ -163,7 +161,9 @@ class SteppedEngine:
             checkpoint()
             working = self.connector is not None and self.connector.busy
             out = self.step()
-            if not out.scheduled and not out.loaded and not working:
+            # A step may schedule nothing while transfers run or after preempting its one running request (a load
+            # holding blocks outside the running ones), never otherwise.
+            if not out.scheduled and not out.loaded and not out.preempted and not working:
                 raise RuntimeError(f"step {out.step} scheduled nothing with {self.num_waiting} requests waiting")
             finished += len(out.finished)
             if times is None:
@@ -292,10 +292,13 @@ class SteppedEngine:
                 else:
                     ext = engine.lookup_offload(req, gpu_hit)
                 hit_end = max(gpu_hit, ext.aligned)
+                if engine.observer is not None and f.first is None:
+                    f.explained = engine.observer(req, gpu_hit, hit_end)  # at lookup time, as Engine.process
                 if connector is not None and hit_end > gpu_hit:
                     # Every native hit loads asynchronously: blocks for the hit, nothing to compute this step
                     # (scheduler.py 1286-1289); the loaded blocks are cached once the load is done (1442, 3499).
-                    if not self._allocate(f, 0, hit_blocks, hit_end - gpu_hit, cache=False):
+                    reserved = self._inflight_reserved(skipped)
+                    if not self._allocate(f, 0, hit_blocks, hit_end - gpu_hit, cache=False, reserved=reserved):
                         return
                     connector.start_load(f, ext, gpu_hit)
                     loaded[0] += ext.tokens[0]
@@ -424,12 +427,24 @@ class SteppedEngine:
 
     # -- blocks ----------------------------------------------------------------
 
+    def _inflight_reserved(self, skipped: Sequence[Flight]) -> int:
+        """Blocks the prefills in flight (running ones not yet through their prompt, and loads) still need to hold
+        their whole sequence (``_inflight_prefill_reserved_blocks``, scheduler.py 3404-3437): an asynchronous load
+        is admitted only within the free blocks beyond them (1422-1431), so two loads never wait on each other."""
+        block = self.block
+        flights = [f for f in self.running if f.num_computed < f.num_tokens]
+        flights += [f for f in (*self.holding, *skipped) if f.num_computed]  # loading, or loaded and waiting
+        return sum(max(-(-f.num_tokens // block) - len(f.blocks), 0) for f in flights)
+
     def _allocate(
-        self, f: Flight, new: int, hit_blocks: Sequence[int] = (), external: int = 0, cache: bool = True
+        self, f: Flight, new: int, hit_blocks: Sequence[int] = (), external: int = 0, cache: bool = True,
+        reserved: int = 0,
     ) -> bool:
-        """``allocate_slots``: blocks for the computed tokens (hits included) plus ``new``; False if they do not fit.
-        Without ``cache`` (an asynchronous load, ``delay_cache_blocks``) only the GPU hit's blocks are cached."""
+        """``allocate_slots``: blocks for the computed tokens (hits included) plus ``new``; False if they do not fit
+        in the free blocks less ``reserved``. Without ``cache`` (an asynchronous load, ``delay_cache_blocks``) only
+        the GPU hit's blocks are cached."""
         gpu, block, refs = self.gpu, self.block, self.refs
+        gpu.eviction_seq = f.seq  # what this allocation evicts, this request evicts (sim.explain)
         free = len(gpu.free_queue)
         evictable = sum(1 for b in hit_blocks if b not in refs)  # hits sitting in the free queue
         computed = f.num_computed + len(hit_blocks) * block + external
@@ -439,7 +454,7 @@ class SteppedEngine:
             if max(-(-f.num_tokens // block) - held, 0) + evictable > free:
                 return False
         need = max(-(-(computed + new) // block) - held, 0)
-        if need + evictable > free:
+        if need + evictable > free - reserved:  # kv_cache_manager.py 582-588
             return False
         if hit_blocks:
             gpu.touch([b for b in hit_blocks if b not in refs])
@@ -490,6 +505,9 @@ class SteppedEngine:
     def _record(self, f: Flight) -> RequestRecord:
         assert f.first is not None
         gpu_hit, ext, computed = f.first
-        return self.engine.record(
+        record = self.engine.record(
             f.req, gpu_hit, ext, computed, f.written, round(f.ttft_ms, 3), f.evictions, f.offload_evicted
         )
+        if f.explained is not None:
+            record.gpu_miss, record.computed, record.evicted_misses, record.infinite_hit_tokens = f.explained
+        return record

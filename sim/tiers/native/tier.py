@@ -84,6 +84,9 @@ class NativeCpuTier(ChunkStore):
         self.pinned: dict[int, int] = {}  # key -> loads reading it (ref_cnt > 0)
         self.pending: set[int] = set()  # keys whose store is in flight (ref_cnt -1: not ready)
         self._current = RequestAccess()  # the sequential engine's request
+        # While an observer is attached (sim.explain): offload block -> the request whose store of it was dropped
+        # (refused at its last offer: the blocks it had to evict still being written or read).
+        self.dropped_log: dict[int, int] | None = None
 
     def _see(self, access: RequestAccess, items: Sequence[tuple[int, int]], reused: Sequence[int] = ()) -> None:
         """``_record_request_cache_access`` (manager.py 163-189): first sightings go to the policy."""
@@ -216,6 +219,15 @@ class NativeCpuTier(ChunkStore):
                 pinned[k] = left
             else:
                 del pinned[k]
+
+    def dropped(self, offer: Offer, seq: int) -> None:
+        """Request ``seq`` will never store ``offer``'s blocks it could not (logged for explanations)."""
+        log = self.dropped_log
+        if log is not None:
+            chunks = self.chunks
+            for k, _, _ in offer:
+                if k not in chunks:
+                    log[k] = seq
 
     def stored(self, keys: Sequence[int]) -> None:
         """``complete_store`` (manager.py 375-392): the blocks still held become ready."""

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from sim.costs.model import default_costs
 from sim.engine.loop import Engine
+from sim.explain.causes import DESCRIPTIONS, FIRST_SEEN, LAST_TOKEN, NOT_STORED
+from sim.explain.observer import attach
 from sim.sched.arrivals import ClosedLoop
 from sim.sched.step_costs import StepCosts
 from sim.sched.stepped import SteppedEngine
@@ -129,3 +131,18 @@ def test_refused_and_dropped_stores_are_counted_in_the_json_and_the_ledger(tmp_p
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
     marked = [(line["step"], line.get("refused"), line.get("dropped")) for line in lines if line["run"] == "gpu+cpu" and "refused" in line]
     assert marked == [(2, {"cpu": 1}, None), (3, {"cpu": 1}, {"cpu": 80})]
+
+
+def test_explain_names_a_dropped_store_as_the_cause_of_the_cpu_miss() -> None:
+    # The first scenario above, explained: r4 reads d1 in pass 2 and finds none of it in CPU, because r1's store of
+    # d1's blocks was refused twice and dropped. Of its 80 tokens, the CPU could have served 79 (vLLM recomputes
+    # the last): d1.0-d1.3 (64 tokens) were never stored for that reason; its fresh question block (15 tokens
+    # before the last) is new to the tier.
+    s = scenario(docs=3, passes=2, gpu_blocks=7, cpu_blocks=8)
+    engine = Engine("gpu+cpu", tier_spec(s, "gpu+cpu"), default_costs())
+    attach(engine)
+    run = SteppedEngine(engine, None, StepCosts.clock()).run(build_requests(s), ClosedLoop(1))
+    assert run.records[4].computed == {LAST_TOKEN: 1, FIRST_SEEN: 15, NOT_STORED: 64}
+    assert DESCRIPTIONS[NOT_STORED] == "not stored: the tier's blocks were still being written"
+    # r3 (d0) missed d0.3 and its question: never offered before (r0's store of d0.3 was accepted, then evicted).
+    assert NOT_STORED not in run.records[3].computed
