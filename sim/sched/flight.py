@@ -55,6 +55,9 @@ class Flight:
     store_refused: int = 0  # prepare_store calls that refused its offer (could not evict)
     store_dropped_tokens: int = 0  # tokens of the offer still refused at its last one: never stored
     explained: Any = None  # an attached observer's attribution at its first lookup (sim.explain)
+    placeholders: int = 0  # async scheduling: tokens scheduled ahead, not sampled yet (num_output_placeholders)
+    stale: int = 0  # async scheduling: tokens in flight when it was preempted, still to be delivered
+    last_scheduled: int = 0  # the step that last scheduled it (last_sched_seq)
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)
 

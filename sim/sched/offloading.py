@@ -61,6 +61,18 @@ class StoreJob:
 
 
 @dataclass(slots=True)
+class InFlight:
+    """What one step transfers: the loads it runs and the stores it copies out."""
+
+    loads: list[Flight]
+    stores: list[StoreJob]
+
+    @property
+    def store_tokens(self) -> int:
+        return sum(j.tokens for j in self.stores)
+
+
+@dataclass(slots=True)
 class StepStores:
     """What a step's ``build_connector_meta`` did with the stores: tokens newly held per document, offers refused,
     tokens dropped (refused at the request's last offer)."""
@@ -86,11 +98,12 @@ class NativeConnector:
         self.submitted: list[StoreJob] = []
         self.finished: list[Flight] = []
         self._built: list[StoreJob] = []  # this schedule's jobs, queued when the step runs
+        self._running = 0  # steps run whose output is not processed yet (two under asynchronous scheduling)
 
     @property
     def busy(self) -> bool:
         """Work left that keeps the engine stepping with nothing scheduled (``has_pending_push_work``, 2198-2216)."""
-        return bool(self.loads or self.queued or self.submitted or self.finished)
+        return bool(self.loads or self.queued or self.submitted or self.finished or self._running)
 
     # -- schedule ------------------------------------------------------------------
 
@@ -131,7 +144,7 @@ class NativeConnector:
             assert f.access is not None
             self.tier.finished(f.access)
         self.finished = []
-        self._built = jobs
+        self._built.extend(jobs)  # an empty schedule's (finished passes only) go with the next step that runs
         return out
 
     def _offer(
@@ -179,26 +192,29 @@ class NativeConnector:
 
     # -- the step runs, and its output ------------------------------------------------
 
-    def run(self) -> int:
-        """The worker's start of the step: submit the stores built in the last schedule; this step's wait. Returns the
-        tokens it copies out."""
-        self.submitted, self.queued = self.queued, self._built
-        self._built = []
-        return sum(j.tokens for j in self.submitted)
+    def run(self) -> InFlight:
+        """The worker's start of the step: submit the stores built in the last schedule and this step's loads; this
+        step's stores wait for the next. Returns what the step transfers (its output completes it)."""
+        step = InFlight(self.loads, self.queued)
+        self._running += 1
+        self.submitted.extend(self.queued)
+        self.loads, self.queued, self._built = [], self._built, []
+        return step
 
-    def end_step(self) -> None:
+    def end_step(self, step: InFlight) -> None:
         """The step's output: its loads and the stores it copied out have completed (``complete_load``,
         ``complete_store``)."""
         tier = self.tier
-        for f in self.loads:
+        for f in step.loads:
             assert f.loading is not None
             tier.loaded(f.loading)
             f.loading, f.load_done = None, True
-        self.loads.clear()
-        for job in self.submitted:
+        for job in step.stores:
             tier.stored(job.keys)
             job.flight.store_jobs -= 1
-        self.submitted = []
+        done = set(map(id, step.stores))
+        self.submitted = [j for j in self.submitted if id(j) not in done]
+        self._running -= 1
 
     def request_finished(self, f: Flight) -> None:
         """The request ended in this step: the next schedule hands it to the connector (``finished_req_ids``)."""

@@ -56,7 +56,8 @@ stores are offered at the end of each schedule, copied out in the next
 step, and a finished request is handed to it one schedule later
 (``NativeConnector.build``); a step that schedules nothing while it has
 transfers left lasts them.
-Not modelled: asynchronous scheduling, priorities, the watermark, speculative decoding.
+With ``async_scheduling`` the loop is ``step_with_batch_queue``'s
+(``_steps_ahead``). Not modelled: priorities, the watermark, speculative decoding.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from sim.engine.loop import Engine, RequestRecord, _External
 from sim.sched.arrivals import Arrivals, ClosedLoop
 from sim.sched.config import SchedulerConfig
 from sim.sched.flight import Flight
-from sim.sched.offloading import NativeConnector, StepStores
+from sim.sched.offloading import InFlight, NativeConnector, StepStores
 from sim.sched.output import Admission, StepOutput
 from sim.sched.queue import FcfsQueue
 from sim.sched.status import RequestStatus
@@ -88,6 +89,23 @@ class SteppedRun:
     queue_ms: dict[int, float]
 
 
+@dataclass(slots=True, eq=False)
+class _Ran:
+    """A step that ran (its tokens computed, its time taken) whose output is not processed yet."""
+
+    scheduled: dict[Flight, int]
+    admitted: list[Admission]
+    preempted: list[Flight]
+    loaded: list[int]
+    stored: list[int]
+    stores: StepStores | None
+    sampling: list[Flight]  # the requests that sample a token in it
+    inflight: InFlight | None
+    index: int
+    prefill: int
+    decode: int
+
+
 class SteppedEngine:
     """vLLM's scheduler loop over one ``Engine``'s GPU pool and offload tiers.
 
@@ -97,8 +115,6 @@ class SteppedEngine:
 
     def __init__(self, engine: Engine, config: SchedulerConfig | None = None, costs: StepCosts | None = None) -> None:
         self.config = config or SchedulerConfig()
-        if self.config.async_scheduling:
-            raise ValueError("async_scheduling: not modelled; the stepped engine runs vLLM's synchronous loop (False)")
         self.engine = engine
         self.gpu = engine.gpu
         self.block = engine.units.block
@@ -113,6 +129,13 @@ class SteppedEngine:
         self._starts: list[float] = []
         self._dts: list[float] = []
         self._queue_ms: dict[int, float] = {}
+        self._scheduled_steps = 0  # sched_step_seq: steps run (scheduler.py 466-472)
+        self._processed_steps = 0  # processed_step_seq: steps whose output is processed
+        # With asynchronous scheduling and a connector that loads into the GPU (vLLM's native one runs as kv_both, a
+        # consumer), blocks a step still in flight may write are returned only when its output is processed
+        # (defer_block_free, scheduler.py 187-194, 3077-3119): (fence step, blocks, how many of them are hashed).
+        self.defer_free = self.config.async_scheduling and self.connector is not None
+        self._deferred: deque[tuple[int, list[int], int]] = deque()
 
     # -- the run -------------------------------------------------------------
 
@@ -148,28 +171,51 @@ class SteppedEngine:
             for req in requests[: arrivals.concurrency]:
                 arrived.append(self._arrive(req, 0.0))
             nxt = len(arrived)
+        yield from self._loop(requests, arrived, times, nxt)
+
+    def _loop(
+        self, requests: Sequence[Request], arrived: list[Flight], times: list[float] | None, nxt: int
+    ) -> Iterator[StepOutput]:
+        """Step until every request is done. Synchronously (``EngineCore.step``) each step's output is processed
+        before the next is scheduled. With ``async_scheduling`` (``EngineCore.step_with_batch_queue``, core.py
+        708-800, two batches in flight) each step is scheduled while the one before it runs, so it sees the outputs
+        of every step but that one: a request's next decode is scheduled a step ahead (``num_output_placeholders``),
+        and what the last step frees, finishes or loads is seen a schedule later. Steps run one after another."""
+        ahead = self.config.async_scheduling
+        pending: _Ran | None = None
         finished = 0
         while finished < len(requests):
             if times is not None:
                 while nxt < len(requests) and times[nxt] <= self.now_ms:
                     arrived.append(self._arrive(requests[nxt], times[nxt]))
                     nxt += 1
-                if not self.running and not self.num_waiting:
+                if pending is None and not self.running and not self.num_waiting:
                     self._drain()
                     self.now_ms = times[nxt]  # idle until the next arrival
                     continue
             checkpoint()
             working = self.connector is not None and self.connector.busy
-            out = self.step()
+            plan = self._plan()
+            scheduled, _, preempted, loaded, _ = plan
             # A step may schedule nothing while transfers run or after preempting its one running request (a load
-            # holding blocks outside the running ones), never otherwise.
-            if not out.scheduled and not out.loaded and not out.preempted and not working:
-                raise RuntimeError(f"step {out.step} scheduled nothing with {self.num_waiting} requests waiting")
+            # holding blocks outside the running ones), never otherwise; scheduled ahead, nothing may be left to
+            # schedule while the step in flight finishes.
+            if scheduled or any(loaded) or preempted or (pending is None and working):
+                ran: _Ran | None = self._run(*plan)
+            elif pending is None:
+                raise RuntimeError(f"step {len(self._dts) + 1} scheduled nothing with {self.num_waiting} requests waiting")
+            else:
+                ran = None
+            done, pending = (pending, ran) if ahead else (ran, None)
+            if done is None:
+                continue
+            out = self._complete(done)
             finished += len(out.finished)
             if times is None:
+                end = out.t_ms + out.dt_ms  # a closed loop's next request comes when the output is known
                 for _ in out.finished:
                     if nxt < len(requests):
-                        arrived.append(self._arrive(requests[nxt], self.now_ms))
+                        arrived.append(self._arrive(requests[nxt], end))
                         nxt += 1
             yield out
 
@@ -180,8 +226,7 @@ class SteppedEngine:
         connector = self.connector
         while connector is not None and connector.busy:
             connector.build({})
-            connector.run()
-            connector.end_step()
+            connector.end_step(connector.run())
 
     @property
     def num_waiting(self) -> int:
@@ -194,7 +239,8 @@ class SteppedEngine:
 
     # -- one step ------------------------------------------------------------
 
-    def step(self) -> StepOutput:
+    def _plan(self) -> tuple[dict[Flight, int], list[Admission], list[Flight], list[int], StepStores | None]:
+        """``schedule``: the running requests, then the waiting ones, then the connector's stores."""
         cfg = self.config
         budget = cfg.max_num_batched_tokens
         eligible = len(self.running) + self.num_waiting
@@ -208,7 +254,7 @@ class SteppedEngine:
         if not preempted:
             self._schedule_waiting(budget, threshold, scheduled, admitted, loaded)
         stores = self.connector.build(scheduled) if self.connector is not None else None
-        return self._execute(scheduled, admitted, preempted, loaded, stores)
+        return scheduled, admitted, preempted, loaded, stores
 
     def _schedule_running(
         self, budget: int, threshold: int, scheduled: dict[Flight, int], preempted: list[Flight]
@@ -217,7 +263,10 @@ class SteppedEngine:
         i = 0
         while i < len(running) and budget > 0:
             f = running[i]
-            new = f.num_tokens - f.num_computed
+            if f.placeholders and f.num_computed + 2 - f.placeholders >= f.req.prompt_tokens + f.req.output_tokens:
+                i += 1  # async: the step in flight samples its last token; nothing more to schedule (scheduler.py 800-813)
+                continue
+            new = f.num_tokens + f.placeholders - f.num_computed
             if 0 < threshold < new:
                 new = threshold
             new = min(new, budget)
@@ -262,6 +311,9 @@ class SteppedEngine:
                 return
             f = queue.peek()
             req = f.req
+            if f.stale:
+                skipped.append(queue.pop())  # its output still in flight from before its preemption (1076-1081)
+                continue
             if f.status is RequestStatus.WAITING_FOR_REMOTE_KVS:
                 if not f.load_done:
                     skipped.append(queue.pop())  # _handle_blocked_waiting_request (3519-3528)
@@ -348,30 +400,40 @@ class SteppedEngine:
         f.status = RequestStatus.PREEMPTED if f.preemptions else RequestStatus.WAITING
         f.load_done = False
 
-    def _execute(
+    def _run(
         self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int],
         stores: StepStores | None = None,
-    ) -> StepOutput:
-        """Run the step's batch: advance computed tokens, store finished prefills, price the step, sample, finish."""
+    ) -> _Ran:
+        """Run the step's batch: advance computed tokens (``_update_after_schedule``), store finished prefills, price
+        the step and take its time."""
         engine, connector = self.engine, self.connector
         prefill = decode = context = decodes = 0
         stored = [0] * len(engine.offload)
         written = 0
+        inflight = None
         if connector is not None and stores is not None:
             stored[0] = sum(stores.added.values())
-            copying = connector.run()  # the stores built in the last schedule are copied out during this step
+            inflight = connector.run()  # the stores built in the last schedule are copied out during this step
             if not scheduled and not any(loaded):
                 # No forward pass and nothing loaded: the step lasts its stores. Loads run beside stores (the worker's
                 # two directions have their own streams), so a loading step lasts its loads.
-                written = copying
+                written = inflight.store_tokens
+        sampling: list[Flight] = []
+        ahead = self.config.async_scheduling
         for f, new in scheduled.items():
-            if new == 1 and f.num_output and f.num_computed == f.num_tokens - 1:
+            # A decode computes the KV of the last known token (a placeholder's, scheduled ahead, async_scheduler.py)
+            if new == 1 and (f.num_output or f.placeholders) and f.num_computed == f.num_tokens + f.placeholders - 1:
                 decodes += 1
                 decode += 1
                 context += f.num_computed
             else:
                 prefill += new
             f.num_computed += new
+            f.last_scheduled = self._scheduled_steps + 1
+            if f.num_computed >= f.num_tokens + f.placeholders:
+                sampling.append(f)  # not a prefill chunk: it samples a token
+                if ahead:
+                    f.placeholders += 1  # async_scheduler.py 24-49
             if f.store_pending and f.num_computed >= f.num_tokens and connector is None:
                 f.store_pending = False
                 assert f.ext is not None
@@ -383,24 +445,39 @@ class SteppedEngine:
         # A step that schedules nothing runs no forward pass (its loads alone, gpu_model_runner's no-forward path):
         # it lasts its transfers, without the fixed cost.
         dt = self.costs.step_ms(engine.offload_specs, prefill, loaded, written, decodes, context, forward=bool(scheduled))
-        if connector is not None:
-            connector.end_step()
+        self._scheduled_steps += 1
         start = self.now_ms
         self._starts.append(start)
         self._dts.append(dt)
         self.now_ms = start + dt
-        index = len(self._dts) - 1
+        return _Ran(
+            scheduled, admitted, preempted, loaded, stored, stores, sampling, inflight, len(self._dts) - 1,
+            prefill, decode,
+        )
+
+    def _complete(self, ran: _Ran) -> StepOutput:
+        """``update_from_output``: the step's transfers done, its tokens sampled, finished requests freed."""
+        engine, connector = self.engine, self.connector
+        index, scheduled, stores = ran.index, ran.scheduled, ran.stores
+        self._processed_steps += 1
+        self._drain_deferred_frees()
+        if connector is not None and ran.inflight is not None:
+            connector.end_step(ran.inflight)
         finished: list[int] = []
         limit = self.config.max_model_len
-        for f, _ in scheduled.items():
-            if f.num_computed < f.num_tokens:
-                continue  # a prefill chunk: no token yet
+        for f in ran.sampling:
+            if f.stale:
+                f.stale -= 1  # preempted since: its token is delivered, its placeholders were reset (scheduler.py 1830)
+            elif self.config.async_scheduling:
+                f.placeholders -= 1
             f.num_output += 1
             f.num_tokens += 1
             if f.first_token_step < 0:
                 f.first_token_step = index + 1
                 f.ttft_ms = self._elapsed(f, index)
             if f.num_output >= f.req.output_tokens or (limit is not None and f.num_tokens >= limit):
+                if f.status is RequestStatus.PREEMPTED:
+                    self.waiting.remove(f)  # stopped by output in flight when it was preempted (scheduler.py 2548)
                 f.status = RequestStatus.FINISHED_LENGTH_CAPPED
                 f.e2e_ms = self._elapsed(f, index)
                 self._free(f)
@@ -409,6 +486,10 @@ class SteppedEngine:
                 finished.append(f.seq)
         if finished:
             self.running = [f for f in self.running if not f.done]
+        start, dt, prefill, decode, loaded, stored = (
+            self._starts[index], self._dts[index], ran.prefill, ran.decode, ran.loaded, ran.stored,
+        )
+        preempted, admitted = ran.preempted, ran.admitted
         names = [s.name for s in engine.offload]
         return StepOutput(
             step=index + 1, t_ms=start, dt_ms=dt, scheduled={f.seq: n for f, n in scheduled.items()},
@@ -490,12 +571,24 @@ class SteppedEngine:
                 released.append(b)
                 hashed += i < f.num_cached_blocks
         if released:
-            self.gpu.free(released, hashed)  # the hashed blocks are the first ones: cached from the prompt's start
+            if self.defer_free and f.last_scheduled > self._processed_steps:
+                # A step in flight may still write them: back to the pool when its output is processed (3084-3093).
+                self._deferred.append((self._scheduled_steps, released, hashed))
+            else:
+                self.gpu.free(released, hashed)  # the hashed blocks are the first ones: cached from the prompt's start
         f.blocks = []
         f.num_cached_blocks = 0
 
+    def _drain_deferred_frees(self) -> None:
+        """``_drain_deferred_frees`` (scheduler.py 3106-3119): blocks whose fence step's output is processed."""
+        deferred = self._deferred
+        while deferred and deferred[0][0] <= self._processed_steps:
+            _, blocks, hashed = deferred.popleft()
+            self.gpu.free(blocks, hashed)
+
     def _preempt(self, f: Flight) -> None:
         self._free(f)
+        f.stale, f.placeholders = f.placeholders, 0  # async: its output in flight is stale (scheduler.py 1822-1836)
         f.status = RequestStatus.PREEMPTED
         f.num_computed = 0
         f.store_pending = False

@@ -126,7 +126,9 @@ def native_under_load(draw: st.DrawFn) -> tuple[Scenario, SchedulerConfig, Arriv
     least = (-(-(s.prompt_tokens + s.output_tokens - 1) // s.block_size) + 1) * s.block_size
     s = Scenario.model_validate({**s.model_dump(), "gpu_tokens": max(s.gpu_tokens, least)})
     seqs = draw(st.integers(1, 6))
-    config = SchedulerConfig(max_num_batched_tokens=draw(st.integers(max(seqs, 8), 200)), max_num_seqs=seqs)
+    config = SchedulerConfig(
+        max_num_batched_tokens=draw(st.integers(max(seqs, 8), 200)), max_num_seqs=seqs, async_scheduling=draw(st.booleans())
+    )
     arrivals = draw(st.one_of(st.integers(1, 5).map(ClosedLoop), st.builds(OpenLoop, st.floats(1, 500), st.integers(0, 9))))
     return s, config, arrivals
 
@@ -147,9 +149,11 @@ def test_native_under_load_keeps_the_invariants_and_every_request_finishes(
         # The CPU tier within its capacity; every block being written or read is one it holds.
         assert len(tier.chunks) <= tier.capacity_chunks and tier.used_tokens <= tier.capacity_tokens
         assert tier.pending <= set(tier.chunks) and set(tier.pinned) <= set(tier.chunks)
-        # Every GPU block is free or held (by a running request, or one loading its CPU hit), none both.
-        free = set(gpu.free_queue)
-        assert len(free) + len(engine.refs) == gpu.capacity_blocks and not free & set(engine.refs)
+        # Every GPU block is free, held (by a running request, or one loading its CPU hit) or, under asynchronous
+        # scheduling, freed but kept from the pool while a step in flight may write it; never two of these.
+        free, deferred = set(gpu.free_queue), {b for _, blocks, _ in engine._deferred for b in blocks}
+        assert len(free) + len(engine.refs) + len(deferred) == gpu.capacity_blocks
+        assert not free & set(engine.refs) and not deferred & (free | set(engine.refs))
         finished += out.finished
     assert sorted(finished) == [r.seq for r in requests]
     assert not engine.refs and not tier.pinned
