@@ -12,14 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from sim.bounds.budget import Cost
-from sim.costs.model import default_costs
-from sim.engine.loop import Engine
 from sim.engine.result import comparison
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
 from sim.sched.serving import Serving
 from sim.sched.stepped import SteppedEngine
-from sim.simulation.run import run_entry, scenario_summary, tier_spec
+from sim.simulation.run import engines, run_entry, scenario_summary
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
@@ -32,9 +30,9 @@ STEP_BYTES = 700  # a step of the ledger held until the run ends (its StepOutput
 
 
 def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
-    """``simulation_cost`` without explanations, plus a request's work in each step it takes part in (a decode step
+    """``simulation_cost`` with explanations, plus a request's work in each step it takes part in (a decode step
     per generated token, a step per prefill chunk)."""
-    base = simulation_cost(scenario, explain=False)
+    base = simulation_cost(scenario, explain=True)
     budget = serving.scheduler_config().max_num_batched_tokens
     per_request = scenario.output_tokens + -(-scenario.prompt_tokens // budget)
     runs, requests = len(scenario.run_names), scenario.total_requests
@@ -57,11 +55,11 @@ def refusal(scenario: Scenario) -> tuple[str, str] | None:
 def simulate_stepped(scenario: Scenario, serving: Serving) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The JSON result, and each run's step ledger."""
     requests = build_requests(scenario)
-    costs = scenario.costs or default_costs()
     config, arrivals = serving.scheduler_config(), serving.arrivals()
     runs, ledgers = [], {}
-    for name in scenario.run_names:
-        engine = Engine(name, tier_spec(scenario, name), costs)
+    # Every miss explained as the one-at-a-time result explains it (sim.explain, attached at each first lookup).
+    for engine in engines(scenario, explain=True, requests=requests):
+        name = engine.run
         run = SteppedEngine(engine, config).run(requests, arrivals)
         entry = run_entry(engine, run.records)
         for record, times in zip(entry["requests"], request_rows(run)):

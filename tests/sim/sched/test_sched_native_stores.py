@@ -131,6 +131,10 @@ def test_refused_and_dropped_stores_are_counted_in_the_json_and_the_ledger(tmp_p
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
     marked = [(line["step"], line.get("refused"), line.get("dropped")) for line in lines if line["run"] == "gpu+cpu" and "refused" in line]
     assert marked == [(2, {"cpu": 1}, None), (3, {"cpu": 1}, {"cpu": 80})]
+    # The table's serving line says it too, and each request's causes carry the dropped store (r4, see below).
+    code, out = simulate(*flags)
+    assert code == 0 and "gpu+cpu: " in out and "; 2 stores refused, 80 tokens never stored" in out
+    assert json.loads(simulate(*flags, "--json")[1])["runs"][1]["requests"][4]["computed"]["not-stored"] == 64
 
 
 def test_explain_names_a_dropped_store_as_the_cause_of_the_cpu_miss() -> None:
