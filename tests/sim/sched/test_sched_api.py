@@ -72,3 +72,9 @@ def test_vllm_native_under_load_is_served(server: str) -> None:
     assert response.status_code == 200
     runs = {r["name"]: r for r in response.json()["runs"]}
     assert [r["cpu_hit_tokens"] for r in runs["gpu+cpu"]["requests"]] == [0, 0]
+
+def test_async_scheduling_is_served(server: str) -> None:
+    # Modelled now (tests/sim/sched/test_sched_async.py): accepted, and the result's serving settings say so.
+    response = post(server, {"docs": 2, "passes": "forward", "concurrency": 2, "async_scheduling": True})
+    assert response.status_code == 200
+    assert response.json()["scenario"]["serving"]["async_scheduling"] is True
