@@ -110,12 +110,11 @@ class NativeCpuTier(ChunkStore):
         return hit, loaded
 
     def store(
-        self, req: Request, gpu_hit: int, hit: int, output_tokens: int, evicted: list[StoredChunk],
-        access: RequestAccess | None = None,
+        self, req: Request, gpu_hit: int, hit: int, output_tokens: int, evicted: list[StoredChunk]
     ) -> tuple[dict[int, int], int]:
-        """Every step's store of the request, then its end; returns the tokens newly held per document and those
-        the prefill step copied out of the GPU."""
-        access = access or self._current
+        """Every step's store of the request last looked up, then its end; returns the tokens newly held per
+        document and those the prefill step copied out of the GPU."""
+        access = self._current
         keys = self.offload_keys(req)
         next_idx = self.first_offered(gpu_hit, hit)
         added: dict[int, int] = {}
