@@ -141,6 +141,8 @@ def serving_line(run: str, s: dict[str, Any], open_loop: bool = False) -> str:
         f"p99 {ms_text(s['ttft_p99_ms'])} ms; {s['requests_per_s']:,.2f} requests/s, {s['output_tokens_per_s']:,.1f} "
         f"output tokens/s over {s['span_ms'] / 1000:,.2f} s in {s['steps']:,} steps; {s['preemptions']:,} preemptions"
     )
+    if s.get("store_refused"):  # vLLM's native offloading (sim.sched.offloading)
+        line += f"; {s['store_refused']:,} stores refused, {s['store_dropped_tokens']:,} tokens never stored"
     offered = s.get("arrivals_per_s")
     if open_loop and offered and offered > OVERLOAD * s["requests_per_s"]:
         line += (f"\n{run}: requests arrived at {offered:.2f}/s, faster than the {s['requests_per_s']:.2f}/s served: "

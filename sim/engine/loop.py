@@ -434,13 +434,7 @@ class Engine:
         if self.native_cpu is None:
             return _External()
         hit, keys = self.native_cpu.lookup(req, gpu_hit)
-        n = req.prompt_tokens
-        aligned = min(gpu_hit + hit, n - 1) if hit else 0
-        ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=hit, tokens=[0])
-        if aligned > gpu_hit:
-            ext.tokens[0] = aligned - gpu_hit
-            ext.keys = [keys]
-        return ext
+        return native_external(req, gpu_hit, hit, keys)
 
     def _lookup_lmcache(self, req: Request, gpu_hit: int) -> _External:
         """LMCache's lookup: the CPU's prefix of the prompt's chunks, then each further tier's of the rest; all refreshed.
@@ -671,6 +665,18 @@ def cost_ms(costs: CostModel, specs: list[OffloadTier], computed: int, tokens: l
             disk += t
     ttft = costs.ttft_ms(computed, cpu, disk, written)
     return ttft + extra if extra else ttft
+
+
+def native_external(req: Request, gpu_hit: int, hit: int, keys: list[int]) -> _External:
+    """What vLLM's native connector serves of ``req``: ``hit`` tokens beyond the GPU hit from the offload blocks
+    ``keys``; a whole-prompt hit loads all but the last token, which vLLM recomputes."""
+    n = req.prompt_tokens
+    aligned = min(gpu_hit + hit, n - 1) if hit else 0
+    ext = _External(consulted=True, query_tokens=n - gpu_hit, aligned=aligned, own_hit=hit, tokens=[0])
+    if aligned > gpu_hit:
+        ext.tokens[0] = aligned - gpu_hit
+        ext.keys = [keys]
+    return ext
 
 
 def _merge(into: dict[int, int], more: dict[int, int]) -> None:

@@ -14,12 +14,16 @@ any size would miss those tokens too; then the history of the tier:
    the evicting request);
 5. ``chain-broken``: the tier holds it, but an earlier unit of the prefix
    missed, and lookups stop at the first miss;
-6. ``not-asked``: the tier was not consulted for these tokens under the active
+6. ``not-stored``: the tier never held it because its store was refused and
+   dropped: the blocks it had to evict were still being written (vLLM's
+   native offloading, step for step: ``sim.sched.offloading``);
+7. ``not-asked``: the tier was not consulted for these tokens under the active
    rules (none under the ``brief`` rules, which ask the offload tiers about
    the whole prompt; kept for backends that skip a lookup).
 
-3, 4 and 5 exclude each other (never held / held and gone / held now), so
-the order among them only documents the vocabulary.
+3, 4, 5 and 6 exclude each other (never held / held and gone / held now /
+never held, its store dropped), so the order among them only documents the
+vocabulary.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ LAST_TOKEN = "last-token"
 FIRST_SEEN = "first-seen"
 EVICTED = "evicted"
 CHAIN_BROKEN = "chain-broken"
+NOT_STORED = "not-stored"
 NOT_ASKED = "not-asked"
 
-PRECEDENCE: tuple[str, ...] = (PARTIAL_BLOCK, PARTIAL_CHUNK, LAST_TOKEN, FIRST_SEEN, EVICTED, CHAIN_BROKEN, NOT_ASKED)
+PRECEDENCE: tuple[str, ...] = (
+    PARTIAL_BLOCK, PARTIAL_CHUNK, LAST_TOKEN, FIRST_SEEN, EVICTED, CHAIN_BROKEN, NOT_STORED, NOT_ASKED,
+)
 CAUSES = frozenset(PRECEDENCE)
 
 # Misses that a tier of unbounded size would have too (the floor of the infinite-cache bound).
@@ -45,6 +52,7 @@ DESCRIPTIONS: dict[str, str] = {
     FIRST_SEEN: "never held by the tier before",
     EVICTED: "held by the tier, then evicted",
     CHAIN_BROKEN: "held, but after an earlier miss in the prefix",
+    NOT_STORED: "not stored: the tier's blocks were still being written",
     NOT_ASKED: "the tier was not asked for them",
 }
 
@@ -57,6 +65,7 @@ LABELS: dict[str, str] = {
     FIRST_SEEN: "first seen",
     EVICTED: "evicted",
     CHAIN_BROKEN: "after an earlier miss",
+    NOT_STORED: "not stored",
     NOT_ASKED: "not asked",
 }
 

@@ -46,8 +46,10 @@ from sim.explain.causes import (
     EVICTED,
     FIRST_SEEN,
     LAST_TOKEN,
+    NOT_STORED,
     PARTIAL_BLOCK,
     PARTIAL_CHUNK,
+    PRECEDENCE,
 )
 
 if TYPE_CHECKING:
@@ -216,6 +218,11 @@ class Attributor:
         self._gpu_pool = engine.gpu
         self._offload_tiers = tuple(t.tier for t in self.offload)
         self._single = self.offload[0] if len(self.offload) == 1 else None  # the one offload tier's history
+        # vLLM's native tier logs the blocks whose store was dropped (refused while the blocks it had to evict were
+        # still being written): a block never held that is logged there missed for that reason (``not-stored``).
+        self._dropped: dict[int, int] | None = None
+        if self._single is not None and hasattr(self._single.tier, "dropped_log"):
+            self._dropped = self._single.tier.dropped_log = {}
 
     def __call__(self, req: Request, gpu_hit: int, hit_end: int) -> Explanation:
         seq = self._gpu_pool.eviction_seq = req.seq  # what this request's allocation and stores evict, it evicts
@@ -239,6 +246,8 @@ class Attributor:
         if not self.offload:
             return gpu_miss, gpu_miss, [gpu_entry] if gpu_entry is not None else [], gpu_bound
         computed, entries, bound = self._offload(req, hit_end, gpu_bound)
+        if self._dropped and computed.get(FIRST_SEEN):
+            computed = self._not_stored(req, hit_end, computed)
         if gpu_entry is not None:
             entries.insert(0, gpu_entry)
         return gpu_miss, computed, entries, max(gpu_bound, bound)
@@ -340,6 +349,23 @@ class Attributor:
         if held:
             causes[CHAIN_BROKEN] = held * block
         return entry, (hit + unseen_at) * block
+
+    def _not_stored(self, req: Request, hit_end: int, causes: dict[str, int]) -> dict[str, int]:
+        """Of the ``first-seen`` tokens, those of chunks whose store was dropped become ``not-stored``."""
+        assert self._single is not None and self._dropped is not None
+        chunk, n, keys = self.chunk, req.prompt_tokens, req.chunk_keys
+        end = min((len(keys) - 1) * chunk + req.last_chunk_tokens if keys else 0, n - 1)
+        held, gone, dropped = self._single.held, self._single.gone_of, self._dropped
+        moved = 0
+        for i in range(hit_end // chunk, -(-end // chunk)):
+            key = keys[i]
+            if key in dropped and key not in held and gone([key])[0] is None:
+                moved += min((i + 1) * chunk, end) - max(i * chunk, hit_end)
+        moved = min(moved, causes[FIRST_SEEN])
+        if not moved:
+            return causes
+        causes = {**causes, FIRST_SEEN: causes[FIRST_SEEN] - moved, NOT_STORED: moved}
+        return {c: causes[c] for c in PRECEDENCE if causes.get(c)}
 
     # -- the offload tiers: chunks -------------------------------------------
 

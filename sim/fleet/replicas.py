@@ -62,4 +62,11 @@ def stepped_replicas(
                 f"gpu_policy {engine.gpu.policy}: it plans from every request a replica will serve, which the router "
                 "decides only as requests arrive; use lru, fifo or mru"
             )
-    return [SteppedEngine(engine, config, costs) for engine in engines]
+    if config is not None and config.async_scheduling:
+        raise FleetError("async_scheduling", "a fleet's replicas step synchronously (vLLM's EngineCore.step); give false")
+    stepped = [SteppedEngine(engine, config, costs) for engine in engines]
+    if any(s.connector is not None for s in stepped):
+        # The replicas step one at a time on the fleet's clock, which does not yet drain an idle replica's transfers.
+        raise FleetError("cpu_backend", "vllm-native: a fleet's replicas do not model its asynchronous loads yet; "
+                         "use lmcache")
+    return stepped

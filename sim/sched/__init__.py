@@ -5,7 +5,8 @@ waiting queue (``queue``) under a token budget and ``max_num_seqs``
 (``config``), chunks long prefills, decodes one token per step, preempts the
 newest running request when blocks run out, and prices every step
 (``step_costs``); arrivals come from a closed or open loop or timestamps
-(``arrivals``); each step's decisions are a value object (``output``); a run's
+(``arrivals``); vLLM's native offloading connector loads asynchronously
+(``offloading``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields), ``replay_serving`` a
 trace's (its timestamps too), ``stream`` a run under load as events (``step`` among them),
@@ -15,10 +16,10 @@ trace sent at its timestamps, ``shares`` a request's TTFT in its parts and ``ove
 itself one request at a time. Nothing is imported here: each module is imported by its own name, so
 reading the serving settings does not load the stepped engine.
 
-Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``,
+Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.explain, sim.numeric, sim.tiers, sim.workloads; ``simulate``,
 ``stream``, ``overlap`` and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``replay_serving``, ``stream``, ``limit``, ``records``, ``simulate``, ``replay``,
+``flight``, ``offloading`` (``NativeConnector``), ``report``, ``serving``, ``replay_serving``, ``stream``, ``limit``, ``records``, ``simulate``, ``replay``,
 ``shares``, ``overlap``.
 """

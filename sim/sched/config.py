@@ -41,10 +41,12 @@ class SchedulerConfig:
     ``config/scheduler.py`` 79), chunked prefill on (134), the whole prompt
     must fit before a request is admitted (``scheduler_reserve_full_isl``,
     190). ``async_scheduling``: ``vllm serve`` resolves vLLM's None to True
-    unless something is incompatible (``config/vllm.py`` 1685-1719); kvscope
-    models the synchronous loop only (``EngineCore.step``: schedule, execute,
-    ``update_from_output``), so it defaults to False and True is refused by
-    the engine. ``max_model_len`` None: no cap (vLLM takes it from the model).
+    unless something is incompatible (``config/vllm.py`` 1685-1719). kvscope
+    defaults to the synchronous loop (``EngineCore.step``: schedule, execute,
+    ``update_from_output``), whose figures its default ones are; True runs
+    ``step_with_batch_queue``'s (``sim.sched.stepped``), which one request at
+    a time gives the same steps. ``max_model_len`` None: no cap (vLLM takes
+    it from the model).
     """
 
     max_num_batched_tokens: int = _SERVE_H100_TOKENS

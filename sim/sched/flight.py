@@ -10,6 +10,7 @@ from sim.blocks.request import Request
 from sim.engine.loop import _External
 from sim.sched.status import RequestStatus
 from sim.tiers.chunk_store import StoredChunk
+from sim.tiers.native.base import RequestAccess
 
 
 @dataclass(slots=True, eq=False)
@@ -46,6 +47,17 @@ class Flight:
     store_pending: bool = False
     lmcache_hit: list[int] | None = None  # LMCache's cached lookup while the request waits (Engine.lmcache_lookup)
     written: int = 0  # tokens copied out to the offload tiers, every admission
+    access: RequestAccess | None = None  # vLLM's native connector: what the request saw of the CPU tier
+    loading: list[int] | None = None  # vLLM's native connector: the offload blocks its asynchronous load reads
+    load_done: bool = False  # that load has completed (finished_recving): it may be scheduled
+    next_stored: int = 0  # vLLM's native connector: the next offload block to offer (next_stored_chunk_idx)
+    store_jobs: int = 0  # its stores not yet complete (the connector's transfer_jobs)
+    store_refused: int = 0  # prepare_store calls that refused its offer (could not evict)
+    store_dropped_tokens: int = 0  # tokens of the offer still refused at its last one: never stored
+    explained: Any = None  # an attached observer's attribution at its first lookup (sim.explain)
+    placeholders: int = 0  # async scheduling: tokens scheduled ahead, not sampled yet (num_output_placeholders)
+    stale: int = 0  # async scheduling: tokens in flight when it was preempted, still to be delivered
+    last_scheduled: int = 0  # the step that last scheduled it (last_sched_seq)
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)
 
@@ -71,4 +83,10 @@ class Flight:
             "preemptions": self.preemptions,
             "admission_hit_tokens": list(self.admissions),
             "first_token_step": self.first_token_step,
+            # vLLM's native connector: offers refused (the blocks to evict still being written or read), and the
+            # tokens never stored because the last offer was refused too
+            **(
+                {"store_refused": self.store_refused, "store_dropped_tokens": self.store_dropped_tokens}
+                if self.access is not None else {}
+            ),
         }

@@ -47,6 +47,9 @@ class StepOutput:
     loaded: dict[str, int] = field(default_factory=dict)
     stored: dict[str, int] = field(default_factory=dict)
     held_blocks: int = 0  # GPU blocks the step's batch held, before its finished requests let theirs go
+    # vLLM's native connector: tier name -> store offers refused this step, and tokens dropped (refused at the last)
+    refused: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     @property
     def scheduled_tokens(self) -> int:
@@ -69,6 +72,8 @@ class StepOutput:
             "decode_tokens": self.decode_tokens,
             "loaded": dict(self.loaded),
             "stored": dict(self.stored),
+            **({"refused": dict(self.refused)} if self.refused else {}),
+            **({"dropped": dict(self.dropped)} if self.dropped else {}),
         }
 
     def event(self, run: str) -> Step:

@@ -40,6 +40,10 @@ class FcfsQueue(Generic[T]):
     def prepend(self, item: T) -> None:
         self._items.appendleft(item)
 
+    def remove(self, item: T) -> None:
+        """Take a request out wherever it waits (``remove_request``, request_queue.py 50-53)."""
+        self._items.remove(item)
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -37,6 +37,13 @@ def run_summary(run: SteppedRun) -> dict[str, Any]:
         "arrivals_per_s": round((len(flights) - 1) * 1000.0 / arrived_ms, DECIMALS) if arrived_ms > 0 else None,
         "output_tokens_per_s": round(sum(f.num_output for f in flights) * per_s, DECIMALS),
         "preemptions": sum(f.preemptions for f in flights),
+        **(
+            {
+                "store_refused": sum(f.store_refused for f in flights),
+                "store_dropped_tokens": sum(f.store_dropped_tokens for f in flights),
+            }
+            if any(f.access is not None for f in flights) else {}
+        ),
     }
 
 

@@ -72,15 +72,14 @@ class Serving(BaseModel):
     )
     async_scheduling: bool | None = Field(
         default=None,
-        description="vLLM's asynchronous scheduling (vllm serve turns it on); not modelled: only false is accepted",
+        description="vLLM's asynchronous scheduling (vllm serve turns it on): each step scheduled while the one before "
+        "runs, decodes a step ahead; off by default",
     )
 
     @model_validator(mode="after")
     def _consistent(self) -> Serving:
         if self.concurrency is not None and self.rate is not None:
             raise ValueError("give concurrency or rate, not both")
-        if self.async_scheduling:
-            raise ValueError("async_scheduling: not modelled yet; kvscope runs vLLM's synchronous loop (false)")
         self.scheduler_config()  # its own checks, each naming its field and limit
         return self
 

@@ -24,13 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim.engine.loop import cost_ms
 from sim.numeric.stats import DECIMALS
 from sim.sched.flight import Flight
-from sim.sched.output import Admission, StepOutput
+from sim.sched.output import Admission
 from sim.sched.stepped import SteppedEngine, SteppedRun
+
+if TYPE_CHECKING:
+    from sim.sched.offloading import StepStores
+    from sim.sched.stepped import _Ran
 
 PARTS = ("waiting_ms", "prefill_ms", "others_ms", "load_ms", "store_ms")
 NOT_CACHED = -1  # a prefix block no request had cached (or all had evicted) by a request's admission: never evicted
@@ -77,12 +81,13 @@ class SharingEngine(SteppedEngine):
             self.admitted_at[f.seq] = Admitted(pinned, tuple(log.get(k, NOT_CACHED) for k in keys))
         return super()._allocate(f, new, hit_blocks, external)
 
-    def _execute(
-        self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int]
-    ) -> StepOutput:
+    def _run(
+        self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int],
+        stores: StepStores | None = None,
+    ) -> _Ran:
         new_here = {a.seq for a in admitted}
         written = {f: f.written for f in scheduled}
-        out = super()._execute(scheduled, admitted, preempted, loaded)
+        ran = super()._run(scheduled, admitted, preempted, loaded, stores)
         none = (0,) * len(self.engine.offload)
         self.shares.append({
             f.seq: Share(
@@ -90,7 +95,7 @@ class SharingEngine(SteppedEngine):
             )
             for f, n in scheduled.items()
         })
-        return out
+        return ran
 
 
 def ttft_parts(engine: SharingEngine, run: SteppedRun) -> list[dict[str, Any]]:

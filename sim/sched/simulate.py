@@ -12,15 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from sim.bounds.budget import Cost
-from sim.costs.model import default_costs
-from sim.engine.loop import Engine
 from sim.engine.result import comparison
 from sim.sched.limit import STEP_REQUEST_STEPS, StepLimit
 from sim.sched.output import StepOutput
 from sim.sched.report import request_rows, run_summary
 from sim.sched.serving import Serving
 from sim.sched.stepped import SteppedEngine
-from sim.simulation.run import run_entry, scenario_summary, tier_spec
+from sim.simulation.run import engines, run_entry, scenario_summary
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
@@ -48,20 +46,20 @@ def step_work(scenario: Scenario, serving: Serving, runs: int | None = None) -> 
 
 
 def stepped_cost(scenario: Scenario, serving: Serving) -> Cost:
-    """``simulation_cost`` without explanations, plus ``step_work`` (its memory on top of the simulation's)."""
-    base = simulation_cost(scenario, explain=False)
+    """``simulation_cost`` with explanations (a run under load explains every miss), plus ``step_work`` (its memory on
+    top of the simulation's)."""
+    base = simulation_cost(scenario, explain=True)
     extra = step_work(scenario, serving)
     return Cost(base.work_steps + extra.work_steps, base.memory_bytes + extra.memory_bytes,
                 base.response_bytes + extra.response_bytes)
 
 
-NATIVE_REFUSED = "vllm-native: its asynchronous loads are not modelled by the stepped engine; use lmcache or brief"
-
-
 def refusal(scenario: Scenario, serving: Serving | None = None) -> tuple[str, str] | None:
-    """The field (of the scenario or of how it is served) the stepped engine cannot serve, and why (None: it can)."""
-    if scenario.cpu_backend == "vllm-native" and scenario.cpu_capacity_tokens is not None:
-        return "cpu_backend", NATIVE_REFUSED
+    """The field (of the scenario or of how it is served) the stepped engine cannot serve, and why (None: it can).
+
+    Every backend is served (vLLM's native offloading with its asynchronous loads, ``sim.sched.offloading``); the
+    CLI and the API ask here before anything runs.
+    """
     if scenario.granularity != "block":
         return "granularity", "must be block when requests are scheduled: vLLM's scheduler allocates and caches blocks"
     config = serving.scheduler_config() if serving is not None else None
@@ -81,11 +79,11 @@ def simulate_stepped(
 ) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The JSON result, and each run's step ledger; ``limit``: the runs stop at its work budget (``OverWorkBudget``)."""
     requests = build_requests(scenario)
-    costs = scenario.costs or default_costs()
     config, arrivals = serving.scheduler_config(), serving.arrivals()
     runs, ledgers = [], {}
-    for name in scenario.run_names:
-        engine = Engine(name, tier_spec(scenario, name), costs)
+    # Every miss explained as the one-at-a-time result explains it (sim.explain, attached at each first lookup).
+    for engine in engines(scenario, explain=True, requests=requests):
+        name = engine.run
         run = SteppedEngine(engine, config).run(requests, arrivals, limit)
         entry = run_entry(engine, run.records)
         for record, times in zip(entry["requests"], request_rows(run)):

@@ -16,6 +16,8 @@ class RequestStatus(enum.IntEnum):
     """
 
     WAITING = enum.auto()  # arrived, in the waiting queue, holds no blocks
+    # vLLM's native connector is loading its CPU hit into the GPU blocks it holds (request.py 375; scheduler.py 1514-1546)
+    WAITING_FOR_REMOTE_KVS = enum.auto()
     RUNNING = enum.auto()  # admitted: holds blocks, scheduled every step until it finishes or is preempted
     PREEMPTED = enum.auto()  # its blocks freed (still cached), back at the head of the waiting queue
     FINISHED_LENGTH_CAPPED = enum.auto()  # generated its output tokens (or reached max_model_len)
@@ -26,5 +28,5 @@ class RequestStatus(enum.IntEnum):
 
     @property
     def is_waiting(self) -> bool:
-        """In the waiting queue: new, or preempted and waiting to be prefilled again."""
-        return self in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+        """In a waiting queue: new, loading its CPU hit, or preempted and waiting to be prefilled again."""
+        return self in (RequestStatus.WAITING, RequestStatus.WAITING_FOR_REMOTE_KVS, RequestStatus.PREEMPTED)

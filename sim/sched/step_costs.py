@@ -47,9 +47,12 @@ class StepCosts:
 
     def step_ms(
         self, specs: list[OffloadTier], prefill_tokens: int, loaded: list[int], stored_tokens: int, decodes: int,
-        context_tokens: int,
+        context_tokens: int, forward: bool = True,
     ) -> float:
+        """The step's duration; without a ``forward`` pass (nothing scheduled, transfers only) no fixed cost."""
         dt = cost_ms(self.tokens, specs, prefill_tokens, loaded, stored_tokens)
+        if not forward:
+            return dt - self.tokens.overhead_ms
         # Added only when non-zero, so that the prefill part stays bit for bit a request's TTFT.
         if decodes and self.decode_ms_per_seq:
             dt += self.decode_ms_per_seq * decodes

@@ -12,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import zip_longest
 
-from sim.costs.model import default_costs
+from sim.blocks.request import Request
 from sim.engine.events import Event, PassDone, RequestStarted, RunDone
 from sim.engine.loop import Engine, RequestRecord, ttft_event
 from sim.engine.result import pass_summaries, run_totals
+from sim.explain.summary import add_totals, totals
 from sim.sched.flight import Flight
 from sim.sched.serving import Serving
 from sim.sched.stepped import SteppedEngine
-from sim.simulation.run import tier_spec
+from sim.simulation.run import engines
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
 
 
-def _run_events(scenario: Scenario, serving: Serving, engine: Engine) -> Iterator[list[Event]]:
+def _run_events(scenario: Scenario, serving: Serving, engine: Engine, requests: list[Request]) -> Iterator[list[Event]]:
     """One run's events, a step's at a time (the first list: the run's start)."""
-    requests = build_requests(scenario)
     stepped = SteppedEngine(engine, serving.scheduler_config())
     run = engine.run
     yield [engine.start_event(len(requests), scenario.docs, scenario.doc_tokens)]
@@ -50,13 +50,15 @@ def _run_events(scenario: Scenario, serving: Serving, engine: Engine) -> Iterato
             events.append(ttft_event(run, record))
         yield events
     records.sort(key=lambda r: r.seq)
-    yield [*(PassDone(run, summary) for summary in pass_summaries(records)), RunDone(run, len(requests), run_totals(records))]
+    passes = add_totals(pass_summaries(records), records)  # with each pass's misses by cause, as the JSON result's
+    yield [*(PassDone(run, summary) for summary in passes), RunDone(run, len(requests), {**run_totals(records), **totals(records)})]
 
 
 def served_stream(scenario: Scenario, serving: Serving) -> Iterator[Event]:
     """Every run's events, a step of each run in turn."""
-    costs = scenario.costs or default_costs()
-    runs = [_run_events(scenario, serving, Engine(name, tier_spec(scenario, name), costs)) for name in scenario.run_names]
+    requests = build_requests(scenario)
+    # Every miss explained, as simulate_stepped explains them (sim.explain, attached at each first lookup).
+    runs = [_run_events(scenario, serving, engine, requests) for engine in engines(scenario, explain=True, requests=requests)]
     for batches in zip_longest(*runs):
         for batch in batches:
             if batch is not None:

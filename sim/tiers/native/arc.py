@@ -10,7 +10,8 @@
   recent end of its list; a ready chunk it reused (loaded, or offered to a
   store while held) moves from T1 to T2, or to T2's recent end (116-139).
 - ``evict(n)``: while T1 holds at least ``int(target)`` chunks take T1's
-  oldest unprotected, else T2's, else T1's; evicted chunks go to B1 or B2,
+  oldest unprotected (a chunk being written or read counts as protected:
+  only ``ref_cnt == 0`` is a candidate, 171-173), else T2's, else T1's; evicted chunks go to B1 or B2,
   each ghost list then trimmed to the capacity, oldest first (149-214).
 
 Unlike libCacheSim's ARC, ghosts do not decide where a chunk is stored, the
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from sim.tiers.native.base import NativePolicy
+from sim.tiers.native.base import NativePolicy, RequestAccess
 from sim.tiers.policies.base import StoredChunk
 
 
@@ -49,7 +50,7 @@ class NativeArc(NativePolicy):
                 self.target_t1 = max(self.target_t1 - max(1, len(b1) / len(b2)), 0)
                 b2.move_to_end(key)
 
-    def insert(self, key: int, chunk: StoredChunk, position: int) -> None:
+    def insert(self, key: int, chunk: StoredChunk, position: int, request: RequestAccess) -> None:
         self.chunks[key] = chunk
         self.t1[key] = None
         self.b1.pop(key, None)
@@ -98,7 +99,7 @@ class NativeArc(NativePolicy):
                 ghost.popitem(last=False)
         return out
 
-    def finish(self, keys: Sequence[int], inserted_only: set[int], reused: set[int]) -> None:
+    def finish(self, keys: Sequence[int], inserted_only: set[int], reused: set[int], request: RequestAccess) -> None:
         t1, t2 = self.t1, self.t2
         for key in reversed(keys):
             if key in inserted_only:

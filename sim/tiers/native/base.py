@@ -1,21 +1,40 @@
-"""The interface of vLLM's offloading cache policies, as a run where one request is served at a time sees it.
+"""The interface of vLLM's offloading cache policies, and one request's cache access as the manager keeps it.
 
 vLLM's ``CachePolicy`` (``vllm/v1/kv_offload/cpu/policies/base.py`` 48-160):
 ``get``, ``insert``, ``evict(n, protected)`` (atomic: all ``n`` or nothing,
 134-145), ``on_store_miss`` (85-94), ``on_request_access`` (96-107) and
 ``on_request_finished`` (109-131). A chunk is pinned while a transfer uses it
-(``ref_cnt``, 25-45); here every transfer of a request completes before the
-next request starts, so at a store every held chunk is evictable unless the
-store offers it (``protected``, ``cpu/manager.py`` 331-334).
+(``ChunkStatus.ref_cnt``, 25-45: -1 while its store is in flight, above 0
+while loads read it); only a chunk at 0 is evictable. The tier passes the
+chunks that are not (``sim.tiers.native.tier``) in ``protected`` together
+with the store's own offer (``cpu/manager.py`` 331-334).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sim.tiers.policies.base import StoredChunk
+
+
+@dataclass(slots=True, eq=False)
+class RequestAccess:
+    """The cache keys one request observed (``_RequestCacheAccess``, ``cpu/manager.py`` 35-46), and its LRU rank.
+
+    ``seen`` maps each key to its end token (its offload key position);
+    ``rank`` is the request's LRU rank, drawn at its first access
+    (``lru.py`` 51-61), None before.
+    """
+
+    seen: dict[int, int] = field(default_factory=dict)
+    inserted: set[int] = field(default_factory=set)
+    reused: set[int] = field(default_factory=set)
+    missed: set[int] = field(default_factory=set)
+    rank: int | None = None
+    finished: bool = False
 
 
 class NativePolicy(ABC):
@@ -31,15 +50,15 @@ class NativePolicy(ABC):
     def store_miss(self, keys: Sequence[int]) -> None:
         """Chunks a store is about to insert were missing (ARC reads its ghosts here)."""
 
-    def access(self, keys: Iterable[tuple[int, int]]) -> None:
+    def access(self, keys: Iterable[tuple[int, int]], request: RequestAccess) -> None:
         """The request saw these (key, end token) for the first time: a load or a store offer."""
 
     @abstractmethod
-    def insert(self, key: int, chunk: StoredChunk, position: int) -> None: ...
+    def insert(self, key: int, chunk: StoredChunk, position: int, request: RequestAccess) -> None: ...
 
     @abstractmethod
     def evict(self, n: int, protected: set[int]) -> list[tuple[int, StoredChunk]] | None: ...
 
     @abstractmethod
-    def finish(self, keys: Sequence[int], inserted_only: set[int], reused: set[int]) -> None:
+    def finish(self, keys: Sequence[int], inserted_only: set[int], reused: set[int], request: RequestAccess) -> None:
         """The request ended; ``keys`` is every key it saw, head to tail."""

@@ -21,7 +21,12 @@ from sim.simulation.run import tier_spec
 from sim.tiers.offload import OffloadTier
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
-from tests.sim.sched.test_sched_properties import cases
+from tests.sim.sched.test_sched_properties import cases as stepped_cases
+
+
+def cases() -> st.SearchStrategy:
+    """The stepped engine's cases a fleet serves: its replicas step synchronously (sim.fleet.replicas)."""
+    return stepped_cases().filter(lambda case: not case[1].async_scheduling)
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -64,14 +64,21 @@ def test_bad_serving_fields_are_422_naming_them(server: str) -> None:
     assert "max_num_batched_tokens (100) must be at least max_num_seqs (101)" in response.text
 
 
-def test_vllm_native_under_load_is_422_at_cpu_backend(server: str) -> None:
-    # Its loads are asynchronous (WAITING_FOR_REMOTE_KVS), which the stepped engine does not model: refused before
-    # anything runs, at the field; one request at a time it is served as before.
-    body = {"docs": 2, "passes": "forward", "cpu_backend": "vllm-native"}
-    response = post(server, {**body, "concurrency": 2})
-    assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == ["body", "cpu_backend"]
-    assert post(server, body).status_code == 200
+def test_vllm_native_under_load_is_served(server: str) -> None:
+    # Its loads are asynchronous (WAITING_FOR_REMOTE_KVS, sim.sched.offloading): served under load as one request
+    # at a time. Two documents read once each: nothing to hit, both computed whole.
+    body = {"docs": 2, "passes": "forward", "cpu_backend": "vllm-native", "concurrency": 2}
+    response = post(server, body)
+    assert response.status_code == 200
+    runs = {r["name"]: r for r in response.json()["runs"]}
+    assert [r["cpu_hit_tokens"] for r in runs["gpu+cpu"]["requests"]] == [0, 0]
+
+
+def test_async_scheduling_is_served(server: str) -> None:
+    # Modelled now (tests/sim/sched/test_sched_async.py): accepted, and the result's serving settings say so.
+    response = post(server, {"docs": 2, "passes": "forward", "concurrency": 2, "async_scheduling": True})
+    assert response.status_code == 200
+    assert response.json()["scenario"]["serving"]["async_scheduling"] is True
 
 
 def test_what_the_scheduler_cannot_serve_is_422_at_its_field(server: str) -> None:

@@ -62,8 +62,9 @@ def test_timed_replay_flags_that_do_not_combine(tmp_path: Path) -> None:
     assert code == 2 and "--speedup: needs --timed" in out
     code, out = replay(path, "--timed", "--concurrency", "2")
     assert code == 2 and "--timed" in out and "--concurrency" in out
+    # vLLM's native offloading is served with timestamps too (its loads asynchronous, sim.sched.offloading).
     code, out = replay(path, "--timed", "--cpu-blocks", "64", "--cpu-backend", "vllm-native")
-    assert code == 2 and "vllm-native" in out
+    assert code == 0
     # The text output: the trace, then the run's figures under load.
     code, out = replay(path, "--timed")
     assert code == 0 and "3 requests of 512-token blocks; run gpu" in out and "gpu: TTFT p50" in out

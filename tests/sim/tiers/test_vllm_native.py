@@ -276,9 +276,9 @@ def test_native_never_stores_a_block_it_holds_and_its_events_add_up(scenario: Sc
     assert isinstance(tier, NativeCpuTier)
     inserted = tier.native.insert
 
-    def once(key: int, chunk: Any, position: int) -> None:
+    def once(key: int, chunk: Any, position: int, request: Any) -> None:
         assert key not in tier.chunks, "stored a block the tier already holds"
-        inserted(key, chunk, position)
+        inserted(key, chunk, position, request)
 
     tier.native.insert = once  # type: ignore[method-assign]
     stored = evicted = 0

@@ -43,7 +43,7 @@ def test_log_chart_and_click_explain_the_misses(page: Page, live_server: str, ar
     expect(detail).to_contain_text("5,008 tokens evicted from GPU by req 4, req 5")
     expect(detail).to_contain_text("16 tokens for the last token")
     # No code key of a cause ("last-token", "partial-chunk", ...) reaches the reader, in the log or the card.
-    keys = re.compile(r"\b(partial-block|partial-chunk|last-token|first-seen|chain-broken|not-asked)\b")
+    keys = re.compile(r"\b(partial-block|partial-chunk|last-token|first-seen|chain-broken|not-stored|not-asked)\b")
     assert not keys.search(page.inner_text("#event-log")), keys.findall(page.inner_text("#event-log"))[:3]
     assert not keys.search(detail.inner_text())
     # The requests that evicted them (seq 4 and 5) are marked; no other line is.

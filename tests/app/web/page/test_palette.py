@@ -91,11 +91,11 @@ def test_cause_colours_keep_to_their_meaning() -> None:
     disk configuration's green, "the last token" the GPU hit's sky blue). Every cause has its own colour; the
     unavoidable ones are greys; the avoidable ones are no configuration's, source's or document's colour, nor close to
     one for normal, protan or deutan vision, and apart from each other."""
-    from sim.explain.causes import CHAIN_BROKEN, EVICTED, FIRST_SEEN, PRECEDENCE
+    from sim.explain.causes import CHAIN_BROKEN, EVICTED, FIRST_SEEN, NOT_STORED, PRECEDENCE
 
     colours = variables()
     causes = {c: colours[f"cause-{c}"] for c in PRECEDENCE}
-    avoidable = {c: causes[c] for c in (FIRST_SEEN, EVICTED, CHAIN_BROKEN)}
+    avoidable = {c: causes[c] for c in (FIRST_SEEN, EVICTED, CHAIN_BROKEN, NOT_STORED)}
     for cause, colour in causes.items():
         grey = colour[1:3] == colour[3:5] == colour[5:7]
         assert grey == (cause not in avoidable), (cause, colour)
