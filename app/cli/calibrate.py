@@ -9,6 +9,7 @@ import click
 
 from app.cli.save_run import save_options, save_run
 from app.cli.scenario_flags import build_scenario, scenario_options, within_budget
+from app.cli.serving_flags import serving_options, take_serving
 from app.cli.table import format_table
 from app.costs_profile import profile_name, profile_text
 from sim.bounds import jsontext, textfile
@@ -48,20 +49,29 @@ def _pct(x: float) -> str:
 )
 @click.option("--force", is_flag=True, help="overwrite an existing profile")
 @scenario_options
+@serving_options
 @click.option("--json", "as_json", is_flag=True, help="print the profile as JSON")
 @save_options
 def command(
     file: Path, out: Path | None, force: bool, as_json: bool, costs_file: Path | None, db: str | None, no_save: bool,
-    **flags: Any,
+    steps_file: Path | None, **flags: Any,
 ) -> None:
     """Fit overhead, prefill, CPU-load and store costs to FILE: a per-request measurement file (CSV or JSONL) or a
     table of p50_ms and mean_ms per config and pass. A file without hit-token columns, and a table, are fitted by
     re-simulating the scenario the run used (--preset and the scenario flags); a long_doc_qa run (a round's CSV,
     with its sibling, or their folder) is read with --repeat-mode and the other long_doc_qa flags. Reports each
     cell's error, R^2, each constant's standard error, and warns when the measurements do not determine a constant
-    (too few request shapes), saying which measurements would."""
+    (too few request shapes), saying which measurements would.
+
+    With --concurrency N (and the run's scheduler flags) the measurements are of N requests in flight: the fit
+    re-simulates the run step by step under vLLM's scheduler loop and fits the step constants (sim.sched.step_costs:
+    the fixed cost of a step, prefill, loads and stores, and what overlapping decodes add), saying which the data
+    determine."""
     if costs_file is not None:
         raise click.UsageError("--costs is what calibrate produces; give the measurements as FILE")
+    if steps_file is not None:
+        raise click.UsageError("--steps: calibrate writes no step ledger; use kvscope simulate --steps")
+    serving = take_serving(flags)
     out = out or (file / profile_name(file.name) if file.is_dir() else file.with_name(profile_name(file.name)))
     if out.exists() and not force:
         raise click.UsageError(f"{out} exists; give --force to replace it or --out for another file")
@@ -69,7 +79,7 @@ def command(
     # The fit re-simulates the run's scenario (as the web's calibrate does, with the web's budget).
     within_budget(simulation_cost(scenario, records=False), "a smaller scenario (the one the measurements ran)")
     try:
-        calibration = calibrate_file(file, scenario)
+        calibration = calibrate_file(file, scenario) if not serving.stepped else _steps(file, scenario, serving)
     except MeasurementError as exc:
         if flags.get("repeat_mode") is None and _long_doc_qa(file):
             raise click.UsageError(f"{file}: {LDQ_FLAGS_TEXT} (read as the preset's run: {exc})") from None
@@ -88,6 +98,15 @@ LDQ_FLAGS_TEXT = (
     "a long_doc_qa run is read with the flags it ran with: --repeat-mode, --docs (its --num-documents), --doc-tokens "
     "(its --document-length) and, as it ran, --repeat-count, --shuffle-seed, --hit-miss-ratio"
 )
+
+
+def _steps(file: Path, scenario: Scenario, serving: Any) -> Calibration:
+    from sim.calibration.steps import calibrate_steps_file
+    from sim.sched.simulate import stepped_cost
+
+    # Every constant's run of the scenario step by step, and one with all at 0: eight served runs.
+    within_budget(stepped_cost(scenario, serving).times(8), "a smaller scenario (the one the measurements ran)")
+    return calibrate_steps_file(file, scenario, serving)
 
 
 def _long_doc_qa(file: Path) -> bool:
@@ -135,8 +154,12 @@ def _print(calibration: Calibration, profile: dict[str, Any], out: Path, as_json
             f"of {len(identified.names)} fitted "
             f"constants, condition {condition}"
         )
-    for name in ("overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token", "load_disk_ms_per_token"):
-        click.echo(f"  {name:<24} {costs[name]:.6g}{_status(calibration, name)}")
+    values = {**costs, **profile.get("step_costs", {})}
+    names = list(profile["step_costs"]) if "step_costs" in profile else [
+        "overhead_ms", "prefill_ms_per_token", "load_cpu_ms_per_token", "store_ms_per_token", "load_disk_ms_per_token"
+    ]
+    for name in names:
+        click.echo(f"  {name:<24} {values[name]:.6g}{_status(calibration, name)}")
     for line in identified.warnings() if identified is not None else []:
         click.echo(f"warning: {line}", err=True)
     click.echo("")

@@ -15,6 +15,7 @@ against a small load cost) physically meaningful.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -303,6 +304,16 @@ def samples_from_scenario(rows: list[Measurement], scenario: Scenario) -> list[S
     """Features from re-simulating ``scenario``: each row is matched to the simulated request of its run and seq."""
     records = {run: {r.seq: r for r in recs} for run, recs in _tier_records(scenario).items()}
     out = []
+    for r, rec in matched(rows, records):
+        features = (1.0, float(rec.computed_tokens), float(rec.cpu_hit_tokens), float(rec.stored_tokens), float(rec.disk_hit_tokens))
+        out.append(Sample(r.config, r.pass_, r.order, features, r.ttft_ms))
+    return out
+
+
+def matched(rows: list[Measurement], records: dict[str, dict[int, Any]]) -> list[tuple[Measurement, Any]]:
+    """Each row with the simulated request (``records``: run -> seq -> a record with ``pass_`` and ``doc``) of its
+    configuration and seq; ``MeasurementError`` naming the row when the scenario has no such request."""
+    out = []
     for r in rows:
         run = records.get(r.config)
         if run is None:
@@ -317,8 +328,7 @@ def samples_from_scenario(rows: list[Measurement], scenario: Scenario) -> list[S
                 f"{r.config} request seq {r.seq} reads doc {r.doc} in pass {r.pass_}, but the scenario's has "
                 f"{expected}: give the scenario the run used (--preset, --docs, --passes, ...)"
             )
-        features = (1.0, float(rec.computed_tokens), float(rec.cpu_hit_tokens), float(rec.stored_tokens), float(rec.disk_hit_tokens))
-        out.append(Sample(r.config, r.pass_, r.order, features, r.ttft_ms))
+        out.append((r, rec))
     return out
 
 
@@ -348,10 +358,17 @@ def fit_samples(samples: list[Sample], method: str) -> Calibration:
     costs = CostModel(**values, source=f"least-squares fit ({method})")
 
     predicted = [costs.ttft_ms(int(f[1]), int(f[2]), int(f[4]), int(f[3])) for f in (s.features for s in samples)]
+    errors, r2 = request_fit_figures(samples, predicted)
+    return Calibration(costs, errors, r2, method, len(samples), undetermined, identified)
+
+
+def request_fit_figures(samples: Sequence[Any], predicted: Sequence[float]) -> tuple[list[dict[str, Any]], float]:
+    """A per-request fit's figures: measured against predicted p50 and mean per (config, pass), and R^2 over the
+    requests. ``samples`` have ``config``, ``pass_``, ``order`` and ``ttft_ms``; ``predicted`` one TTFT each."""
     avg = stats.mean([s.ttft_ms for s in samples])
     ss_res = sum((s.ttft_ms - p) ** 2 for s, p in zip(samples, predicted))
     ss_tot = sum((s.ttft_ms - avg) ** 2 for s in samples)
-    groups: dict[tuple[str, int], list[tuple[Sample, float]]] = {}
+    groups: dict[tuple[str, int], list[tuple[Any, float]]] = {}
     for s, p in zip(samples, predicted):
         groups.setdefault((s.config, s.pass_), []).append((s, p))
     cells, passes = [], {}
@@ -360,7 +377,7 @@ def fit_samples(samples: list[Sample], method: str) -> Calibration:
         cells.append(Cell(key[0], key[1], members[0][0].order, measured["p50_ms"], measured["mean_ms"]))
         passes[key] = stats.summary([p for _, p in members])
     errors, _ = _cell_errors(cells, passes)
-    return Calibration(costs, errors, 1 - ss_res / ss_tot if ss_tot else 1.0, method, len(samples), undetermined, identified)
+    return errors, 1 - ss_res / ss_tot if ss_tot else 1.0
 
 
 def calibrate_measurements(rows: list[Measurement], scenario: Scenario) -> Calibration:

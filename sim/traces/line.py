@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import re
 from array import array
+from typing import Annotated
+
+import msgspec
 
 from sim.bounds.jsontext import DECODER
 
@@ -43,34 +46,47 @@ def parse(raw: bytes) -> dict[str, object] | None:
     return {"timestamp": int(m[1]), "input_length": int(m[2]), "output_length": int(m[3]), "hash_ids": hash_ids}
 
 
-# Every line of a stretch of the file in the usual form, each ending in a newline: ``^`` (MULTILINE) starts a match at
-# a line's start and the pattern takes no newline before its last byte, so a match is one whole line.
-_LINES = re.compile(
-    rb'^\{"timestamp": ' + _COUNT + rb', "input_length": ' + _COUNT + rb', "output_length": ' + _COUNT
-    + rb', "hash_ids": \[([0-9, ]*)\]\}[ \t\r]*\n',
-    re.MULTILINE,
-)
+class _Row(msgspec.Struct, forbid_unknown_fields=True):
+    """A Mooncake request line whose fields are all whole numbers, its ids left as their JSON text."""
+
+    timestamp: int
+    input_length: int
+    output_length: int
+    hash_ids: msgspec.Raw
 
 
-def parse_lines(chunk: bytes) -> tuple[list[bytes], list[bytes], list[bytes], list[int], list[int]] | None:
-    """Whole lines (``chunk`` ends in a newline) all in the usual form: their timestamps, input and output lengths
-    (as digits), the number of ids of each and all the ids in order; None if any line is not, as ``parse`` gives it.
+_ROWS = msgspec.json.Decoder(list[_Row])
+# Ids as the line reader takes them, from 0 to 2**63 - 1, checked in msgspec's C loop rather than over the ids after.
+_IDS = msgspec.json.Decoder(list[Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]])
 
-    One pattern search and one JSON decode for the lot, instead of one of each a line: the ids of all the lines are
-    joined by ", " into one list, which JSON reads only if each line's ids are numbers between commas (a leading
-    zero, an empty id or a missing comma in one line spoils it), so a line's commas count its ids.
+
+def parse_lines(chunk: bytes) -> tuple[list[int], list[int], list[int], list[int], list[int]] | None:
+    """Whole lines (``chunk`` ends in a newline) each one Mooncake request of the four fields, all whole numbers:
+    their timestamps, input and output lengths, the number of ids of each and all the ids in order; None if any line
+    is not (a blank line, another field, a float, a list of anything but integers, malformed JSON).
+
+    msgspec decodes the lines as one JSON array (each newline a comma), each line's ids kept as text; then the ids
+    of all lines as one list of integers. The array has as many items as lines only if every line holds exactly one
+    value (JSON has no empty items); a line's commas count its ids when its ids are integers between commas, which
+    the list's decoding checks, as it checks each id is from 0 to 2**63 - 1. Lengths and timestamps the line reader
+    refuses (below 0, over the limits) are left to the reader's caller to check, as the limits are.
     """
-    rows = _LINES.findall(chunk)
-    if len(rows) != chunk.count(b"\n"):
-        return None  # a line that is not in the usual form (or blank): the line reader takes the file
-    if not rows:
+    if not chunk:
         return [], [], [], [], []
-    timestamps, inputs, outputs, ids = zip(*rows)
     try:
-        flat = DECODER.decode("[" + b", ".join(filter(None, ids)).decode("ascii") + "]")
-    except ValueError:
+        rows = _ROWS.decode(b"[" + chunk[:-1].replace(b"\n", b",") + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    counts = [text.count(b",") + 1 if text else 0 for text in ids]
+    if len(rows) != chunk.count(b"\n"):
+        return None
+    texts = [bytes(r.hash_ids) for r in rows]
+    if b"".join([t[:1] + t[-1:] for t in texts]) != b"[]" * len(texts):
+        return None  # ids not a list (a list's text opens and closes so; its items are checked below)
+    counts = [t.count(b",") + 1 if len(t) > 2 else 0 for t in texts]
+    try:
+        flat = _IDS.decode(b"[" + b",".join([t[1:-1] for t in texts if len(t) > 2]) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
     if sum(counts) != len(flat):
-        return None  # ids of blanks only ("[ ]"): no id, and no comma to count
-    return list(timestamps), list(inputs), list(outputs), counts, flat
+        return None  # "[ ]": no id, and no comma to count
+    return [r.timestamp for r in rows], [r.input_length for r in rows], [r.output_length for r in rows], counts, flat

@@ -137,18 +137,25 @@ def test_stretches_of_lines_read_and_err_as_each_line_decoded(body: list[bytes],
 def test_parse_lines_takes_only_files_of_usual_lines() -> None:
     usual = json.dumps({"timestamp": 3, "input_length": 9, "output_length": 0, "hash_ids": [0, 7, 12]}).encode() + b"\n"
     empty_ids = json.dumps({"timestamp": 3, "input_length": 9, "output_length": 0, "hash_ids": []}).encode() + b"\n"
-    # Timestamps, lengths (as digits), ids a line, then every id: [0, 7, 12], [], [0, 7, 12].
-    assert trace_line.parse_lines(usual + empty_ids + usual) == (
-        [b"3"] * 3, [b"9"] * 3, [b"0"] * 3, [3, 0, 3], [0, 7, 12, 0, 7, 12]
-    )
+    # Timestamps, lengths, ids a line, then every id: [0, 7, 12], [], [0, 7, 12].
+    assert trace_line.parse_lines(usual + empty_ids + usual) == ([3] * 3, [9] * 3, [0] * 3, [3, 0, 3], [0, 7, 12, 0, 7, 12])
+    # Any spacing JSON allows is the line reader's too (it decodes each line as JSON): read alike.
+    assert trace_line.parse_lines(b" " + usual.replace(b", ", b",")) == ([3], [9], [0], [3], [0, 7, 12])
     for odd in (
         usual + b"\n",  # a blank line
-        b" " + usual,  # a line that starts otherwise
         usual.replace(b"[0,", b"[00,"),  # a leading zero
         usual.replace(b"12]", b"12,]"),  # a trailing comma
         usual.replace(b"[0, 7, 12]", b"[ ]"),  # no id, no comma: one blank counted as an id if unchecked
         usual.replace(b"}", b"}x"),  # more after the object
         usual.replace(b"\n", b"\r") + usual,  # two lines to the line reader, which splits at newlines only
+        usual.replace(b"\n", b",") + usual,  # two requests on one line: the line reader refuses the line
+        usual.replace(b"[0, 7, 12]", b"[0, [7], 12]"),  # a list in the ids: its commas would be counted
+        usual.replace(b"[0, 7, 12]", b'"0, 7, 12"'),  # ids as text
+        usual.replace(b"[0, 7, 12]", b"{}"),  # not a list at all
+        usual.replace(b"12]", b"12.0]"),  # a float id
+        usual.replace(b'"timestamp": 3', b'"timestamp": 3.5'),  # a float timestamp: the line reader takes it
+        usual.replace(b"}", b', "event": 1}'),  # another field (a kvscope watch --record line's)
+        usual.replace(b'"output_length": 0', b'"output_length": true'),  # a boolean
     ):
         assert trace_line.parse_lines(odd) is None, odd
 
@@ -187,3 +194,15 @@ def test_a_line_over_several_stretches_meets_the_line_limit_as_the_line_reader_d
         assert quick[:2] == ([5, *range(10, 34), 5], [0, 1, 25, 26])  # type: ignore[index]
     else:
         assert quick == "line 2: the line is longer than 165 bytes (the limit)"
+
+
+@pytest.mark.parametrize(
+    "field, value", [("timestamp", -1), ("output_length", -1), ("input_length", 0), ("hash_ids", [0, -7])]
+)
+def test_whole_numbers_the_line_reader_refuses_are_refused_by_its_line(field: str, value: object) -> None:
+    # Whole numbers all, so the stretch decodes; but each is out of the line reader's range (a timestamp, an output
+    # length or an id below 0, no prompt): the stretch goes back to the line reader, whose error names line 2.
+    good = {"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [0, 1]}
+    data = b"".join(json.dumps(row).encode() + b"\n" for row in (good, {**good, field: value}, good))
+    outcome = read(data, 4)
+    assert isinstance(outcome, str) and "(line 2)" in outcome and field in outcome, outcome
