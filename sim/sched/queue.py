@@ -40,6 +40,10 @@ class FcfsQueue(Generic[T]):
     def prepend(self, item: T) -> None:
         self._items.appendleft(item)
 
+    def remove(self, item: T) -> None:
+        """Take ``item`` out wherever it stands (``remove_request``: an aborted request); ValueError if absent."""
+        self._items.remove(item)
+
     def __len__(self) -> int:
         return len(self._items)
 

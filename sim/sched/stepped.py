@@ -116,20 +116,8 @@ class SteppedEngine:
 
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
-        capacity, block = self.gpu.capacity_blocks, self.block
         for req in requests:
-            if req.alloc_blocks < -(-(req.prompt_tokens + req.output_tokens - 1) // block):
-                raise ValueError(
-                    f"request {req.seq}: its {req.alloc_blocks} GPU units do not hold its tokens in blocks of {block} "
-                    "(the stepped engine needs granularity block)"
-                )
-            if req.alloc_blocks > capacity:
-                raise ValueError(
-                    f"request {req.seq} needs {req.alloc_blocks} GPU blocks, the pool has {capacity}: it could never run"
-                )
-            limit = self.config.max_model_len
-            if limit is not None and req.prompt_tokens >= limit:
-                raise ValueError(f"request {req.seq}: prompt of {req.prompt_tokens} tokens is not below max_model_len ({limit})")
+            self.check(req)
         self.engine.plan(list(requests))
         arrived = flights if flights is not None else []
         times = None if isinstance(arrivals, ClosedLoop) else arrivals.times_ms(len(requests))
@@ -159,6 +147,46 @@ class SteppedEngine:
                         arrived.append(self._arrive(requests[nxt], self.now_ms))
                         nxt += 1
             yield out
+
+    def check(self, req: Request) -> None:
+        """ValueError naming the request if the engine could never run it."""
+        capacity, block = self.gpu.capacity_blocks, self.block
+        if req.alloc_blocks < -(-(req.prompt_tokens + req.output_tokens - 1) // block):
+            raise ValueError(
+                f"request {req.seq}: its {req.alloc_blocks} GPU units do not hold its tokens in blocks of {block} "
+                "(the stepped engine needs granularity block)"
+            )
+        if req.alloc_blocks > capacity:
+            raise ValueError(
+                f"request {req.seq} needs {req.alloc_blocks} GPU blocks, the pool has {capacity}: it could never run"
+            )
+        limit = self.config.max_model_len
+        if limit is not None and req.prompt_tokens >= limit:
+            raise ValueError(f"request {req.seq}: prompt of {req.prompt_tokens} tokens is not below max_model_len ({limit})")
+
+    # -- driven from outside, between steps (a server's engine loop) ---------------
+
+    def arrive(self, req: Request, t_ms: float) -> Flight:
+        """A request reaching the engine at ``t_ms`` (at most ``now_ms``): checked, then at the back of the queue."""
+        self.check(req)
+        return self._arrive(req, t_ms)
+
+    def abort(self, f: Flight) -> None:
+        """The request's client went away: it leaves the running list or the queue and lets its blocks go.
+
+        vLLM aborts between steps (``EngineCore`` handles the abort before the
+        next ``schedule``): ``Scheduler.finish_requests`` (``scheduler.py``)
+        removes it from ``running`` or ``waiting``, sets FINISHED_ABORTED and
+        frees its blocks (tail first, still cached until evicted).
+        """
+        if f.done:
+            return
+        if f.status == RequestStatus.RUNNING:
+            self.running.remove(f)
+        else:
+            self.waiting.remove(f)
+        self._free(f)
+        f.status = RequestStatus.FINISHED_ABORTED
 
     def _arrive(self, req: Request, t_ms: float) -> Flight:
         flight = Flight(req, t_ms, req.prompt_tokens, offload_evicted=[[] for _ in self.engine.offload])

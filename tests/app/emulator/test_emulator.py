@@ -248,6 +248,8 @@ def test_delay_is_the_cost_model_ttft_divided_by_speed(small_cpu: str) -> None:
         (["--speed", "0"], "--speed"),
         (["--max-model-len", "30000"], "larger than the GPU KV cache"),
         (["--model", "no-such-model"], "--model"),
+        (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["--max-num-batched-tokens", "64", "--max-num-seqs", "128"], "must be at least max_num_seqs"),
     ],
 )
 def test_bad_emulate_flags_exit_2_naming_the_problem(args: list[str], fragment: str) -> None:
@@ -256,9 +258,10 @@ def test_bad_emulate_flags_exit_2_naming_the_problem(args: list[str], fragment: 
     assert fragment in result.stderr
 
 
-def test_help_says_prefills_do_not_batch() -> None:
+def test_help_says_requests_are_batched_as_vllm_batches_them() -> None:
     result = run_kvscope(["emulate", "--help"], timeout_s=30)
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    assert "Prefills do not batch: one runs at a time, in arrival order." in text
-    assert "time queued behind other prefills adds to its TTFT" in text
+    assert "Requests are batched as vLLM batches them" in text
+    assert "--max-num-batched-tokens" in text and "--max-num-seqs" in text
+    assert "A client that disconnects aborts its request." in text

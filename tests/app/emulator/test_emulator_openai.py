@@ -239,9 +239,9 @@ def test_a_client_that_leaves_cancels_its_request(streamed: bool) -> None:
     # api_router.py:57); a stream is Starlette's StreamingResponse (completion/api_router.py:74-77), which does the
     # same for its generator; the engine then aborts it (vllm/v1/engine/async_llm.py:807-811).
     # Without max_tokens a chat may generate all that the context leaves: the default 21,520-token GPU is 1,345
-    # blocks, 1,344 usable, so max_model_len is 21,504, and a 7-token prompt leaves 21,497 tokens, at 5 ms each
-    # about 107 s of decode. Here the client leaves a moment after the request is running; the request must be
-    # gone from vllm:num_requests_running within a few seconds, not 107.
+    # blocks, 1,344 usable, so max_model_len is 21,504, and a 7-token prompt leaves 21,497 tokens, one per decode
+    # step of the cost model's ~23 ms fixed cost: about 8 minutes of decode. Here the client leaves a moment after the request is running; the request must be
+    # gone from vllm:num_requests_running within a few seconds (the step it was in ends, then it is aborted).
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "one two three"}], "stream": streamed})
     with emulator() as base:
         host, port = base.removeprefix("http://").split(":")
@@ -252,8 +252,12 @@ def test_a_client_that_leaves_cancels_its_request(streamed: bool) -> None:
                 f"content-length: {len(body)}\r\n\r\n{body}".encode()
             )
             assert _until(lambda: _running(base) == 1, within_s=5)
-            if streamed:
-                assert b"data:" in sock.recv(65_536)  # the stream has begun: its first tokens came
+            if streamed:  # the stream has begun: its first tokens came (the headers may come in a packet of their own)
+                seen = b""
+                while b"data:" not in seen:
+                    chunk = sock.recv(65_536)
+                    assert chunk, "the stream closed before its first token"
+                    seen += chunk
         finally:
             sock.close()
         assert _until(lambda: _running(base) == 0, within_s=3), "the request runs on for a client that left"

@@ -43,5 +43,6 @@ def test_the_fcfs_queue_puts_a_preempted_request_back_in_front() -> None:
 
 def test_anything_after_preempted_is_finished() -> None:
     # vLLM's rule (request.py 392-393): status > PREEMPTED.
-    assert [s.is_finished for s in RequestStatus] == [False, False, False, True]
-    assert [s.is_waiting for s in RequestStatus] == [True, False, True, False]
+    # WAITING, RUNNING, PREEMPTED, then the two finished states (length capped, aborted).
+    assert [s.is_finished for s in RequestStatus] == [False, False, False, True, True]
+    assert [s.is_waiting for s in RequestStatus] == [True, False, True, False, False]
