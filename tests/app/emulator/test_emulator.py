@@ -18,6 +18,7 @@ null block: 39 usable) with 256-token chunks:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from live_servers import ROOT, emulator, run_kvscope
+from live_servers import ROOT, emulator, run_async, run_kvscope
 
 from app.live import prom
 
@@ -265,3 +266,27 @@ def test_help_says_requests_are_batched_as_vllm_batches_them() -> None:
     assert "Requests are batched as vLLM batches them" in text
     assert "--max-num-batched-tokens" in text and "--max-num-seqs" in text
     assert "A client that disconnects aborts its request." in text
+
+
+def test_preemptions_are_counted_under_vllms_name(small_gpu_only: str) -> None:
+    # Two 200-word prompts decoding 300 tokens each at once on the 39 usable blocks: each is admitted with
+    # ceil(200 / 16) = 13 blocks and needs ceil((200 + 300 - 1) / 16) = 32 by its end, so before both are done
+    # (26 blocks grow one block per 16 tokens each) the pool runs out and vLLM's FCFS rule preempts the newer one.
+    # vllm/v1/metrics/loggers.py 738-741: a counter vllm:num_preemptions, written with _total.
+    text = httpx.get(small_gpu_only + "/metrics").text
+    assert "# TYPE vllm:num_preemptions_total counter" in text
+    assert "# TYPE vllm:num_requests_running gauge" in text and "# TYPE vllm:num_requests_waiting gauge" in text
+    before = prom.total(prom.parse(text), ("vllm:num_preemptions_total",))
+
+    async def both() -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            answers = await asyncio.gather(*(
+                client.post(small_gpu_only + "/v1/completions", json={"model": MODEL, "prompt": " ".join(f"p{k}w{i}" for i in range(200)), "max_tokens": 300})
+                for k in range(2)
+            ))
+        assert [a.json()["usage"]["completion_tokens"] for a in answers] == [300, 300]
+
+    run_async(both())
+    after = prom.total(prom.parse(httpx.get(small_gpu_only + "/metrics").text), ("vllm:num_preemptions_total",))
+    assert after - before >= 1
+    assert emulator_state(small_gpu_only)["counters"]["preemptions"] == after
