@@ -157,7 +157,6 @@ class Ticket:
     sampled: int = 0
     aborted: bool = False
     prefill: Prefill | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def finished(self) -> bool:
@@ -251,7 +250,6 @@ class Backend:
             del self._tickets[ticket.request.seq]
         else:
             self._aborts.append(ticket)
-        ticket.done.set()
 
     def finish(self, ticket: Ticket, generated_tokens: int) -> None:
         """The answer's last token for this prompt was sent."""
@@ -298,7 +296,6 @@ class Backend:
         except Exception:  # a bug must not leave clients waiting forever
             log.exception("the emulator's engine loop failed")
             for ticket in list(self._tickets.values()):
-                ticket.done.set()
                 ticket.inbox.put_nowait((ticket.key, -1))
             self._tickets.clear()
             raise
@@ -369,7 +366,6 @@ class Backend:
                 ticket.sampled += 1
             if f.done:
                 del self._tickets[seq]
-                ticket.done.set()
 
     def _first_token(self, ticket: Ticket, f: Flight, end: float, now: float) -> None:
         assert f.first is not None
