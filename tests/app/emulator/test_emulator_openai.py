@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from live_servers import emulator
+from live_servers import emulator, run_async
 
 MODEL = "qwen2.5-1.5b"
 ALIAS = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -90,6 +90,31 @@ def test_completions_through_the_openai_client_streamed_and_not(client: openai.O
     assert "".join(c.choices[0].text for c in pieces if c.choices) == whole.choices[0].text
     # 40 tokens = 2 full blocks (32 tokens) cached by the first request.
     assert pieces[-1].usage.prompt_tokens_details.cached_tokens == 32
+
+
+def test_concurrent_openai_streams_share_the_engines_steps() -> None:
+    # Two streamed chats through openai's AsyncOpenAI at once, 200 words each (202 tokens with the template), 40
+    # tokens each, at speed 1: the first is prefilled in a step (~45 ms) and decodes for 39 more (~23 ms each,
+    # ~0.9 s), so the second, sent at the same time, arrives while it runs, is prefilled in one of its steps and
+    # from then on both decode in the same steps, as vLLM batches them. Each stream gets its 40 tokens.
+    import asyncio
+
+    async def chat(client: openai.AsyncOpenAI, tag: str) -> list[str]:
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": words(tag, 200)}], max_tokens=40, stream=True,
+        )
+        return [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+
+    async def both(base: str) -> list[list[str]]:
+        async with openai.AsyncOpenAI(base_url=base + "/v1", api_key="sk-none", max_retries=0) as client:
+            return list(await asyncio.gather(chat(client, "p"), chat(client, "q")))
+
+    with emulator("--no-cpu-tier") as base:
+        answers = run_async(both(base))
+        steps = httpx.get(base + "/kvscope/emulator", timeout=10).json()["steps"]
+    assert [len([c for c in a if c]) for a in answers] == [40, 40]
+    assert any(len(s["scheduled"]) == 2 for s in steps), steps  # steps scheduling both requests
+    assert sum(len(s["scheduled"]) for s in steps) == 2 * 40  # each request in 40 steps: its prefill, 39 decodes
 
 
 def test_an_unknown_model_is_a_not_found_error_naming_the_aliases(client: openai.OpenAI) -> None:
