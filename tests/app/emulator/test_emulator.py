@@ -23,11 +23,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from live_servers import ROOT, emulator, run_async, run_kvscope
+from live_servers import ROOT, emulator, run_kvscope
 
 from app.live import prom
 
@@ -269,24 +270,33 @@ def test_help_says_requests_are_batched_as_vllm_batches_them() -> None:
 
 
 def test_preemptions_are_counted_under_vllms_name(small_gpu_only: str) -> None:
-    # Two 200-word prompts decoding 300 tokens each at once on the 39 usable blocks: each is admitted with
-    # ceil(200 / 16) = 13 blocks and needs ceil((200 + 300 - 1) / 16) = 32 by its end, so before both are done
-    # (26 blocks grow one block per 16 tokens each) the pool runs out and vLLM's FCFS rule preempts the newer one.
-    # vllm/v1/metrics/loggers.py 738-741: a counter vllm:num_preemptions, written with _total.
+    # vllm/v1/metrics/loggers.py 738-741: a counter vllm:num_preemptions, written with _total; the scheduler's
+    # gauges are gauges.
     text = httpx.get(small_gpu_only + "/metrics").text
     assert "# TYPE vllm:num_preemptions_total counter" in text
     assert "# TYPE vllm:num_requests_running gauge" in text and "# TYPE vllm:num_requests_waiting gauge" in text
-    before = prom.total(prom.parse(text), ("vllm:num_preemptions_total",))
+    # Two 200-token prompts arriving together to decode 300 tokens each, on the 39 usable blocks of a 640-token
+    # GPU (in process, so that they surely overlap): both are admitted with ceil(200 / 16) = 13 blocks and need
+    # ceil((200 + 300 - 1) / 16) = 32 by their end; growing a block per 16 tokens each, they run out at 39, and
+    # vLLM's FCFS rule preempts the newer one (it resumes once the first is done). Each still gets its 300 tokens.
+    from app.emulator import prometheus
+    from app.emulator.backend import Backend
+    from app.emulator.config import EmulatorConfig
 
-    async def both() -> None:
-        async with httpx.AsyncClient(timeout=60) as client:
-            answers = await asyncio.gather(*(
-                client.post(small_gpu_only + "/v1/completions", json={"model": MODEL, "prompt": " ".join(f"p{k}w{i}" for i in range(200)), "max_tokens": 300})
-                for k in range(2)
-            ))
-        assert [a.json()["usage"]["completion_tokens"] for a in answers] == [300, 300]
+    backend = Backend(EmulatorConfig(gpu_tokens=640, cpu_gb=None, speed=1000))
 
-    run_async(both())
-    after = prom.total(prom.parse(httpx.get(small_gpu_only + "/metrics").text), ("vllm:num_preemptions_total",))
-    assert after - before >= 1
-    assert emulator_state(small_gpu_only)["counters"]["preemptions"] == after
+    async def both() -> list[int]:
+        inbox: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        now = time.perf_counter()
+        for k in range(2):
+            backend.submit(list(range(k * 1000, k * 1000 + 200)), 300, now, inbox, k)
+        got = [0, 0]
+        for _ in range(600):
+            k, _step = await inbox.get()
+            got[k] += 1
+        return got
+
+    assert asyncio.run(both()) == [300, 300]
+    assert backend.counters.preemptions >= 1
+    samples = prom.parse(prometheus.render(backend))
+    assert prom.total(samples, ("vllm:num_preemptions_total",)) == backend.counters.preemptions

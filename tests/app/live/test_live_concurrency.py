@@ -61,8 +61,10 @@ def test_live_at_concurrency_2_predicts_each_requests_ttft_within_10_percent() -
 
 
 def test_live_cli_at_concurrency_2_prints_the_stepped_prediction() -> None:
-    # The same through the command: its table's "sim p50" for pass 1 is the stepped engine's, above a lone prefill
-    # (with two in flight every other request queues behind a prefill).
+    # The same through the command, two documents read once at speed 10: request 0 is a lone prefill (58.1 ms),
+    # request 1, sent beside it, waits for that step and then takes its own: ~116 ms from its send, less by however
+    # late the client sent it. The pass's predicted mean is the stepped engine's, (58.1 + ~116) / 2 ~ 87 ms, where
+    # one at a time predicts 58.1: above 1.1 x 58.1 unless the second request left more than ~47 ms after the first.
     with emulator("--no-cpu-tier", "--speed", "10") as url:
         result = run_kvscope(
             ["live", "--target", f"gpu={url}", "--preset", "seed-lab", "--docs", "2", "--passes", "forward",
@@ -75,4 +77,4 @@ def test_live_cli_at_concurrency_2_prints_the_stepped_prediction() -> None:
     report = json.loads(result.stdout)
     (run,) = report["predicted"]["runs"]
     lone = (default_costs().overhead_ms + default_costs().prefill_ms_per_token * 5024) / 10
-    assert run["passes"][0]["mean_ms"] > 1.3 * lone
+    assert run["passes"][0]["mean_ms"] > 1.1 * lone
