@@ -18,7 +18,8 @@ from sim.blocks.kv import MODELS
 _FLAGS = {
     "gpu_tokens": "--gpu-tokens", "cpu_gb": "--cpu-gb", "model": "--model", "speed": "--speed",
     "block_size": "--block-size", "chunk_size": "--chunk-size", "max_model_len": "--max-model-len",
-    "served_model_name": "--served-model-name",
+    "served_model_name": "--served-model-name", "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
 }
 
 
@@ -38,6 +39,14 @@ _FLAGS = {
 @click.option("--chunk-size", type=int, default=256, show_default=True, help="CPU chunk size in tokens")
 @click.option("--max-model-len", type=int, default=None, help="longest prompt + completion (default: what the GPU holds)")
 @click.option(
+    "--max-num-batched-tokens", type=int, default=EmulatorConfig().max_num_batched_tokens, show_default=True,
+    help="tokens one scheduler step may compute, as vLLM's flag",
+)
+@click.option(
+    "--max-num-seqs", type=int, default=EmulatorConfig().max_num_seqs, show_default=True,
+    help="requests running at once, as vLLM's flag",
+)
+@click.option(
     "--enable-prompt-tokens-details", is_flag=True,
     help="report usage.prompt_tokens_details.cached_tokens, as vLLM does with this flag",
 )
@@ -49,7 +58,8 @@ _FLAGS = {
 def command(
     host: str, port: int, gpu_tokens: int, cpu_gb: float, no_cpu_tier: bool, model: str,
     served_model_name: tuple[str, ...], speed: float,
-    block_size: int, chunk_size: int, max_model_len: int | None, enable_prompt_tokens_details: bool,
+    block_size: int, chunk_size: int, max_model_len: int | None, max_num_batched_tokens: int, max_num_seqs: int,
+    enable_prompt_tokens_details: bool,
     costs_file: Path | None, kv_events: str | None, kv_events_replay: str | None, kv_events_topic: str,
 ) -> None:
     """Serve vLLM's OpenAI API (/v1/models, /v1/completions, /v1/chat/completions, /tokenize, /detokenize,
@@ -57,11 +67,13 @@ def command(
     cost model.
 
     \b
-    Prefills do not batch: one runs at a time, in arrival order. A request's
-    first token is due when its own prefill starts (on arrival, or when the
-    prefill before it ends) + its modelled TTFT / --speed: time queued behind
-    other prefills adds to its TTFT, the emulator's own processing does not.
-    Decoding (5 ms / --speed a token) overlaps other requests' prefills.
+    Requests are batched as vLLM batches them: vLLM's scheduler (FCFS, chunked
+    prefill, --max-num-batched-tokens, --max-num-seqs) runs step after step,
+    each step taking its modelled time / --speed, and a token leaves when the
+    step that sampled it ends: the first when the prompt's prefill is done,
+    the rest one per decode step. A request joins the first step after its
+    arrival; the emulator's own processing does not add to its TTFT. A client
+    that disconnects aborts its request.
     A prompt is one token per whitespace-separated word; chat messages are
     rendered with ChatML (<|im_start|>role ... <|im_end|>)."""
     try:
@@ -69,6 +81,7 @@ def command(
             gpu_tokens=gpu_tokens, cpu_gb=None if no_cpu_tier else cpu_gb, model=model, speed=speed,
             served_model_name=served_model_name or None,
             block_size=block_size, chunk_size=chunk_size, max_model_len=max_model_len,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
             prompt_tokens_details=enable_prompt_tokens_details,
             costs=load_costs(costs_file) if costs_file is not None else None,
         )
@@ -79,7 +92,8 @@ def command(
     cpu = "no CPU tier" if config.cpu_tokens is None else f"CPU {config.cpu_gb:g} GiB = {config.cpu_tokens:,} tokens"
     click.echo(
         f"kvscope emulator for {config.model}: GPU {config.gpu_tokens:,} tokens ({config.num_gpu_blocks:,} blocks of "
-        f"{config.block_size}), {cpu}, speed x{config.speed:g}, on {bound_url(host, sock)}",
+        f"{config.block_size}), {cpu}, steps of up to {config.max_num_batched_tokens:,} tokens and "
+        f"{config.max_num_seqs:,} requests, speed x{config.speed:g}, on {bound_url(host, sock)}",
         err=True,
     )
     publish_kv_events(app.state.backend, kv_events, kv_events_replay, kv_events_topic)

@@ -1,4 +1,4 @@
-"""The emulator's settings, validated with explicit bounds: the tiers it emulates, its model and its speed."""
+"""The emulator's settings, validated with explicit bounds: the tiers it emulates, its model, scheduler and speed."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sim.blocks.kv import DEFAULT_MODEL, model_shape, tokens_in
 from sim.costs.model import CostModel
+from sim.sched.config import SchedulerConfig
 from sim.workloads.scenario import MAX_GB, MAX_GPU_TOKENS
 
 MAX_SPEED = 1000.0
+MAX_NUM_SEQS = 65_536
+_SCHEDULER = SchedulerConfig()  # vllm serve's defaults on an 80 GiB GPU (sim.sched.config)
 
 
 class EmulatorConfig(BaseModel):
@@ -25,6 +28,13 @@ class EmulatorConfig(BaseModel):
     max_model_len: int | None = Field(default=None, ge=2, le=MAX_GPU_TOKENS, description="longest prompt + completion; default: what the GPU holds")
     served_model_name: tuple[str, ...] | None = Field(
         default=None, description="names clients may ask for (vLLM's --served-model-name); the first is reported; default: model"
+    )
+    max_num_batched_tokens: int = Field(
+        default=_SCHEDULER.max_num_batched_tokens, ge=1, le=MAX_GPU_TOKENS,
+        description="tokens a scheduler step may compute (vLLM's --max-num-batched-tokens)",
+    )
+    max_num_seqs: int = Field(
+        default=_SCHEDULER.max_num_seqs, ge=1, le=MAX_NUM_SEQS, description="requests running at once (vLLM's --max-num-seqs)"
     )
     prompt_tokens_details: bool = Field(default=False, description="report usage.prompt_tokens_details.cached_tokens")
     costs: CostModel | None = Field(default=None, description="cost constants; default: the fit to the seed table")
@@ -45,6 +55,11 @@ class EmulatorConfig(BaseModel):
             raise ValueError(
                 f"max_model_len ({self.max_model_len}) is larger than the GPU KV cache can hold "
                 f"({self.usable_gpu_tokens} tokens)"
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vllm/config/scheduler.py verify: the budget must give every running request a token.
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs ({self.max_num_seqs})"
             )
         if self.cpu_tokens == 0:
             raise ValueError(f"cpu_gb ({self.cpu_gb}) holds no token of {self.model}'s KV")

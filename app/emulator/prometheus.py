@@ -53,10 +53,12 @@ def render(backend: Backend) -> str:
         )
         + " 1.0",
     ]
-    waiting = backend.waiting
-    metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", backend.running - waiting)
-    metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", waiting)
+    # vllm/v1/metrics/loggers.py 527-544, 620-623: the scheduler's gauges, as of its last step.
+    metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", backend.running)
+    metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", backend.waiting)
     metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", backend.kv_cache_usage)
+    # loggers.py 738-741: a counter, so prometheus_client writes it with _total.
+    metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", c.preemptions)
     metric(
         "vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
         c.prefix_cache_queries,

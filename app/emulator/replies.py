@@ -1,14 +1,14 @@
-"""Completions and chat completions in vLLM's response shapes, streamed or whole, timed by the backend's schedule.
+"""Completions and chat completions in vLLM's response shapes, streamed or whole, timed by the engine's steps.
 
-A batch of prompts is one prefill per prompt (served one after another, see
-``backend``); each prompt's ``n`` choices share its prefill, as vLLM's
-parallel sampling shares the prompt's KV. The first token of a prompt is
-sent when its prefill is due; the others follow every
-``DECODE_MS_PER_TOKEN / speed`` ms, counted from that deadline. Choice
-``index`` is ``prompt * n + choice`` (vllm/entrypoints/openai/completion/
-serving.py, ``i = output.index + prompt_idx * num_choices``). The emulated
-model never emits an end-of-sequence token: it stops at ``max_tokens`` or
-at a stop string.
+A batch of prompts is one engine request per prompt, all entering the engine
+at the request's arrival (``backend``); each prompt's ``n`` choices share its
+request, as vLLM's parallel sampling shares the prompt's KV, and get each of
+its tokens together. A token is sent when the step that sampled it ends: the
+first when the prompt's prefill is done, the others one per decode step.
+Choice ``index`` is ``prompt * n + choice`` (vllm/entrypoints/openai/
+completion/serving.py, ``i = output.index + prompt_idx * num_choices``). The
+emulated model never emits an end-of-sequence token: it stops at
+``max_tokens`` or at a stop string.
 """
 
 from __future__ import annotations
@@ -20,14 +20,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.emulator.backend import Backend, Prefill
-from app.emulator.deadline import sleep_until
+from app.emulator.backend import Backend, Prefill, Ticket
 from app.emulator.text import Output
 from sim.bounds import jsontext
-
-# An assumption, not a measurement: the seed measured only TTFT. A 1.5B model on
-# one GPU decodes a token in a few ms; the value only paces the rest of a stream.
-DECODE_MS_PER_TOKEN = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +62,6 @@ class Reply:
         prefix = "chatcmpl" if shape.chat else "cmpl"
         self.id = f"{prefix}-{uuid.uuid4().hex}"
         self.created = int(time.time())
-        self.decode_s = DECODE_MS_PER_TOKEN / backend.config.speed / 1000
 
     # -- pieces of vLLM's shapes --------------------------------------------------
 
@@ -121,73 +115,79 @@ class Reply:
         said = {"message": {"role": "assistant", "content": text, "refusal": None}} if whole else {"delta": {"content": text}}
         return {"index": index, **said, "logprobs": logprobs, "finish_reason": finish, "stop_reason": stop}
 
+    # -- the engine ---------------------------------------------------------------
+
+    def _submit(self, inbox: asyncio.Queue[tuple[int, int]]) -> list[Ticket]:
+        """Every prompt enters the engine at once (no await in between), keyed by its index in ``jobs``."""
+        tickets: list[Ticket] = []
+        try:
+            for k, job in enumerate(self.jobs):
+                tickets.append(self.backend.submit(job.tokens, len(job.output.pieces), self.arrived, inbox, k))
+        except BaseException:
+            for t in tickets:
+                self.backend.abort(t)
+            raise
+        return tickets
+
+    @staticmethod
+    async def _next(inbox: asyncio.Queue[tuple[int, int]]) -> tuple[int, int]:
+        """The next sampled token: (prompt index, token index)."""
+        k, step = await inbox.get()
+        if step < 0:
+            raise RuntimeError("the emulator's engine stopped")
+        return k, step
+
+    def _prefills(self, tickets: Sequence[Ticket]) -> list[Prefill]:
+        prefills = [t.prefill for t in tickets]
+        assert all(p is not None for p in prefills)
+        return prefills  # type: ignore[return-value]
+
     # -- whole answers ------------------------------------------------------------
 
     async def whole(self) -> dict[str, Any]:
-        prefills = await self._prefill_all()
+        inbox: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        tickets = self._submit(inbox)
         try:
-            longest = max(len(job.output.pieces) for job in self.jobs)
-            await sleep_until(max(p.due for p in prefills) + self.decode_s * max(0, longest - 1))
+            for _ in range(sum(len(job.output.pieces) for job in self.jobs)):
+                await self._next(inbox)
         except BaseException:
-            for p in prefills:
-                self.backend.release(p)
+            for t in tickets:
+                self.backend.abort(t)
             raise
         choices = []
         generated = 0
-        for k, (job, prefill) in enumerate(zip(self.jobs, prefills, strict=True)):
+        for k, (job, ticket) in enumerate(zip(self.jobs, tickets, strict=True)):
             out = job.output
-            self.backend.finish(prefill, len(out.pieces) * self.shape.n)
+            self.backend.finish(ticket, len(out.pieces) * self.shape.n)
             generated += len(out.pieces) * self.shape.n
             for j in range(self.shape.n):
                 choices.append(
                     self._choice(k * self.shape.n + j, job.echo + out.text, out.pieces, len(job.echo), out.finish_reason, out.stop_reason, True)
                 )
-        return self._envelope(self.shape.object, choices, self.usage(prefills, generated))
-
-    async def _prefill_all(self) -> list[Prefill]:
-        done: list[Prefill] = []
-        try:
-            for job in self.jobs:
-                # Every prompt takes its turn at once (no await in between), then all are awaited together.
-                done.append(self.backend.schedule(job.tokens, self.arrived))
-            await asyncio.gather(*(self.backend.wait(p) for p in done))
-        except BaseException:
-            for p in done:
-                self.backend.release(p)
-            raise
-        return done
+        return self._envelope(self.shape.object, choices, self.usage(self._prefills(tickets), generated))
 
     # -- streams ------------------------------------------------------------------
 
     async def stream(self) -> AsyncIterator[str]:
-        """Server-sent events in vLLM's order: chunks as tokens are due, the usage chunk if asked for, ``[DONE]``."""
-        prefills = [self.backend.schedule(job.tokens, self.arrived) for job in self.jobs]
+        """Server-sent events in vLLM's order: chunks as their steps end, the usage chunk if asked for, ``[DONE]``."""
+        inbox: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        tickets = self._submit(inbox)
         sent = [0] * len(self.jobs)
         try:
-            events = sorted(
-                (p.due + self.decode_s * step, k, step)
-                for k, (job, p) in enumerate(zip(self.jobs, prefills, strict=True))
-                for step in range(len(job.output.pieces))
-            )
-            for due, k, step in events:
-                # Made before the wait, sent in one write when due: at the deadline only the write is left.
-                text = "".join(_event(chunk) for chunk in self._chunks(k, step))
-                if step == 0:
-                    await self.backend.wait(prefills[k])
-                else:
-                    await sleep_until(due)
-                yield text
+            for _ in range(sum(len(job.output.pieces) for job in self.jobs)):
+                k, step = await self._next(inbox)
+                yield "".join(_event(chunk) for chunk in self._chunks(k, step))
                 sent[k] = step + 1
             if self.shape.include_usage:
                 generated = sum(sent) * self.shape.n
-                yield _event(self._envelope(self.shape.chunk_object, [], self.usage(prefills, generated)))
+                yield _event(self._envelope(self.shape.chunk_object, [], self.usage(self._prefills(tickets), generated)))
             yield "data: [DONE]\n\n"
         finally:
-            for k, prefill in enumerate(prefills):
+            for k, ticket in enumerate(tickets):
                 if sent[k] == len(self.jobs[k].output.pieces):
-                    self.backend.finish(prefill, sent[k] * self.shape.n)
+                    self.backend.finish(ticket, sent[k] * self.shape.n)
                 else:
-                    self.backend.release(prefill)
+                    self.backend.abort(ticket)
 
     def _chunks(self, k: int, step: int) -> list[dict[str, Any]]:
         job = self.jobs[k]

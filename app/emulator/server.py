@@ -6,9 +6,9 @@ not, batches of prompts, ``n``, ``echo``, ``logprobs``, ``stop``),
 ``/metrics`` answer as vLLM 0.33 does, errors included: 400 with vLLM's error
 body for a bad request (not FastAPI's 422), and the same body for an unknown
 route. ``/kvscope/emulator`` is the emulator's own: its settings, its
-counters and its recent prefills, so that live mode can size its shadow
-simulation and tests can compare ``/metrics`` with what the engine did.
-Timing is ``backend``'s (one prefill at a time) and ``replies``' (decode).
+counters, its recent requests and its step ledger, so that live mode can size
+its shadow simulation and tests can compare ``/metrics`` with what the engine did.
+Timing is ``backend``'s: vLLM's scheduler steps on the wall clock, tokens sent as their steps end.
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ from app.emulator import prometheus
 from app.emulator.backend import Backend
 from app.emulator.config import EmulatorConfig
 from app.emulator.disconnect import ClientLeft, unless_client_leaves
-from app.emulator.protocol import ApiError, ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest, invalid
+from app.emulator.protocol import (
+    ApiError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+    invalid,
+)
 from app.emulator.replies import Job, Reply, Shape
 from app.emulator.text import Vocabulary, generate, render_chat
 
@@ -160,7 +167,7 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
             text = body.prompt
         else:
             raise invalid("Either prompt or messages must be provided.", "prompt")
-        tokens = vocabulary.tokenize(text)
+        tokens = await vocabulary.tokenize_aside(text)
         return {
             "count": len(tokens),
             "max_model_len": config.context_tokens,
@@ -188,7 +195,7 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
         body.check()
         jobs = []
         for prompt in body.prompts():
-            tokens = vocabulary.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+            tokens = await vocabulary.tokenize_aside(prompt) if isinstance(prompt, str) else list(prompt)
             if not tokens:
                 raise invalid("Either prompt or prompt_embeds must be provided and non-empty.", "prompt")
             budget = output_budget(tokens, body.max_tokens, "max_tokens")
@@ -203,7 +210,7 @@ def make_emulator_app(config: EmulatorConfig) -> FastAPI:
         check_model(body.model)
         body.check()
         text = render_chat(body.messages, body.add_generation_prompt, body.continue_final_message)
-        tokens = vocabulary.tokenize(text)
+        tokens = await vocabulary.tokenize_aside(text)
         requested, param = body.output_limit
         budget = output_budget(tokens, requested, param)
         # chat_completion/serving.py: echo repeats the last message when its role is the answer's role.

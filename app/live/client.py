@@ -84,6 +84,7 @@ class Completion:
     started_at: str
     prompt_tokens: int | None
     cached_tokens: int | None
+    sent_s: float = 0.0  # time.perf_counter() when its first byte was written: TTFT's start, overlaps' arrival times
 
 
 class VllmClient:
@@ -256,7 +257,8 @@ class VllmClient:
             raise self._fail("POST", path, "the stream ended without a token")
         details = (usage or {}).get("prompt_tokens_details") or {}
         return Completion(
-            round(first.ttft_ms(), 3), started_at, _int((usage or {}).get("prompt_tokens")), _int(details.get("cached_tokens"))
+            round(first.ttft_ms(), 3), started_at, _int((usage or {}).get("prompt_tokens")), _int(details.get("cached_tokens")),
+            first.sent_at,
         )
 
     def _chunk(self, path: str, data: str) -> dict[str, Any]:

@@ -10,7 +10,10 @@ and stops; the others go on. Targets are measured one after the other, so
 that one cannot slow the other down (two servers often share a GPU, and the
 client and emulators share CPUs), or side by side with ``side_by_side``.
 Within a target, requests go one at a time unless ``concurrency`` says
-otherwise.
+otherwise; then the shadow is vLLM's scheduler serving the requests at the
+times they were sent (``overlap``), and its predictions (the ``request``,
+``lookup`` and ``ttft`` events) come once the target's requests are all
+answered, before the ``pass`` events.
 
 Hit tokens per request are the change of the server's counters across the
 request, so they need requests one at a time; with overlapping requests only
@@ -30,13 +33,14 @@ from dataclasses import dataclass
 import httpx
 
 from app.live.client import TargetError, TargetInfo, VllmClient
+from app.live.overlap import overlap_events, predict_overlap
 from app.live.prompts import PromptBook, build_prompts
 from app.live.shadow import ShadowError, shadow_engine
 from app.live.targets import Target
 from sim.blocks.request import Request
 from sim.calibration.measurements import Measurement
 from sim.engine.events import Error, Event, Measured, PassDone, RunDone, RunWarning
-from sim.engine.loop import Engine
+from sim.engine.loop import Engine, RequestRecord
 from sim.engine.result import pass_summaries, run_totals
 from sim.explain.stream import explained
 from sim.explain.summary import add_totals, totals
@@ -142,6 +146,7 @@ class _TargetRun:
         self.emit = emit
         self.options = live.options
         self.measured: list[Measurement] = []
+        self.sent_s: dict[int, float] = {}  # seq -> when its request was sent (perf_counter seconds)
         self._warned_counters = False
 
     async def run(self) -> None:
@@ -168,12 +173,32 @@ class _TargetRun:
                     )
                 )
             self.emit(engine.start_event(len(requests), scenario.docs, scenario.doc_tokens))
-            await self._send_all(client, info, engine, book, requests, attribute)
-            self.emit(RunDone(name, len(self.measured), {**run_totals(self.measured), "predicted": {**run_totals(engine.records), **totals(engine.records)}}))
+            if self.options.concurrency == 1:
+                await self._send_all(client, info, engine, book, requests, attribute)
+                predicted: list[RequestRecord] = engine.records
+            else:
+                await self._send_all(client, info, None, book, requests, attribute)
+                predicted = predict_overlap(
+                    self.live.scenario, scenario, self.target, info, requests, self.sent_s, self.options.max_tokens
+                )
+                for event in overlap_events(name, predicted):
+                    self.emit(event)
+                for pass_ in sorted({r.pass_ for r in requests}):
+                    self._pass_done(pass_, predicted)
+            self.emit(RunDone(name, len(self.measured), {**run_totals(self.measured), "predicted": {**run_totals(predicted), **totals(predicted)}}))
+
+    def _pass_done(self, pass_: int, records: list[RequestRecord]) -> None:
+        mine = [m for m in self.measured if m.pass_ == pass_]
+        predicted = [r for r in records if r.pass_ == pass_]
+        summary = {**pass_summaries(mine)[0], "predicted": add_totals(pass_summaries(predicted), predicted)[0]}
+        self.emit(PassDone(self.target.name, summary))
 
     async def _send_all(
-        self, client: VllmClient, info: TargetInfo, engine: Engine, book: PromptBook, requests: list[Request], attribute: bool
+        self, client: VllmClient, info: TargetInfo, engine: Engine | None, book: PromptBook, requests: list[Request],
+        attribute: bool,
     ) -> None:
+        """Send every request, ``concurrency`` in flight. With an ``engine`` (one at a time), each is predicted as it
+        leaves and its pass summed up when its last request is answered; without, the caller predicts afterwards."""
         pass_sizes = Counter(r.pass_ for r in requests)
         slots = asyncio.Semaphore(self.options.concurrency)
 
@@ -182,21 +207,18 @@ class _TargetRun:
                 await self._measure(client, info, book, request, attribute)
             finally:
                 slots.release()
-            pass_ = request.pass_
-            mine = [m for m in self.measured if m.pass_ == pass_]
-            if len(mine) == pass_sizes[pass_]:
-                predicted = [r for r in engine.records if r.pass_ == pass_]
-                summary = {**pass_summaries(mine)[0], "predicted": add_totals(pass_summaries(predicted), predicted)[0]}
-                self.emit(PassDone(self.target.name, summary))
+            if engine is not None and sum(m.pass_ == request.pass_ for m in self.measured) == pass_sizes[request.pass_]:
+                self._pass_done(request.pass_, engine.records)
 
         try:
             async with asyncio.TaskGroup() as group:
                 for request in requests:
                     await slots.acquire()
-                    # The prediction is sent as the request leaves; the measurement when it is answered.
-                    _, predicted = engine.process(request)
-                    for event in explained(engine, predicted):
-                        self.emit(event)
+                    if engine is not None:
+                        # The prediction is sent as the request leaves; the measurement when it is answered.
+                        _, predicted = engine.process(request)
+                        for event in explained(engine, predicted):
+                            self.emit(event)
                     group.create_task(one(request))
         except ExceptionGroup as group_error:
             raise _first(group_error) from None
@@ -208,6 +230,7 @@ class _TargetRun:
         prompt = book.prompt(request.pass_, request.doc)
         before = await client.counters() if attribute else None
         completion = await client.complete(model, prompt, self.options.max_tokens)
+        self.sent_s[request.seq] = completion.sent_s
         prompt_tokens = completion.prompt_tokens or await client.count_tokens(model, prompt)
         gpu_hit: int | None = None
         cpu_hit: int | None = None

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import anyio
 import httpx

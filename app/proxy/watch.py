@@ -10,7 +10,8 @@ request overlapped it, and the counters were read since the last one); the
 twin (the simulator's engine, sized from the upstream's ``/metrics`` and,
 for ``kvscope emulate``, its ``/kvscope/emulator``) serves the same token ids
 and predicts its TTFT. Then the server's blocks (from its KV events) are set
-against the twin's. Everything kept is bounded: the last ``MAX_EVENTS`` events
+against the twin's KV state, which vLLM's scheduler keeps with the requests
+in their real overlap (``overlap_twin``: held from arrival to end). Everything kept is bounded: the last ``MAX_EVENTS`` events
 and ``MAX_RECORDS`` requests.
 """
 
@@ -34,6 +35,7 @@ from app.live.prom import CacheCounters
 from app.live.targets import Target
 from app.proxy.forward import Exchange
 from app.proxy.kv_thread import KvThread
+from app.proxy.overlap_twin import OverlapTwin
 from app.proxy.upstreams import Upstream
 from sim.blocks.prompt_keys import request_for_tokens
 from sim.blocks.request import Units
@@ -63,8 +65,9 @@ NO_COUNTERS_TEXT = "the server's /metrics has no prefix-cache counters"
 
 @dataclass(slots=True)
 class _Twin:
-    engine: Engine
+    engine: Engine  # one request at a time, in the order answers ended: predictions and their explanations
     exact_keys: bool  # the upstream hashes blocks as the twin does (kvscope emulate)
+    overlap: OverlapTwin  # the server's KV state: requests held from arrival to end, as they overlapped
 
 
 class UpstreamWatch:
@@ -87,6 +90,9 @@ class UpstreamWatch:
         self.twin: _Twin | None = None
         self._seq = 0
         self._running: set[int] = set()  # requests being forwarded now
+        # When each request began and ended (perf_counter), until the overlap twin is told of it.
+        self._begun_at: dict[int, float] = {}
+        self._ended_at: dict[int, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._overlapped: dict[int, str] = {}  # request -> why its hits cannot be told from the counters
         self._baseline: CacheCounters | None = None
@@ -156,6 +162,7 @@ class UpstreamWatch:
             await asyncio.shield(self._preparing)  # a client that leaves does not cancel the probe
         seq = self._seq  # from 0, as a simulated run's requests (the JSON's seq) and every view number them
         self._seq += 1
+        self._begun_at[seq] = time.perf_counter()
         self._awaiting_first_byte += 1
         self._quiet().clear()
         if self._running:
@@ -182,6 +189,7 @@ class UpstreamWatch:
 
     def on_exchange(self, seq: int, exchange: Exchange) -> None:
         self._running.discard(seq)
+        self._ended_at[seq] = time.perf_counter()
         task = asyncio.get_running_loop().create_task(self._account(seq, exchange))
         self._tasks.add(task)  # held until done: the loop keeps only a weak reference
         task.add_done_callback(self._tasks.discard)
@@ -194,6 +202,7 @@ class UpstreamWatch:
             await self._quiet().wait()
             await self._ensure_probed()
             record = await self._measure(seq, exchange)
+            self._tell_overlap(seq, None)  # a request the twin could not serve (no twin, no prompt) still ends
             if not self._running:
                 # Before the commit is awaited: a request that begins while it runs finds fresh counters.
                 await self._read_baseline()
@@ -238,10 +247,12 @@ class UpstreamWatch:
             "started_at": datetime.fromtimestamp(ex.started_wall_s, UTC).isoformat(timespec="milliseconds"),
         }
         if ex.status != 200 or ex.error or not ex.path.endswith("completions"):
+            self._tell_overlap(seq, None)
             return record
         body = _json_body(ex.body)
         tokens = await self._token_ids(body)
         if tokens is None:
+            self._tell_overlap(seq, None)
             return record
         record["prompt_tokens"] = len(tokens)
         before = self._baseline if not overlapped else None
@@ -264,8 +275,9 @@ class UpstreamWatch:
             engine = self.twin.engine
             predicted, _ = engine.process(request_for_tokens(tokens, engine.units, seq=seq), emit=False)
             engine.records.clear()  # the twin keeps no history: the watch's records are bounded
+            self._tell_overlap(seq, tokens)
             if self.twin.exact_keys and self.kv is not None:
-                self._gpu_ranks = _eviction_ranks(engine)
+                self._gpu_ranks = _eviction_ranks(self.twin.overlap.engine)
                 self.kv.touch()
             record.update(predicted_ttft_ms=predicted.ttft_ms, predicted_gpu_hit_tokens=predicted.gpu_hit_tokens,
                           predicted_cpu_hit_tokens=predicted.cpu_hit_tokens, gpu_miss=predicted.gpu_miss,
@@ -283,6 +295,13 @@ class UpstreamWatch:
                                computed, str(body.get("model") or ""), record["started_at"], record["hits_unknown"]))
         await self._compare(seq)
         return record
+
+    def _tell_overlap(self, seq: int, tokens: list[int] | None) -> None:
+        """The overlap twin learns the request's tokens, arrival and end; it plays what can no longer change."""
+        begun, ended = self._begun_at.pop(seq, None), self._ended_at.pop(seq, None)
+        if self.twin is None or begun is None:
+            return
+        self.twin.overlap.tell(seq, tokens, begun, ended if ended is not None else begun, list(self._begun_at.values()))
 
     async def _token_ids(self, body: dict[str, Any]) -> list[int] | None:
         prompt = body.get("prompt")
@@ -321,7 +340,11 @@ class UpstreamWatch:
     async def _compare(self, seq: int) -> None:
         if self.kv is None or self.twin is None:
             return
-        twin_keys = set(self.twin.engine.gpu.cached)
+        if self._begun_at:
+            # Requests still under way or not accounted for yet: the server holds (some of) their blocks and the
+            # twin does not know their prompts yet. Compared once they are told.
+            return
+        twin_keys = set(self.twin.overlap.engine.gpu.cached)  # the KV state: blocks held as the requests overlapped
         kv = self.kv
 
         def server() -> tuple[set[Any], bool, float]:
@@ -369,7 +392,7 @@ class UpstreamWatch:
             kv = summary
         twin = None
         if self.twin is not None:
-            engine = self.twin.engine
+            engine = self.twin.overlap.engine
             twin = {"gpu_blocks": engine.gpu.cached_blocks, "gpu_capacity_blocks": engine.gpu.capacity_blocks,
                     "cpu_tokens": engine.cpu.used_tokens if engine.cpu else None,
                     "cpu_capacity_tokens": engine.cpu.capacity_tokens if engine.cpu else None}
@@ -405,7 +428,7 @@ def _make_twin(info: TargetInfo) -> _Twin:
     spec = TierSpec(units=Units(block, chunk), gpu_tokens=gpu_tokens, cpu_tokens=emulator.get("cpu_tokens"))
     engine = Engine(TWIN, spec, costs)
     attach(engine, remember=TWIN_REMEMBERS)  # its records explain their misses, as every record does
-    return _Twin(engine, exact_keys=bool(emulator))
+    return _Twin(engine, exact_keys=bool(emulator), overlap=OverlapTwin(spec, costs))
 
 
 def _eviction_ranks(engine: Engine) -> dict[str, int]:

@@ -81,10 +81,35 @@ def failure_text(f: dict[str, Any]) -> str:
 
 @dataclass(slots=True)
 class Run:
-    """A long_doc_qa run read as measurements, and its failed requests."""
+    """A long_doc_qa run read as measurements, its failed requests, and the most requests it had in flight at once."""
 
     rows: list[Measurement]
     failures: list[Failure]
+    in_flight: int = 1
+
+
+def max_in_flight(text: str) -> int:
+    """The most requests of a round that overlapped, from ``request_start`` and ``request_end`` (seconds): what
+    ``--max-inflight-requests`` allowed and the server was given. 1 when the round lacks those columns.
+
+    A request that ended as another started is not counted with it (``long_doc_qa`` starts the next request when
+    one returns)."""
+    reader = textfile.DictReader(io.StringIO(text), error=MeasurementError)
+    if not {"request_start", "request_end"} <= set(reader.fieldnames or []):
+        return 1
+    edges: list[tuple[float, int]] = []
+    for raw in reader:
+        try:
+            start, end = float(raw["request_start"]), float(raw["request_end"])
+        except (TypeError, ValueError):
+            continue  # parse_round reports the row if it matters; a failed request's times may be blank
+        if end >= start:
+            edges += [(start, 1), (end, -1)]
+    most = now = 0
+    for _, step in sorted(edges):  # at a tie, an end (-1) sorts before a start (+1)
+        now += step
+        most = max(most, now)
+    return max(most, 1)
 
 
 def _failed(raw: dict[str, str], ttft_s: float) -> str | None:
@@ -192,6 +217,7 @@ def parse_run(
     rows: list[Measurement] = []
     failures: list[Failure] = []
     n = docs
+    in_flight = max((max_in_flight(r[1]) for r in (warmup, query) if r is not None), default=1)
     if warmup is not None:
         ok, failed = parse_round(*warmup, docs)
         n = len(ok) + len(failed)
@@ -215,4 +241,4 @@ def parse_run(
             for i, t in ok.items()
         ]
         failures += [Failure(name, 2, i, query[0], line, why) for i, (line, why) in sorted(failed.items())]
-    return Run(rows, failures)
+    return Run(rows, failures, in_flight)

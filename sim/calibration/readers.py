@@ -42,6 +42,7 @@ class MeasurementSet:
     rows: list[Measurement]
     kind: Kind
     failures: list[Failure] = field(default_factory=list)
+    in_flight: int = 1  # the most requests the measured server had at once (long_doc_qa's request times say it)
 
     def failures_json(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.failures]
@@ -134,4 +135,4 @@ def _pair(
         (query_name or QUERY_FILE, query) if query is not None else None,
         repeat.mode, config, repeat.docs, repeat.count, repeat.seed, repeat.hit_miss_ratio, repeat.doc_tokens,
     )
-    return MeasurementSet(run.rows, "long_doc_qa", run.failures)
+    return MeasurementSet(run.rows, "long_doc_qa", run.failures, run.in_flight)

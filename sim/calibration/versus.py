@@ -1,6 +1,7 @@
 """Measured beside predicted: a measurement file's requests matched to a simulation of the same scenario, with errors.
 
-``measured_vs_predicted(found, given)`` simulates the file's own scenario
+``measured_vs_predicted(found, given)`` simulates (with vLLM's scheduler at
+the file's requests in flight, when they overlapped) the file's own scenario
 where the file names one (every request's document known, one prompt
 length: its documents, prompt length and passes, with the tiers, sizes and
 costs of ``given``), else ``given`` itself, and pairs each measured request
@@ -19,6 +20,8 @@ from sim.calibration.measured import scenario_from_measurements
 from sim.calibration.measurements import UNKNOWN_DOC, Measurement, MeasurementError
 from sim.calibration.readers import MeasurementSet
 from sim.numeric import stats
+from sim.sched.serving import Serving
+from sim.sched.simulate import served_result
 from sim.simulation.run import scenario_summary, simulate
 from sim.workloads.scenario import Scenario
 
@@ -129,7 +132,13 @@ def measured_vs_predicted(found: MeasurementSet, given: Scenario) -> dict[str, A
     if not found.rows:
         raise MeasurementError("the file has no requests")
     scenario, source, note = scenario_for(found, given)
-    result = simulate(scenario, explain=False)
+    if found.in_flight > 1:
+        # Requests overlapped on the server (long_doc_qa's --max-inflight-requests): vLLM's scheduler serves them,
+        # that many in flight, each decoding the scenario's output tokens.
+        result = served_result(scenario, Serving(concurrency=found.in_flight))
+        note += f"; {found.in_flight} requests in flight, as measured, served by vLLM's scheduler"
+    else:
+        result = simulate(scenario, explain=False)
     runs = [run["name"] for run in result["runs"]]
     configs = list(dict.fromkeys(r.config for r in found.rows))
     names = config_names(configs, runs)

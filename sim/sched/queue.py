@@ -41,7 +41,8 @@ class FcfsQueue(Generic[T]):
         self._items.appendleft(item)
 
     def remove(self, item: T) -> None:
-        """Take a request out wherever it waits (``remove_request``, request_queue.py 50-53)."""
+        """Take a request out wherever it waits (``remove_request``, request_queue.py 50-53: an aborted request);
+        ValueError if absent."""
         self._items.remove(item)
 
     def __len__(self) -> int:

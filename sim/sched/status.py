@@ -12,7 +12,7 @@ class RequestStatus(enum.IntEnum):
     way and defines ``is_finished`` as ``status > PREEMPTED``. kvscope leaves
     out the states of features it does not model (structured-output grammars,
     remote KV transfers, streaming input) and the finish reasons it cannot
-    reach (a request stops only at its output length or ``max_model_len``).
+    reach (a request stops at its output length or ``max_model_len``, or is aborted).
     """
 
     WAITING = enum.auto()  # arrived, in the waiting queue, holds no blocks
@@ -21,6 +21,7 @@ class RequestStatus(enum.IntEnum):
     RUNNING = enum.auto()  # admitted: holds blocks, scheduled every step until it finishes or is preempted
     PREEMPTED = enum.auto()  # its blocks freed (still cached), back at the head of the waiting queue
     FINISHED_LENGTH_CAPPED = enum.auto()  # generated its output tokens (or reached max_model_len)
+    FINISHED_ABORTED = enum.auto()  # its client went away (a server's engine only: ``SteppedEngine.abort``)
 
     @property
     def is_finished(self) -> bool:

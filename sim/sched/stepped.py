@@ -258,8 +258,28 @@ class SteppedEngine:
     def num_waiting(self) -> int:
         return len(self.waiting) + len(self.holding)
 
+    def abort(self, f: Flight) -> None:
+        """The request's client went away: it leaves the running list or its queue and lets its blocks go.
+
+        vLLM aborts between steps (``EngineCore`` handles the abort before the
+        next ``schedule``): ``Scheduler.finish_requests`` (``scheduler.py``)
+        removes it from ``running`` or ``waiting``, sets FINISHED_ABORTED and
+        frees its blocks (tail first, still cached until evicted).
+        """
+        if f.done:
+            return
+        if f.status == RequestStatus.RUNNING:
+            self.running.remove(f)
+        elif f.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            self.holding.remove(f)
+        else:
+            self.waiting.remove(f)
+        self._free(f)
+        f.status = RequestStatus.FINISHED_ABORTED
+
     def arrive(self, req: Request, t_ms: float) -> Flight:
-        """The request joins the waiting queue at ``t_ms``."""
+        """The request joins the waiting queue at ``t_ms``, once ``check`` says the engine could ever run it."""
+        self.check((req,))
         flight = Flight(req, t_ms, req.prompt_tokens, offload_evicted=[[] for _ in self.engine.offload])
         self.waiting.add(flight)
         return flight

@@ -22,7 +22,9 @@ vLLM's ``benchmark_long_document_qa_throughput.py``) does, in ``main``:
 The pre-warmup is left out: under LRU its blocks are the oldest and are evicted
 before any document's, exactly like blocks that were never used. A forced miss
 keeps its document's length here (the few tokens of the random number are not
-counted). Requests run one at a time here (``--max-inflight-requests 1``).
+counted). With ``--max-inflight-requests`` above 1 the rounds' request times
+show the overlap (``longdocqa_files.max_in_flight``), and the run is simulated
+with that many in flight through vLLM's scheduler.
 """
 
 from __future__ import annotations

@@ -18,10 +18,12 @@ null block: 39 usable) with 256-token chunks:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -248,6 +250,8 @@ def test_delay_is_the_cost_model_ttft_divided_by_speed(small_cpu: str) -> None:
         (["--speed", "0"], "--speed"),
         (["--max-model-len", "30000"], "larger than the GPU KV cache"),
         (["--model", "no-such-model"], "--model"),
+        (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["--max-num-batched-tokens", "64", "--max-num-seqs", "128"], "must be at least max_num_seqs"),
     ],
 )
 def test_bad_emulate_flags_exit_2_naming_the_problem(args: list[str], fragment: str) -> None:
@@ -256,9 +260,43 @@ def test_bad_emulate_flags_exit_2_naming_the_problem(args: list[str], fragment: 
     assert fragment in result.stderr
 
 
-def test_help_says_prefills_do_not_batch() -> None:
+def test_help_says_requests_are_batched_as_vllm_batches_them() -> None:
     result = run_kvscope(["emulate", "--help"], timeout_s=30)
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    assert "Prefills do not batch: one runs at a time, in arrival order." in text
-    assert "time queued behind other prefills adds to its TTFT" in text
+    assert "Requests are batched as vLLM batches them" in text
+    assert "--max-num-batched-tokens" in text and "--max-num-seqs" in text
+    assert "A client that disconnects aborts its request." in text
+
+
+def test_preemptions_are_counted_under_vllms_name(small_gpu_only: str) -> None:
+    # vllm/v1/metrics/loggers.py 738-741: a counter vllm:num_preemptions, written with _total; the scheduler's
+    # gauges are gauges.
+    text = httpx.get(small_gpu_only + "/metrics").text
+    assert "# TYPE vllm:num_preemptions_total counter" in text
+    assert "# TYPE vllm:num_requests_running gauge" in text and "# TYPE vllm:num_requests_waiting gauge" in text
+    # Two 200-token prompts arriving together to decode 300 tokens each, on the 39 usable blocks of a 640-token
+    # GPU (in process, so that they surely overlap): both are admitted with ceil(200 / 16) = 13 blocks and need
+    # ceil((200 + 300 - 1) / 16) = 32 by their end; growing a block per 16 tokens each, they run out at 39, and
+    # vLLM's FCFS rule preempts the newer one (it resumes once the first is done). Each still gets its 300 tokens.
+    from app.emulator import prometheus
+    from app.emulator.backend import Backend
+    from app.emulator.config import EmulatorConfig
+
+    backend = Backend(EmulatorConfig(gpu_tokens=640, cpu_gb=None, speed=1000))
+
+    async def both() -> list[int]:
+        inbox: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        now = time.perf_counter()
+        for k in range(2):
+            backend.submit(list(range(k * 1000, k * 1000 + 200)), 300, now, inbox, k)
+        got = [0, 0]
+        for _ in range(600):
+            k, _step = await inbox.get()
+            got[k] += 1
+        return got
+
+    assert asyncio.run(both()) == [300, 300]
+    assert backend.counters.preemptions >= 1
+    samples = prom.parse(prometheus.render(backend))
+    assert prom.total(samples, ("vllm:num_preemptions_total",)) == backend.counters.preemptions

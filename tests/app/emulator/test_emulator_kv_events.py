@@ -44,12 +44,20 @@ class Rig:
             self.bridge.publisher.publish([])
             self.sub.poll(50)
 
-    def serve(self, prompts: list[list[int]]) -> None:
+    def serve(self, prompts: list[list[int]], together: bool = False) -> None:
+        """Each prompt for one token: one after the other, or all arriving at once (batched into shared steps)."""
+        async def one(tokens: list[int]) -> None:
+            inbox: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+            ticket = self.backend.submit(tokens, 1, time.perf_counter(), inbox, 0)
+            assert await inbox.get() == (0, 0)
+            self.backend.finish(ticket, 1)
+
         async def run() -> None:
-            for tokens in prompts:
-                prefill = self.backend.schedule(tokens, time.perf_counter())
-                await self.backend.wait(prefill)
-                self.backend.release(prefill)
+            if together:
+                await asyncio.gather(*(one(tokens) for tokens in prompts))
+            else:
+                for tokens in prompts:
+                    await one(tokens)
         asyncio.run(run())
         self.bridge.publisher.flush()
         deadline = time.monotonic() + 20
@@ -133,6 +141,31 @@ def test_random_workload_with_shared_prefixes_and_copies_agrees() -> None:
         gpu = rig.sub.feed.state.media["GPU"]
         assert gpu.removed > 0 and rig.sub.feed.state.media["CPU"].removed > 0  # both tiers evicted on the way
         assert any(n > 1 for n in gpu.refs().values()) or gpu.removed > 0
+    finally:
+        rig.close()
+
+
+def test_prompts_batched_into_shared_chunked_steps_still_agree() -> None:
+    # The same kind of workload, twenty prompts at a time arriving together, under a 96-token step budget: the
+    # engine admits several per step and splits prompts of up to 250 tokens into chunks of the budget left, so a
+    # request caches its blocks over several steps and other requests' allocations evict between its chunks. One
+    # batch per step: the subscriber must still rebuild both tiers block for block after every group.
+    config = EmulatorConfig(
+        gpu_tokens=64 * 16, cpu_gb=0.002, block_size=16, chunk_size=64, speed=1000, max_num_batched_tokens=96,
+        max_num_seqs=4,
+    )
+    rng = random.Random(5)
+    stems = [[rng.randrange(1000) for _ in range(rng.choice((32, 80, 160)))] for _ in range(5)]
+    prompts = [rng.choice(stems) + [rng.randrange(1000) for _ in range(rng.randrange(1, 90))] for _ in range(80)]
+    rig = Rig(config)
+    try:
+        for i in range(0, len(prompts), 20):
+            rig.serve(prompts[i : i + 20], together=True)
+            rig.assert_agree()
+        steps = list(rig.backend.steps)
+        assert any(len(out.scheduled) > 1 for *_, out in steps)  # requests shared steps
+        assert any(0 < n < 96 for *_, out in steps for n in out.scheduled.values() if len(out.scheduled) > 1)
+        assert rig.sub.feed.state.media["GPU"].removed > 0
     finally:
         rig.close()
 
@@ -226,3 +259,42 @@ def test_batches_lost_on_the_way_are_filled_by_replay_and_the_state_still_agrees
         rig.assert_agree()
     finally:
         rig.close()
+
+
+def test_the_scheduler_gauges_are_each_steps_own() -> None:
+    # vLLM makes the scheduler's stats after each step (update_from_output -> make_stats): running and waiting as
+    # the step left them, and kv_cache_usage_perc = 1 - free / usable blocks. Four 200-token prompts for 2 tokens
+    # on a 64-block pool (63 usable) under a 256-token budget with at most 2 running: each needs
+    # ceil(201 / 16) = 13 blocks. /metrics rendered at each step's end must show that step's figures.
+    from app.emulator import prometheus
+    from app.live import prom
+
+    config = EmulatorConfig(gpu_tokens=64 * 16, cpu_gb=None, speed=1000, max_num_batched_tokens=256, max_num_seqs=2)
+    backend = Backend(config)
+    shown: list[tuple[float, float, float]] = []
+    deliver = backend._deliver
+
+    def watch(out: Any, end: float) -> None:
+        deliver(out, end)
+        samples = prom.parse(prometheus.render(backend))
+        shown.append(tuple(prom.total(samples, (name,)) for name in (
+            "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        )))
+
+    backend._deliver = watch  # type: ignore[method-assign]
+
+    async def run() -> None:
+        inbox: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+        now = time.perf_counter()
+        for k in range(4):
+            backend.submit(list(range(k * 1000, k * 1000 + 200)), 2, now, inbox, k)
+        for _ in range(8):
+            await inbox.get()
+
+    asyncio.run(run())
+    steps = [out for *_, out in backend.steps]
+    assert shown == [(s.running, s.waiting, pytest.approx(1 - s.free_blocks / 63)) for s in steps]
+    # And the run as reasoned: step 1 admits requests 0 (200 tokens) and 1 (the 56 left of the budget); the
+    # sequence limit keeps 2 and 3 waiting until 0 and 1 finish.
+    assert steps[0].scheduled == {0: 200, 1: 56} and (steps[0].running, steps[0].waiting) == (2, 2)
+    assert max(s.running for s in steps) == 2 and steps[-1].running == 0

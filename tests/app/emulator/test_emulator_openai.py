@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from live_servers import emulator
+from live_servers import emulator, run_async
 
 MODEL = "qwen2.5-1.5b"
 ALIAS = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -90,6 +90,31 @@ def test_completions_through_the_openai_client_streamed_and_not(client: openai.O
     assert "".join(c.choices[0].text for c in pieces if c.choices) == whole.choices[0].text
     # 40 tokens = 2 full blocks (32 tokens) cached by the first request.
     assert pieces[-1].usage.prompt_tokens_details.cached_tokens == 32
+
+
+def test_concurrent_openai_streams_share_the_engines_steps() -> None:
+    # Two streamed chats through openai's AsyncOpenAI at once, 200 words each (202 tokens with the template), 40
+    # tokens each, at speed 1: the first is prefilled in a step (~45 ms) and decodes for 39 more (~23 ms each,
+    # ~0.9 s), so the second, sent at the same time, arrives while it runs, is prefilled in one of its steps and
+    # from then on both decode in the same steps, as vLLM batches them. Each stream gets its 40 tokens.
+    import asyncio
+
+    async def chat(client: openai.AsyncOpenAI, tag: str) -> list[str]:
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": words(tag, 200)}], max_tokens=40, stream=True,
+        )
+        return [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+
+    async def both(base: str) -> list[list[str]]:
+        async with openai.AsyncOpenAI(base_url=base + "/v1", api_key="sk-none", max_retries=0) as client:
+            return list(await asyncio.gather(chat(client, "p"), chat(client, "q")))
+
+    with emulator("--no-cpu-tier") as base:
+        answers = run_async(both(base))
+        steps = httpx.get(base + "/kvscope/emulator", timeout=10).json()["steps"]
+    assert [len([c for c in a if c]) for a in answers] == [40, 40]
+    assert any(len(s["scheduled"]) == 2 for s in steps), steps  # steps scheduling both requests
+    assert sum(len(s["scheduled"]) for s in steps) == 2 * 40  # each request in 40 steps: its prefill, 39 decodes
 
 
 def test_an_unknown_model_is_a_not_found_error_naming_the_aliases(client: openai.OpenAI) -> None:
@@ -239,9 +264,9 @@ def test_a_client_that_leaves_cancels_its_request(streamed: bool) -> None:
     # api_router.py:57); a stream is Starlette's StreamingResponse (completion/api_router.py:74-77), which does the
     # same for its generator; the engine then aborts it (vllm/v1/engine/async_llm.py:807-811).
     # Without max_tokens a chat may generate all that the context leaves: the default 21,520-token GPU is 1,345
-    # blocks, 1,344 usable, so max_model_len is 21,504, and a 7-token prompt leaves 21,497 tokens, at 5 ms each
-    # about 107 s of decode. Here the client leaves a moment after the request is running; the request must be
-    # gone from vllm:num_requests_running within a few seconds, not 107.
+    # blocks, 1,344 usable, so max_model_len is 21,504, and a 7-token prompt leaves 21,497 tokens, one per decode
+    # step of the cost model's ~23 ms fixed cost: about 8 minutes of decode. Here the client leaves a moment after the request is running; the request must be
+    # gone from vllm:num_requests_running within a few seconds (the step it was in ends, then it is aborted).
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "one two three"}], "stream": streamed})
     with emulator() as base:
         host, port = base.removeprefix("http://").split(":")
@@ -252,8 +277,12 @@ def test_a_client_that_leaves_cancels_its_request(streamed: bool) -> None:
                 f"content-length: {len(body)}\r\n\r\n{body}".encode()
             )
             assert _until(lambda: _running(base) == 1, within_s=5)
-            if streamed:
-                assert b"data:" in sock.recv(65_536)  # the stream has begun: its first tokens came
+            if streamed:  # the stream has begun: its first tokens came (the headers may come in a packet of their own)
+                seen = b""
+                while b"data:" not in seen:
+                    chunk = sock.recv(65_536)
+                    assert chunk, "the stream closed before its first token"
+                    seen += chunk
         finally:
             sock.close()
         assert _until(lambda: _running(base) == 0, within_s=3), "the request runs on for a client that left"

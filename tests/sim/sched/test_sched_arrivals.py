@@ -45,6 +45,7 @@ def test_the_fcfs_queue_puts_a_preempted_request_back_in_front() -> None:
 
 def test_anything_after_preempted_is_finished() -> None:
     # vLLM's rule (request.py 392-393): status > PREEMPTED.
-    assert [s.is_finished for s in RequestStatus] == [False, False, False, False, True]
-    # WAITING_FOR_REMOTE_KVS (loading a CPU hit) waits in a queue too.
-    assert [s.is_waiting for s in RequestStatus] == [True, True, False, True, False]
+    # WAITING, WAITING_FOR_REMOTE_KVS (loading a CPU hit), RUNNING, PREEMPTED, then the two finished states (length
+    # capped, aborted).
+    assert [s.is_finished for s in RequestStatus] == [False, False, False, False, True, True]
+    assert [s.is_waiting for s in RequestStatus] == [True, True, False, True, False, False]

@@ -13,6 +13,7 @@ from sim.engine.loop import Engine, TierSpec
 from sim.sched.arrivals import ClosedLoop
 from sim.sched.config import CLASS_DEFAULTS, SchedulerConfig
 from sim.sched.step_costs import StepCosts
+from sim.sched.status import RequestStatus
 from sim.sched.stepped import SteppedEngine, SteppedRun
 from sim.simulation.run import tier_spec
 from sim.workloads.presets import PRESETS
@@ -266,3 +267,35 @@ def test_max_model_len_caps_a_request_and_refuses_a_prompt_that_reaches_it() -> 
     assert len(run.steps) == 8 and run.flights[0].num_output == 8 and run.steps[-1].finished == [0]
     with pytest.raises(ValueError, match=r"request 0: prompt of 40 tokens is not below max_model_len \(40\)"):
         lone_engine(100, config).run(lone_requests([40], 1), ClosedLoop(1))
+
+
+def test_requests_arriving_between_steps_and_an_abort_free_the_aborted_requests_blocks() -> None:
+    # A server drives the engine a step at a time (the emulator): requests arrive between steps and a client may
+    # leave. Two lone requests of 40 tokens and 4 output tokens each need ceil((40 + 4 - 1) / 16) = 3 blocks; the
+    # pool has 8 (7 usable, one the null block). Request 0 arrives and step 1 prefills it (40 tokens: 3 blocks,
+    # 4 free). Request 1 arrives; step 2 decodes request 0 and prefills request 1 (3 more blocks: 1 free). Request
+    # 1's client leaves: aborted between steps, it leaves the running list and its 3 blocks go back (4 free), and
+    # step 3 schedules request 0 alone. A request aborted while waiting simply leaves the queue.
+    engine = lone_engine(8, CLASS_DEFAULTS)
+    r0, r1, r2 = lone_requests([40, 40, 40], 4)
+    f0 = engine.arrive(r0, 0.0)
+    assert engine.step().scheduled == {0: 40} and len(engine.gpu.free_queue) == 4
+    f1 = engine.arrive(r1, engine.now_ms)
+    assert engine.step().scheduled == {0: 1, 1: 40} and len(engine.gpu.free_queue) == 1
+    engine.abort(f1)
+    assert f1.status == RequestStatus.FINISHED_ABORTED and f1.done and f1.blocks == []
+    assert engine.running == [f0] and len(engine.gpu.free_queue) == 4
+    f2 = engine.arrive(r2, engine.now_ms)
+    engine.abort(f2)
+    assert len(engine.waiting) == 0 and f2.status == RequestStatus.FINISHED_ABORTED
+    out = engine.step()
+    assert out.scheduled == {0: 1} and (out.running, out.waiting) == (1, 0)
+    engine.abort(f1)  # aborting a finished request again changes nothing
+    assert len(engine.gpu.free_queue) == 4
+
+
+def test_arrive_refuses_a_request_the_pool_could_never_hold() -> None:
+    engine = lone_engine(4, CLASS_DEFAULTS)  # 3 usable blocks
+    (big,) = lone_requests([100], 1)  # ceil(100 / 16) = 7 blocks
+    with pytest.raises(ValueError, match="needs 7 GPU blocks, the pool has 3"):
+        engine.arrive(big, 0.0)
