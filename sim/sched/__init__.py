@@ -8,13 +8,13 @@ newest running request when blocks run out, and prices every step
 (``arrivals``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields),
-``simulate`` the whole result in ``simulate --json``'s shape and ``replay`` a
-trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
+``simulate`` the whole result in ``simulate --json``'s shape, ``stream`` the
+same run as the page's step stream and ``replay`` a trace sent at its timestamps. Nothing is imported here: each module is imported by its own name, so
 reading the serving settings does not load the stepped engine.
 
-Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``
-and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
+Imports: sim.blocks, sim.bounds, sim.costs, sim.engine, sim.numeric, sim.tiers, sim.workloads; ``simulate``,
+``stream`` and ``replay`` also sim.simulation and sim.traces (the drivers, imported by name, never from here).
 Exports: by module, ``stepped`` (``SteppedEngine``, ``SteppedRun``), ``config`` (``SchedulerConfig``,
 ``CLASS_DEFAULTS``, ``serve_batch_defaults``), ``step_costs``, ``output``, ``status``, ``queue``, ``arrivals``,
-``flight``, ``report``, ``serving``, ``simulate``, ``replay``.
+``flight``, ``report``, ``serving``, ``simulate``, ``stream`` (``stepped_stream``, ``StepDone``), ``replay``.
 """

@@ -92,6 +92,11 @@ class Serving(BaseModel):
         """Whether anything asks for the stepped engine (a concurrency, a rate or a scheduler flag)."""
         return self.concurrency is not None or self.rate is not None or bool(self.given())
 
+    @property
+    def overlapping(self) -> bool:
+        """Whether requests may overlap: more than one in flight, or arriving on their own at a rate."""
+        return self.rate is not None or (self.concurrency or 1) > 1
+
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(**self.given())
 

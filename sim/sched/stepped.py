@@ -160,6 +160,10 @@ class SteppedEngine:
                         nxt += 1
             yield out
 
+    def queue_ms(self, seq: int) -> float | None:
+        """How long request ``seq`` waited from its arrival to its first admission (None: not admitted yet)."""
+        return self._queue_ms.get(seq)
+
     def _arrive(self, req: Request, t_ms: float) -> Flight:
         flight = Flight(req, t_ms, req.prompt_tokens, offload_evicted=[[] for _ in self.engine.offload])
         self.waiting.add(flight)
