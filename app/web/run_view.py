@@ -14,6 +14,7 @@ from sim.calibration.calibrate import read_table
 from sim.costs.model import default_costs
 from sim.engine.events import CPU, tier_label
 from sim.numeric.stats import quantile, speedup
+from sim.sched.serving import Serving
 from sim.simulation.run import engines
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
@@ -114,12 +115,25 @@ class RunView:
     passes: list[PassMark]
     measured: bool
     requests: int
-    ttft_max_ms: float
+    ttft_max_ms: float | None  # None: not known before the run (queueing under load): the chart scales to its points
     facts: Facts
     stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
     stored_run: int | None = None  # a kept run, replayed from its stored events instead of a new stream
     stored_note: str | None = None  # what a kept run lacks, said above its panels
     stream_token: str | None = None  # the checked run's stream to take (app.web.planned), instead of posting the body
+    serving: dict[str, Any] | None = None  # Serving.summary() of a run the stepped engine serves; None: one at a time
+    overlapping: bool = False  # its requests may overlap: Step moves a scheduler step, not a request
+
+    @property
+    def unit(self) -> str:
+        """What Step advances: one scheduler step when requests overlap, else one request (static/js/player.js)."""
+        return "step" if self.overlapping else "request"
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the table shows time per output token and throughput: served by the stepped engine, with
+        requests that generate more than one token (the sequential engine does not model decoding)."""
+        return self.serving is not None and self.scenario.output_tokens > 1
 
     @property
     def costs_label(self) -> str:
@@ -191,14 +205,14 @@ def build(
     )
 
 
-def plan(scenario: Scenario, stream_body: dict[str, Any]) -> RunView:
+def plan(scenario: Scenario, stream_body: dict[str, Any], serving: Serving | None = None) -> RunView:
     """The view of a run about to be streamed, without simulating it: the lanes, passes and facts follow from the
     scenario; the table's numbers arrive with the stream's ``pass`` events (static/js/table.js fills them in), so
-    that a Run is simulated once, by its stream."""
+    that a Run is simulated once, by its stream. ``serving``: the stepped engine serves it (sim.sched.stream)."""
     requests = build_requests(scenario)
     runs = engines(scenario)
     lanes = _lanes(scenario, [(e.run, [asdict(t) for t in e.tier_infos()]) for e in runs])
-    measured = _measured(scenario)
+    measured = _measured(scenario) if serving is None else {}  # the lab sent one request at a time
     passes: dict[int, PassMark] = {}
     for r in requests:
         passes.setdefault(r.pass_, PassMark(r.pass_, r.order, r.seq))
@@ -218,8 +232,10 @@ def plan(scenario: Scenario, stream_body: dict[str, Any]) -> RunView:
             )
     return RunView(
         scenario=scenario, lanes=lanes, rows=rows, passes=list(passes.values()), measured=bool(measured),
-        requests=len(requests), ttft_max_ms=ttft_bound_ms(scenario, max(r.prompt_tokens for r in requests)),
+        requests=len(requests),
+        ttft_max_ms=None if serving is not None else ttft_bound_ms(scenario, max(r.prompt_tokens for r in requests)),
         facts=_facts(scenario, lanes), stream_body=stream_body,
+        serving=None if serving is None else serving.summary(), overlapping=serving is not None and serving.overlapping,
     )
 
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from app.runs.recording import result_of
 from app.runs.store import NoSuchRun, Run, RunStore, StoreError, check_id
 from app.runs.watch_replay import UPSTREAM
-from app.scenario_input import ScenarioInput, resolve
+from app.scenario_input import SimulateInput, resolve
 from app.web import run_view, scenario_form
 from app.web.routes.calibrate import CostsChoice, costs_choice
 from app.web.routes.live import live_view
@@ -104,14 +104,15 @@ def costs_of(scenario: Scenario, label: str) -> CostsChoice | None:
     return None if scenario.costs is None else costs_choice(scenario.costs, label)
 
 
-def scenario_input(preset: str, query: Mapping[str, str]) -> ScenarioInput:
-    """The body ``/?scenario=PRESET&field=value...`` names (raises ``ValidationError`` naming the field)."""
+def scenario_input(preset: str, query: Mapping[str, str]) -> SimulateInput:
+    """The body ``/?scenario=PRESET&field=value...`` names, how it is served too (raises ``ValidationError`` naming
+    the field)."""
     data: dict[str, Any] = {
-        k: v for k, v in query.items() if k in ScenarioInput.model_fields and k not in ("preset", "scenario") and v.strip()
+        k: v for k, v in query.items() if k in SimulateInput.model_fields and k not in ("preset", "scenario") and v.strip()
     }
     if "costs" in data:
         data["costs"] = scenario_form.json_value(data["costs"])
-    return ScenarioInput(preset=preset, **data)
+    return SimulateInput(preset=preset, **data)
 
 
 def form_of(preset: str, query: Mapping[str, str], errors: list[dict[str, Any]] | None = None) -> FormView:

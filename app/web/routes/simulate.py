@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -28,9 +28,10 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, OpenStreams, Outcome, Streamable, StreamStats, event_stream, open_streams
-from sim.engine.events import RunWarning
+from sim.engine.events import Event, RunWarning
 from sim.sched.serving import Serving
 from sim.sched.simulate import refusal, served_result, stepped_cost
+from sim.sched.stream import STEP_END, stepped_stream
 from sim.simulation.run import simulate, stream
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import DESCRIPTIONS, PRESETS
@@ -66,12 +67,21 @@ def served_of(body: Annotated[SimulateInput, strict_json(SimulateInput)]) -> tup
     """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
     scenario = scenario_of(body)
     try:
+        return scenario, serving_of(body, scenario)
+    except InputErrors as exc:
+        raise exc.for_body() from None
+
+
+def serving_of(body: SimulateInput, scenario: Scenario) -> Serving:
+    """How the body's scenario is served; raises ``InputErrors`` naming the fields when they do not combine, or
+    when the stepped engine cannot serve the scenario."""
+    try:
         serving = body.serving()
     except ValidationError as exc:
-        raise InputErrors(errors_of(exc)).for_body() from None
+        raise InputErrors(errors_of(exc)) from None
     if serving.stepped and (refused := refusal(scenario)) is not None:
-        raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
-    return scenario, serving
+        raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}])
+    return serving
 
 
 def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
@@ -79,11 +89,20 @@ def stream_events(scenario: Scenario, explain: bool) -> list[bytes]:
     message sends and the kept run stores, so the event loop encodes nothing), pickled a request's events at a
     time: a paced stream holds them for as long as it is open, a few MB at the stream's limits, not the ~10 MB of
     the events themselves."""
+    return _batched(stream(scenario, explain=explain), REQUEST_END)
+
+
+def stepped_events(scenario: Scenario, serving: Serving) -> list[bytes]:
+    """``stream_events`` for a scenario served under load (``sim.sched.stream``), pickled a scheduler step at a time."""
+    return _batched(stepped_stream(scenario, serving), STEP_END)
+
+
+def _batched(events: Iterable[Event], ends_with: str) -> list[bytes]:
     batches: list[bytes] = []
     batch: list[tuple[str, str]] = []
-    for event in stream(scenario, explain=explain):
+    for event in events:
         batch.append((event.kind, encoded(event)[1]))
-        if event.kind == REQUEST_END:
+        if event.kind == ends_with:
             batches.append(pickle.dumps(batch))
             batch = []
     if batch:
@@ -120,6 +139,16 @@ async def simulated_job(request: Request, scenario: Scenario, pace_s: float, exp
     except InputErrors as exc:
         raise exc.for_body() from None
     return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain))
+
+
+async def stepped_job(request: Request, scenario: Scenario, serving: Serving) -> StreamJob:
+    """``simulated_job`` for a scenario served under load: the stepped engine's stream, within the same budget."""
+    workers = request.app.state.web.workers
+    try:
+        within(workers.budget.per_request, stepped_cost(scenario, serving))
+    except InputErrors as exc:
+        raise exc.for_body() from None
+    return StreamJob(scenario, 0.0, await workers.run(stepped_events, scenario, serving))
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
