@@ -1,0 +1,88 @@
+"""The Simulate view under load, in headless Chromium: requests in flight pin blocks in the lanes, Step moves one
+scheduler step, the strip counts running and waiting requests.
+
+Expected values come from the seed lab's arithmetic: 5,011 + 13 = 5,024-token prompts in 16-token blocks, and a
+step's budget of 8,192 tokens (vllm serve's on an 80 GiB GPU, sim.sched.config) that one step spends in full.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+GPU_BAR = '.lane[data-run="gpu"] .tier[data-tier="gpu"] [data-role=bar]'
+
+
+def open_with(page: Page, url: str, **fields: str) -> None:
+    page.goto(url + "/")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    page.select_option("#speed", "max")
+    if any(name not in ("concurrency", "rate") for name in fields):
+        page.click("#more-settings summary")
+    for name, value in fields.items():
+        page.fill(f"#f-{name.replace('_', '-')}", value)
+
+
+def step(page: Page, applied: int) -> None:
+    page.click("button[data-action=step]")
+    page.wait_for_selector(f"#player-status[data-applied='{applied}']", timeout=60_000)
+    page.evaluate("() => window.kvscope.plot.settled()")
+
+
+def trace_lengths(page: Page, chart: str) -> dict[str, int]:
+    return dict(page.evaluate(f"[...document.getElementById('{chart}').data].map(t => [t.name, t.x.length])"))
+
+
+def test_requests_in_flight_pin_blocks_and_step_moves_one_scheduler_step(page: Page, live_server: str) -> None:
+    open_with(page, live_server, concurrency="4")
+    step(page, 1)  # Step with no run yet starts one paused, and applies its first step
+    expect(page.locator("#run-view")).to_have_attribute("data-unit", "step")
+    # Step 1: four requests arrive at once. Request 0 is scheduled whole (5,024 tokens), request 1 gets the rest of
+    # the budget, 8,192 - 5,024 = 3,168 tokens, and keeps running; 2 and 3 wait. Request 0 finishes with its one
+    # token and its blocks are cached in the free queue; request 1's 3,168 tokens (198 blocks) are pinned.
+    pinned = page.locator(f"{GPU_BAR} .tile[data-doc='1'] .pinned-part")
+    expect(pinned).to_have_count(1)
+    expect(page.locator(f"{GPU_BAR} .tile[data-doc='1']")).to_have_attribute("data-pinned", "3168")
+    expect(page.locator(f"{GPU_BAR} .tile[data-doc='0'] .pinned-part")).to_have_count(0)
+    expect(page.locator('.lane[data-run="gpu"] [data-role=pinned]')).to_have_text("3,168")
+    expect(page.locator("[data-role=pinned-key]")).to_be_visible()
+    # The pinned part is as wide as its share of the tile: 3,168 of its 3,168 tokens, the whole of doc 1's tile.
+    share = page.evaluate(
+        "(sel) => { const t = document.querySelector(sel); "
+        "return t.querySelector('.pinned-part').getBoundingClientRect().width / t.getBoundingClientRect().width; }",
+        f"{GPU_BAR} .tile[data-doc='1']",
+    )
+    assert share == pytest.approx(1, abs=0.02)
+    # One request has its first token: one point per configuration in the TTFT chart, one step in the strip.
+    chart = trace_lengths(page, "ttft-chart")
+    assert (chart["gpu"], chart["gpu+cpu"]) == (1, 1)
+    strip = trace_lengths(page, "steps-chart")
+    assert strip["gpu: running"] == strip["gpu: waiting"] == 1
+    running_waiting = page.evaluate("(() => { const d = document.getElementById('steps-chart').data; return [d[0].y[0], d[1].y[0]]; })()")
+    # After step 1: request 1 runs; 2 and 3 wait, and 4 arrived when 0 finished (a closed loop of 4).
+    assert running_waiting == [1, 3]
+    expect(page.locator('.lane[data-run="gpu"] [data-role=step]')).to_contain_text("Step 1 at 0.0 ms")
+
+    step(page, 2)
+    # Step 2: request 1's last 5,024 - 3,168 = 1,856 tokens, request 2 whole (5,024), and 8,192 - 1,856 - 5,024 =
+    # 1,312 tokens of request 3: requests 1 and 2 have their first tokens, so three points per configuration now.
+    chart = trace_lengths(page, "ttft-chart")
+    assert (chart["gpu"], chart["gpu+cpu"]) == (3, 3)
+    expect(page.locator('.lane[data-run="gpu"] [data-role=step]')).to_contain_text("Step 2")
+    expect(page.locator(f"{GPU_BAR} .tile[data-doc='3']")).to_have_attribute("data-pinned", "1312")
+    expect(page.locator(f"{GPU_BAR} .tile[data-doc='1'] .pinned-part")).to_have_count(0)  # finished: cached, free
+    expect(page.locator("#player-status")).to_contain_text("Step 2")
+
+
+def test_one_request_at_a_time_shows_the_page_as_before(page: Page, live_server: str) -> None:
+    # Empty or 1 in flight: the sequential engine, request by request, with none of the load panels.
+    for concurrency in ("", "1"):
+        open_with(page, live_server, concurrency=concurrency)
+        step(page, 1)
+        expect(page.locator("#run-view")).to_have_attribute("data-unit", "request")
+        expect(page.locator("#player-status")).to_contain_text("Request 0 (1 of 30)")
+        for gone in ("#steps-chart", "#queue-chart", "[data-role=pinned-key]", "[data-role=pinned]", "[data-col=tpot]", ".pinned-part"):
+            expect(page.locator(gone)).to_have_count(0)
+        expect(page.locator("#causes-chart")).to_have_count(1)
