@@ -51,7 +51,7 @@ class Panel:
 PANELS = [
     Panel("panels/lanes.html", ("js/lanes.js",)),
     Panel("panels/steps.html", ("js/steps.js",)),  # under load only
-    Panel("panels/chart.html", ("js/chart.js", "js/causes.js")),
+    Panel("panels/chart.html", ("js/chart.js", "js/causes.js", "js/queue.js")),
     Panel("panels/log.html", ("js/log.js",)),
     Panel("panels/table.html", ("js/table.js",)),
 ]

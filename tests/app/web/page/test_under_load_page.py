@@ -1,5 +1,6 @@
 """The Simulate view under load, in headless Chromium: requests in flight pin blocks in the lanes, Step moves one
-scheduler step, the strip counts running and waiting requests.
+scheduler step, the strip counts running and waiting requests, the TTFT chart over arrival time has queueing, and
+the per-pass table says time per output token.
 
 Expected values come from the seed lab's arithmetic: 5,011 + 13 = 5,024-token prompts in 16-token blocks, and a
 step's budget of 8,192 tokens (vllm serve's on an 80 GiB GPU, sim.sched.config) that one step spends in full.
@@ -10,8 +11,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from sim.costs.model import default_costs
+
 pytestmark = pytest.mark.browser
 
+DONE = "#player-status[data-state=done]"
 GPU_BAR = '.lane[data-run="gpu"] .tier[data-tier="gpu"] [data-role=bar]'
 
 
@@ -74,6 +78,49 @@ def test_requests_in_flight_pin_blocks_and_step_moves_one_scheduler_step(page: P
     expect(page.locator(f"{GPU_BAR} .tile[data-doc='3']")).to_have_attribute("data-pinned", "1312")
     expect(page.locator(f"{GPU_BAR} .tile[data-doc='1'] .pinned-part")).to_have_count(0)  # finished: cached, free
     expect(page.locator("#player-status")).to_contain_text("Step 2")
+
+
+def test_the_ttft_chart_over_arrival_time_stacks_queueing_under_the_rest(page: Page, live_server: str) -> None:
+    open_with(page, live_server, concurrency="4")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=120_000)
+    page.evaluate("() => window.kvscope.plot.settled()")
+    data = page.evaluate("[...document.getElementById('queue-chart').data].map(t => ({name: t.name, x: t.x, y: t.y, seq: t.customdata}))")
+    by_name = {t["name"]: t for t in data}
+    queued, rest = by_name["gpu: queued"], by_name["gpu: prefill and the rest"]
+
+    def stroke(trace: dict, seq: int) -> tuple[float, float, float]:
+        i = trace["seq"].index(seq)
+        assert trace["y"][i + 2] is None  # each stroke ends in a gap, so strokes are not joined
+        return trace["x"][i], trace["y"][i], trace["y"][i + 1]
+
+    # Requests 2 and 3 arrived at 0 and waited for step 1 to end: step 1 computed 8,192 tokens, which costs what
+    # one request computing 8,192 tokens costs (a step is priced by the request cost model, sim.sched.step_costs).
+    step1_ms = default_costs().ttft_ms(8192)
+    for seq in (2, 3):
+        x, low, high = stroke(queued, seq)
+        assert (x, low) == (0, 0)
+        assert high == pytest.approx(step1_ms, abs=1e-3)
+        # The rest is stacked on the queueing: it starts where the queueing ends.
+        x, low, _ = stroke(rest, seq)
+        assert (x, low) == (0, pytest.approx(step1_ms, abs=1e-3))
+    # Requests 0 and 1 were admitted in step 1: they did not queue.
+    for seq in (0, 1):
+        assert seq not in queued["seq"]
+        assert stroke(rest, seq)[1] == 0
+
+
+def test_the_table_says_time_per_output_token_when_requests_decode(page: Page, live_server: str) -> None:
+    # One request at a time, served by the stepped engine (a scheduler flag is given), each generating 3 tokens:
+    # after its prefill step, two decode steps of one request each, which cost a step's fixed cost alone (the seed
+    # fit has no decode constant): the time per output token is the overhead.
+    open_with(page, live_server, output_tokens="3", max_num_seqs="8")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=120_000)
+    expect(page.locator("#run-view")).to_have_attribute("data-unit", "request")
+    tpot = page.inner_text('#results-table tr[data-run="gpu"][data-pass="1"] [data-col=tpot]')
+    assert tpot == f"{default_costs().overhead_ms:,.1f}"
+    assert page.inner_text('#results-table tr[data-run="gpu"][data-pass="1"] [data-col=throughput]') != "–"
 
 
 def test_one_request_at_a_time_shows_the_page_as_before(page: Page, live_server: str) -> None:
