@@ -61,6 +61,8 @@ class RowView:
     mean_speedup: float | None
     p90_ms: float | None = None
     p99_ms: float | None = None
+    tpot_ms: float | None = None  # under load (sim.sched.stream's pass summary): time per output token, mean
+    output_tokens_per_s: float | None = None
     prompt_tokens: int = 0  # every prompt token of the pass: what a hit rate is a share of
     bytes_per_token: int = 0  # KV bytes of one token, to say hit tokens in GiB
     measured_p50_ms: float | None = None
@@ -181,11 +183,12 @@ def scenario_query(body: dict[str, Any]) -> dict[str, str]:
 
 def build(
     scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None,
-    stored_run: int | None = None, stored_note: str | None = None,
+    stored_run: int | None = None, stored_note: str | None = None, serving: Serving | None = None,
 ) -> RunView:
-    """The view of ``result`` (what ``sim.simulation.run.simulate(scenario)`` returned): a kept run's, every number known."""
+    """The view of ``result`` (what ``sim.simulation.run.simulate(scenario)`` returned, or the stepped engine's when
+    ``serving`` is given): a kept run's, every number known."""
     lanes = _lanes(scenario, [(run["name"], run["tiers"]) for run in result["runs"]])
-    measured = _measured(scenario)
+    measured = _measured(scenario) if serving is None else {}  # the lab sent one request at a time
     first_run = result["runs"][0]["requests"]
     passes: dict[int, PassMark] = {}
     for r in first_run:
@@ -197,11 +200,13 @@ def build(
         passes=list(passes.values()),
         measured=bool(measured),
         requests=len(first_run),
-        ttft_max_ms=max(r["ttft_ms"] for run in result["runs"] for r in run["requests"]),
+        ttft_max_ms=max(r["ttft_ms"] for run in result["runs"] for r in run["requests"]) if serving is None else None,
         facts=_facts(scenario, lanes),
         stream_body=stream_body,
         stored_run=stored_run,
         stored_note=stored_note,
+        serving=None if serving is None else serving.summary(),
+        overlapping=serving is not None and serving.overlapping,
     )
 
 
@@ -313,6 +318,8 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     mean_speedup=s["mean_speedup"] if s else None,
                     p90_ms=p["p90_ms"],
                     p99_ms=quantile([r["ttft_ms"] for r in requests], 0.99) if requests else None,  # exact: rounded once, written
+                    tpot_ms=p.get("tpot_ms"),
+                    output_tokens_per_s=p.get("output_tokens_per_s"),
                     prompt_tokens=sum(r["prompt_tokens"] for r in requests),
                     bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,

@@ -180,6 +180,13 @@ def values_of(scenario: Scenario) -> dict[str, str]:
     return {name: _text(value) for name, value in scenario_summary(scenario).items() if name in FIELD_NAMES}
 
 
+def serving_values(serving: Serving | None) -> dict[str, str]:
+    """The serving fields as they show ``serving`` (the ones it was given; none: every one empty)."""
+    if serving is None:
+        return {}
+    return {name: _text(value) for name, value in serving.model_dump(exclude_none=True).items() if name in _SERVING_NAMES}
+
+
 def preset_view(preset: str) -> FormView:
     """The form filled with a preset's values (Scenario defaults where the preset is silent)."""
     return view(preset, values_of(resolve(preset, {})))

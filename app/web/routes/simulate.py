@@ -45,6 +45,7 @@ class StreamJob:
     scenario: Scenario
     pace_s: float
     events: list[bytes]  # every event of the run, made and encoded in a worker process (stream_events)
+    serving: Serving | None = None  # served under load: the stepped engine's stream (stepped_events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +149,13 @@ async def stepped_job(request: Request, scenario: Scenario, serving: Serving) ->
         within(workers.budget.per_request, stepped_cost(scenario, serving))
     except InputErrors as exc:
         raise exc.for_body() from None
-    return StreamJob(scenario, 0.0, await workers.run(stepped_events, scenario, serving))
+    return StreamJob(scenario, 0.0, await workers.run(stepped_events, scenario, serving), serving)
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
     """A dependency too: the run is opened, and named in a header, before the stream's headers go out."""
     try:
-        recorder = StreamRecorder(request.app.state.web.runs, job.scenario)
+        recorder = StreamRecorder(request.app.state.web.runs, job.scenario, serving=job.serving)
     except StoreError as exc:
         return KeptStream(job, None, str(exc))
     response.headers[RUN_HEADER] = str(recorder.run_id)

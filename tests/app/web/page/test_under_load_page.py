@@ -8,6 +8,7 @@ step's budget of 8,192 tokens (vllm serve's on an 80 GiB GPU, sim.sched.config) 
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -133,3 +134,27 @@ def test_one_request_at_a_time_shows_the_page_as_before(page: Page, live_server:
         for gone in ("#steps-chart", "#queue-chart", "[data-role=pinned-key]", "[data-role=pinned]", "[data-col=tpot]", ".pinned-part"):
             expect(page.locator(gone)).to_have_count(0)
         expect(page.locator("#causes-chart")).to_have_count(1)
+
+
+def test_a_kept_run_under_load_opens_as_it_ran(page: Page, live_server: str) -> None:
+    # The run keeps how it was served: its link opens it step by step again, its form says 4 in flight, and its
+    # first stored step pins request 1's 3,168 tokens as the run itself did (the first test's derivation).
+    open_with(page, live_server, concurrency="4")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=120_000)
+    kept = httpx.get(live_server + "/api/runs", params={"limit": 1}, timeout=30).json()[0]
+    assert kept["name"].endswith(" · 4 in flight")
+    page.goto(f"{live_server}/?run={kept['id']}")
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    page.wait_for_selector(DONE, timeout=120_000)
+    expect(page.locator("#run-view")).to_have_attribute("data-unit", "step")
+    expect(page.locator("#f-concurrency")).to_have_value("4")
+    expect(page.locator("#player-status")).to_contain_text("scheduler steps")
+    # Played again from its start, a step a second, paused after the first.
+    page.select_option("#speed", "1")
+    page.click("button[data-action=play]")
+    page.wait_for_selector("#player-status[data-applied='1']", timeout=30_000)
+    page.click("button[data-action=pause]")
+    expect(page.locator("#player-status")).to_have_attribute("data-applied", "1")
+    expect(page.locator(f"{GPU_BAR} .tile[data-doc='1']")).to_have_attribute("data-pinned", "3168")
+    expect(page.locator('.lane[data-run="gpu"] [data-role=step]')).to_contain_text("Step 1 at 0.0 ms")
