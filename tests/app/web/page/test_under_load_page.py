@@ -158,3 +158,15 @@ def test_a_kept_run_under_load_opens_as_it_ran(page: Page, live_server: str) -> 
     expect(page.locator("#player-status")).to_have_attribute("data-applied", "1")
     expect(page.locator(f"{GPU_BAR} .tile[data-doc='1']")).to_have_attribute("data-pinned", "3168")
     expect(page.locator('.lane[data-run="gpu"] [data-role=step]')).to_contain_text("Step 1 at 0.0 ms")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (390, 844)], ids=["1440x900", "390x844"])
+def test_no_serious_or_critical_violation_under_load(page: Page, live_server: str, width: int, height: int) -> None:
+    from tests.app.web.page.test_accessibility import violations
+
+    page.set_viewport_size({"width": width, "height": height})
+    open_with(page, live_server, concurrency="4", output_tokens="4")
+    page.click("button[data-action=run]")
+    page.wait_for_selector(DONE, timeout=120_000)
+    page.wait_for_timeout(600)  # the tiles' width transitions settle
+    assert violations(page) == []
