@@ -56,6 +56,7 @@ class StepDone(Event):
     finished: list[int]
     running: list[int]
     waiting: list[int]
+    free_blocks: int  # the GPU's free queue after the step: every other usable block is held by a running request
     prefill_tokens: int
     decode_tokens: int
 
@@ -90,6 +91,7 @@ class _Run:
     records: dict[int, RequestRecord] = field(default_factory=dict)
     pass_left: dict[int, int] = field(default_factory=dict)  # pass -> its requests not yet finished
     last_occupancy: dict[str, Any] = field(default_factory=dict)  # tier -> what its last occupancy event said
+    gpu_state: tuple[int, int] = (-1, -1)  # (held blocks, free blocks) when the GPU's split was last counted
     done: bool = False
 
 
@@ -142,7 +144,7 @@ def _step_events(run: _Run, out: StepOutput) -> Iterator[Event]:
     yield StepDone(
         name, first_seq, out.step, round(out.t_ms, 3), round(out.dt_ms, 3),
         {str(seq): tokens for seq, tokens in out.scheduled.items()}, [a.seq for a in out.admitted], list(out.preempted),
-        list(out.finished), [f.seq for f in stepped.running], [f.seq for f in stepped.waiting],
+        list(out.finished), [f.seq for f in stepped.running], [f.seq for f in stepped.waiting], out.free_blocks,
         out.prefill_tokens, out.decode_tokens,
     )
 
@@ -199,14 +201,19 @@ def _occupancy(run: _Run, seq: int, out: StepOutput) -> Iterator[Event]:
     """Each tier's occupancy after the step, where it changed since the run's last one."""
     engine, stepped = run.engine, run.stepped
     block = engine.units.block
-    total, pinned = gpu_split(stepped)
-    docs = {str(d): b * block for d, b in sorted(total.items()) if b}
-    held = {str(d): b * block for d, b in sorted(pinned.items()) if b}
-    said = (docs, held)
-    if run.last_occupancy.get(GPU) != said:
-        run.last_occupancy[GPU] = said
-        capacity = engine.gpu.capacity_blocks * block
-        yield PinnedOccupancy(engine.run, seq, GPU, sum(docs.values()), capacity, docs, held)
+    # A step that admitted, finished and preempted nothing and took no block (most decode steps) leaves the split as
+    # it was: counted again only when it may have changed, not over every held block at every step.
+    state = (len(stepped.refs), len(engine.gpu.free_queue))
+    if state != run.gpu_state or out.admitted or out.finished or out.preempted:
+        run.gpu_state = state
+        total, pinned = gpu_split(stepped)
+        docs = {str(d): b * block for d, b in sorted(total.items()) if b}
+        held = {str(d): b * block for d, b in sorted(pinned.items()) if b}
+        said = (docs, held)
+        if run.last_occupancy.get(GPU) != said:
+            run.last_occupancy[GPU] = said
+            capacity = engine.gpu.capacity_blocks * block
+            yield PinnedOccupancy(engine.run, seq, GPU, sum(docs.values()), capacity, docs, held)
     for store in engine.offload:
         by_doc = {str(d): t for d, t in store.doc_tokens.items() if t}
         if run.last_occupancy.get(store.name) != by_doc:

@@ -77,3 +77,20 @@ def test_a_pass_says_its_time_per_output_token_and_throughput() -> None:
     assert len(steps) == 6  # 2 requests x (1 prefill + 2 decodes), one at a time
     span_s = (steps[-1]["t_ms"] + steps[-1]["dt_ms"]) / 1000
     assert abs(summary["output_tokens_per_s"] - 6 / span_s) < 1e-2
+
+
+def test_the_pinned_blocks_are_every_block_not_free_at_every_step() -> None:
+    # A GPU block is either in the free queue or held by a running request (sim.blocks.pool): after every step the
+    # pinned tokens the lanes show are (usable blocks - free blocks) x 16, however many steps (chunks of a 1,024-token
+    # budget, 40 decodes each) passed since the split was last counted. 3 in flight share nothing but the pool.
+    scenario = seed_lab(output_tokens=40)
+    usable = scenario.gpu_tokens // 16 - 1  # one null block
+    pinned = None
+    steps = 0
+    for e in events(scenario, Serving(concurrency=3, max_num_batched_tokens=1024)):
+        if e["type"] == "occupancy" and e["tier"] == "gpu":
+            pinned = sum(e["pinned"].values())
+        elif e["type"] == "step":
+            steps += 1
+            assert pinned == (usable - e["free_blocks"]) * 16, e["step"]
+    assert steps > 400  # 30 requests x 40 tokens, 3 at a time, and their prefill chunks
