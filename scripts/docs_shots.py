@@ -26,6 +26,10 @@ OUT = ROOT / "docs" / "img"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 # The views and their URLs are the app's own list (app.web.views.VIEWS): a view added there is shot here too.
 VIEWS = [(view.name, view.path) for view in APP_VIEWS]
+# The Simulate view under load too (docs/load.md): 4 requests in flight, each generating 8 tokens, from its link,
+# shown at its third scheduler step (``PAUSE_AT``), when running requests pin blocks in the lanes.
+VIEWS.append(("simulate-load", "/?scenario=seed-lab&concurrency=4&output_tokens=8"))
+PAUSE_AT = {"simulate-load": 3}
 SIZES = [(1440, 900), (390, 844)]
 DONE = "#player-status[data-state=done]"
 
@@ -71,6 +75,11 @@ def shoot(base: str) -> list[str]:
                     page.select_option("#speed", "max")
                     run.first.click()
                     page.wait_for_selector(DONE, timeout=120_000)
+                    if name in PAUSE_AT:  # played again a step a second, paused at its step
+                        page.select_option("#speed", "1")
+                        page.click("button[data-action=play]")
+                        page.wait_for_selector(f"#player-status[data-applied='{PAUSE_AT[name]}']", timeout=30_000)
+                        page.click("button[data-action=pause]")
                     page.evaluate("() => window.kvscope?.plot?.settled?.()")
                 page.wait_for_timeout(800)  # tiles finish sliding before the picture
                 target = OUT / f"{name}-{width}.png"

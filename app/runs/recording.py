@@ -25,6 +25,7 @@ from sim.calibration import measurements
 from sim.calibration.measurements import Measurement
 from sim.engine.events import Event, Measured
 from sim.engine.result import comparison, pass_summaries, run_totals
+from sim.sched.serving import Serving
 from sim.simulation.run import scenario_summary
 from sim.workloads.scenario import Scenario
 
@@ -169,11 +170,14 @@ class StreamRecorder:
 
     FLUSH_EVERY_S = 0.05
 
-    def __init__(self, store: RunStore, scenario: Scenario, *, kind: str = "simulate") -> None:
+    def __init__(self, store: RunStore, scenario: Scenario, *, kind: str = "simulate", serving: Serving | None = None) -> None:
         self.scenario = scenario
+        # Served under load (the stepped engine's stream): said in its name, its settings kept as given to play it again.
+        name = scenario_text(scenario) + (f" · {serving.label()}" if serving is not None else "")
+        source = {"serving": serving.model_dump(mode="json", exclude_none=True)} if serving is not None else None
         self.writer: RunWriter | None = store.open(NewRun(
-            kind, name=scenario_text(scenario), scenario=scenario_fields(scenario),
-            costs=scenario_summary(scenario)["costs"], summary=summary(scenario, []),
+            kind, name=name, scenario=scenario_fields(scenario),
+            costs=scenario_summary(scenario)["costs"], summary=summary(scenario, []), source=source,
         ))
         self.log = EventLog(self.writer, "ttft", self.FLUSH_EVERY_S, in_background=True)
         self.requests = 0

@@ -14,6 +14,7 @@ from sim.calibration.calibrate import read_table
 from sim.costs.model import default_costs
 from sim.engine.events import CPU, tier_label
 from sim.numeric.stats import quantile, speedup
+from sim.sched.serving import Serving
 from sim.simulation.run import engines
 from sim.workloads.requests import build_requests
 from sim.workloads.scenario import Scenario
@@ -60,6 +61,8 @@ class RowView:
     mean_speedup: float | None
     p90_ms: float | None = None
     p99_ms: float | None = None
+    tpot_ms: float | None = None  # under load (sim.sched.stream's pass summary): time per output token, mean
+    output_tokens_per_s: float | None = None
     prompt_tokens: int = 0  # every prompt token of the pass: what a hit rate is a share of
     bytes_per_token: int = 0  # KV bytes of one token, to say hit tokens in GiB
     measured_p50_ms: float | None = None
@@ -114,12 +117,25 @@ class RunView:
     passes: list[PassMark]
     measured: bool
     requests: int
-    ttft_max_ms: float
+    ttft_max_ms: float | None  # None: not known before the run (queueing under load): the chart scales to its points
     facts: Facts
     stream_body: dict[str, Any] | None  # the JSON body of /api/simulate/stream; None: not started
     stored_run: int | None = None  # a kept run, replayed from its stored events instead of a new stream
     stored_note: str | None = None  # what a kept run lacks, said above its panels
     stream_token: str | None = None  # the checked run's stream to take (app.web.planned), instead of posting the body
+    serving: dict[str, Any] | None = None  # Serving.summary() of a run the stepped engine serves; None: one at a time
+    overlapping: bool = False  # its requests may overlap: Step moves a scheduler step, not a request
+
+    @property
+    def unit(self) -> str:
+        """What Step advances: one scheduler step when requests overlap, else one request (static/js/player.js)."""
+        return "step" if self.overlapping else "request"
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the table shows time per output token and throughput: served by the stepped engine, with
+        requests that generate more than one token (the sequential engine does not model decoding)."""
+        return self.serving is not None and self.scenario.output_tokens > 1
 
     @property
     def costs_label(self) -> str:
@@ -167,11 +183,12 @@ def scenario_query(body: dict[str, Any]) -> dict[str, str]:
 
 def build(
     scenario: Scenario, result: dict[str, Any], stream_body: dict[str, Any] | None = None,
-    stored_run: int | None = None, stored_note: str | None = None,
+    stored_run: int | None = None, stored_note: str | None = None, serving: Serving | None = None,
 ) -> RunView:
-    """The view of ``result`` (what ``sim.simulation.run.simulate(scenario)`` returned): a kept run's, every number known."""
+    """The view of ``result`` (what ``sim.simulation.run.simulate(scenario)`` returned, or the stepped engine's when
+    ``serving`` is given): a kept run's, every number known."""
     lanes = _lanes(scenario, [(run["name"], run["tiers"]) for run in result["runs"]])
-    measured = _measured(scenario)
+    measured = _measured(scenario) if serving is None else {}  # the lab sent one request at a time
     first_run = result["runs"][0]["requests"]
     passes: dict[int, PassMark] = {}
     for r in first_run:
@@ -183,22 +200,24 @@ def build(
         passes=list(passes.values()),
         measured=bool(measured),
         requests=len(first_run),
-        ttft_max_ms=max(r["ttft_ms"] for run in result["runs"] for r in run["requests"]),
+        ttft_max_ms=max(r["ttft_ms"] for run in result["runs"] for r in run["requests"]) if serving is None else None,
         facts=_facts(scenario, lanes),
         stream_body=stream_body,
         stored_run=stored_run,
         stored_note=stored_note,
+        serving=None if serving is None else serving.summary(),
+        overlapping=serving is not None and serving.overlapping,
     )
 
 
-def plan(scenario: Scenario, stream_body: dict[str, Any]) -> RunView:
+def plan(scenario: Scenario, stream_body: dict[str, Any], serving: Serving | None = None) -> RunView:
     """The view of a run about to be streamed, without simulating it: the lanes, passes and facts follow from the
     scenario; the table's numbers arrive with the stream's ``pass`` events (static/js/table.js fills them in), so
-    that a Run is simulated once, by its stream."""
+    that a Run is simulated once, by its stream. ``serving``: the stepped engine serves it (sim.sched.stream)."""
     requests = build_requests(scenario)
     runs = engines(scenario)
     lanes = _lanes(scenario, [(e.run, [asdict(t) for t in e.tier_infos()]) for e in runs])
-    measured = _measured(scenario)
+    measured = _measured(scenario) if serving is None else {}  # the lab sent one request at a time
     passes: dict[int, PassMark] = {}
     for r in requests:
         passes.setdefault(r.pass_, PassMark(r.pass_, r.order, r.seq))
@@ -218,8 +237,10 @@ def plan(scenario: Scenario, stream_body: dict[str, Any]) -> RunView:
             )
     return RunView(
         scenario=scenario, lanes=lanes, rows=rows, passes=list(passes.values()), measured=bool(measured),
-        requests=len(requests), ttft_max_ms=ttft_bound_ms(scenario, max(r.prompt_tokens for r in requests)),
+        requests=len(requests),
+        ttft_max_ms=None if serving is not None else ttft_bound_ms(scenario, max(r.prompt_tokens for r in requests)),
         facts=_facts(scenario, lanes), stream_body=stream_body,
+        serving=None if serving is None else serving.summary(), overlapping=serving is not None and serving.overlapping,
     )
 
 
@@ -297,6 +318,8 @@ def _rows(result: dict[str, Any], measured: dict[tuple[str, int], tuple[float, f
                     mean_speedup=s["mean_speedup"] if s else None,
                     p90_ms=p["p90_ms"],
                     p99_ms=quantile([r["ttft_ms"] for r in requests], 0.99) if requests else None,  # exact: rounded once, written
+                    tpot_ms=p.get("tpot_ms"),
+                    output_tokens_per_s=p.get("output_tokens_per_s"),
                     prompt_tokens=sum(r["prompt_tokens"] for r in requests),
                     bytes_per_token=bytes_per_token,
                     measured_p50_ms=mine[0] if mine else None,

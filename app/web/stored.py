@@ -11,12 +11,13 @@ from pydantic import ValidationError
 from app.runs.recording import result_of
 from app.runs.store import NoSuchRun, Run, RunStore, StoreError, check_id
 from app.runs.watch_replay import UPSTREAM
-from app.scenario_input import ScenarioInput, resolve
+from app.scenario_input import SimulateInput, resolve
 from app.web import run_view, scenario_form
 from app.web.routes.calibrate import CostsChoice, costs_choice
 from app.web.routes.live import live_view
 from app.web.routes.replay import kept_replay
 from app.web.scenario_form import FormView
+from sim.sched.serving import Serving
 from sim.workloads.presets import PRESETS
 from sim.workloads.scenario import Scenario
 
@@ -75,8 +76,22 @@ def open_run(store: RunStore, raw_id: str) -> Opened:
                 "table replay its stored requests; the lanes have nothing to show.")
     elif run.info.status != "done":
         note = f"Run {run_id} was {run.info.status} before its end: it replays as far as it got."
-    view = run_view.build(scenario, result, stored_run=run_id, stored_note=note)
-    return Opened(run_id, view, scenario_form.view(DEFAULT_PRESET, scenario_form.values_of(scenario)), costs_of(scenario, f"run {run_id}'s"))
+    serving = _serving(run)
+    view = run_view.build(scenario, result, stored_run=run_id, stored_note=note, serving=serving)
+    values = {**scenario_form.values_of(scenario), **scenario_form.serving_values(serving)}
+    return Opened(run_id, view, scenario_form.view(DEFAULT_PRESET, values), costs_of(scenario, f"run {run_id}'s"))
+
+
+def _serving(run: Run) -> Serving | None:
+    """How a kept simulation was served, when the stepped engine served it (None: one request at a time, or a
+    setting this kvscope no longer accepts)."""
+    given = (run.source or {}).get("serving")
+    if not isinstance(given, dict):
+        return None
+    try:
+        return Serving.model_validate(given)
+    except ValidationError:
+        return None
 
 
 def _live(run_id: int, run: Run, scenario: Scenario) -> Opened:
@@ -104,14 +119,15 @@ def costs_of(scenario: Scenario, label: str) -> CostsChoice | None:
     return None if scenario.costs is None else costs_choice(scenario.costs, label)
 
 
-def scenario_input(preset: str, query: Mapping[str, str]) -> ScenarioInput:
-    """The body ``/?scenario=PRESET&field=value...`` names (raises ``ValidationError`` naming the field)."""
+def scenario_input(preset: str, query: Mapping[str, str]) -> SimulateInput:
+    """The body ``/?scenario=PRESET&field=value...`` names, how it is served too (raises ``ValidationError`` naming
+    the field)."""
     data: dict[str, Any] = {
-        k: v for k, v in query.items() if k in ScenarioInput.model_fields and k not in ("preset", "scenario") and v.strip()
+        k: v for k, v in query.items() if k in SimulateInput.model_fields and k not in ("preset", "scenario") and v.strip()
     }
     if "costs" in data:
         data["costs"] = scenario_form.json_value(data["costs"])
-    return ScenarioInput(preset=preset, **data)
+    return SimulateInput(preset=preset, **data)
 
 
 def form_of(preset: str, query: Mapping[str, str], errors: list[dict[str, Any]] | None = None) -> FormView:

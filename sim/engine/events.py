@@ -285,4 +285,6 @@ EVENT_KINDS = tuple(
     for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Store, Occupancy, Explained, Ttft, PassDone, RunDone)
 )
 # The kinds a stream served step by step (requests overlapping) sends.
-STEP_EVENT_KINDS = tuple(cls.kind for cls in (RunStarted, RequestStarted, Step, Ttft, PassDone, RunDone))
+STEP_EVENT_KINDS = tuple(
+    cls.kind for cls in (RunStarted, RequestStarted, Lookup, Evict, Load, Occupancy, Step, Ttft, PassDone, RunDone)
+)

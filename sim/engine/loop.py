@@ -581,6 +581,20 @@ class Engine:
         stored: list[dict[int, int]],
     ) -> list[Event]:
         run, seq, block = self.run, req.seq, self.units.block
+        events = self.lookup_events(req, rec, ext)
+        for doc, amount in stored_gpu.items():
+            events.append(Store(run, seq, GPU, doc, amount * block))
+        for store, by_doc in zip(self.offload, stored):
+            for doc, amount in by_doc.items():
+                events.append(Store(run, seq, store.name, doc, amount))
+        events.extend(self.occupancy(seq))
+        events.append(ttft_event(run, rec))
+        return events
+
+    def lookup_events(self, req: Request, rec: RequestRecord, ext: _External) -> list[Event]:
+        """A request's arrival, each tier's lookup, what its allocations evicted and what it loaded (the stepped
+        stream sends these too, at the step of its first token)."""
+        run, seq = self.run, req.seq
         events: list[Event] = [
             RequestStarted(run, seq, req.pass_, req.order, req.doc, req.prompt_tokens),
             Lookup(run, seq, GPU, req.prompt_tokens, rec.gpu_hit_tokens),
@@ -596,13 +610,6 @@ class Engine:
         for store, tokens, keys in zip(self.offload, ext.tokens, ext.keys):
             if tokens:
                 events.append(Load(run, seq, store.name, req.doc, tokens, len(keys)))
-        for doc, amount in stored_gpu.items():
-            events.append(Store(run, seq, GPU, doc, amount * block))
-        for store, by_doc in zip(self.offload, stored):
-            for doc, amount in by_doc.items():
-                events.append(Store(run, seq, store.name, doc, amount))
-        events.extend(self.occupancy(seq))
-        events.append(ttft_event(run, rec))
         return events
 
     def occupancy(self, seq: int) -> list[Occupancy]:

@@ -9,7 +9,7 @@ newest running request when blocks run out, and prices every step
 (``offloading``); each step's decisions are a value object (``output``); a run's
 per-request and per-run figures and its step ledger come from ``report``.
 ``serving`` holds the settings as a user gives them (CLI flags, API fields), ``replay_serving`` a
-trace's (its timestamps too), ``stream`` a run under load as events (``step`` among them),
+trace's (its timestamps too), ``stream`` a run under load as the page's step stream (``step`` events among them),
 ``limit`` the work budget a run under load is held to as it goes, ``records`` a run's records for analyses,
 ``simulate`` the whole result in ``simulate --json``'s shape, ``replay`` a
 trace sent at its timestamps, ``shares`` a request's TTFT in its parts and ``overlap`` a run explained against

@@ -91,6 +91,18 @@ class Serving(BaseModel):
         """Whether anything asks for the stepped engine (a concurrency, a rate or a scheduler flag)."""
         return self.concurrency is not None or self.rate is not None or bool(self.given())
 
+    @property
+    def overlapping(self) -> bool:
+        """Whether requests may overlap: more than one in flight, or arriving on their own at a rate."""
+        return self.rate is not None or (self.concurrency or 1) > 1
+
+    def label(self) -> str:
+        """In a few words, for a run's name: ``4 in flight``, ``2.5 requests/s``, then the scheduler flags given."""
+        parts = [f"{self.rate:g} requests/s" if self.rate is not None else f"{self.concurrency or 1} in flight"]
+        parts += [f"{name} {value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{name} {value}"
+                  for name, value in self.given().items()]
+        return ", ".join(parts)
+
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(**self.given())
 

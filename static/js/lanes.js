@@ -3,7 +3,10 @@
 // the requested document moves to the right end (on the GPU always; on CPU or disk when it was read or written
 // there), so the left end is what LRU evicts next. Under each bar the last evictions stay as ghosts, each with the
 // request that caused it; a GPU eviction whose document the CPU tier still holds is drawn joined to that CPU tile
-// (the next request for it loads from CPU instead of computing). Follows the player's events (static/js/player.js).
+// (the next request for it loads from CPU instead of computing). Under load (the stepped engine's stream), the GPU's
+// occupancy also says which blocks running requests hold: that part of a tile is drawn pinned (cross-hatched, a dark
+// foot), since no eviction can take it; the rest is cached in the free queue, where LRU evicts from. Each `step`
+// event says who runs and waits. Follows the player's events (static/js/player.js).
 (() => {
   "use strict";
 
@@ -34,6 +37,7 @@
       el, bar, ghosts, capacity, name: el.dataset.tier,
       label: el.querySelector(".tier-name")?.textContent ?? el.dataset.tier,
       used: el.querySelector("[data-role=used]"),
+      pinned: el.querySelector("[data-role=pinned]"), // under load: tokens running requests hold
       tiles: new Map(), // doc -> tile element
       order: [], // docs, least recently used first
       tokens: new Map(), // doc -> cached tokens
@@ -52,7 +56,10 @@
       }
       const now = laneEl.querySelector("[data-role=now]");
       now.textContent = "Waiting for the first request.";
-      for (const tier of tiers.values()) tier.used.textContent = "0";
+      for (const tier of tiers.values()) {
+        tier.used.textContent = "0";
+        if (tier.pinned) tier.pinned.textContent = "0";
+      }
       const pass = laneEl.querySelector("[data-role=pass]");
       if (pass) pass.textContent = "pass 1";
       let relations = laneEl.querySelector("svg.relations");
@@ -63,7 +70,9 @@
         laneEl.append(relations);
       }
       relations.replaceChildren();
-      lanes.set(laneEl.dataset.run, { el: laneEl, tiers, totals, now, pass, relations, sums: null, current: null });
+      const steps = laneEl.querySelector("[data-role=step]");
+      if (steps) steps.textContent = "No step yet.";
+      lanes.set(laneEl.dataset.run, { el: laneEl, tiers, totals, now, pass, relations, steps, sums: null, current: null });
     }
   }
 
@@ -194,6 +203,7 @@
     const tier = lane.tiers.get(ev.tier);
     if (!tier) return;
     const now = new Map(Object.entries(ev.docs).map(([d, t]) => [Number(d), t]));
+    const pinned = ev.pinned ? new Map(Object.entries(ev.pinned).map(([d, t]) => [Number(d), t])) : null;
     // Documents new to this bar (in recency terms) go to the right end, in document order.
     for (const doc of [...now.keys()].sort((a, b) => a - b)) if (!tier.order.includes(doc)) tier.order.push(doc);
     tier.order = tier.order.filter((doc) => now.has(doc));
@@ -216,7 +226,10 @@
       const share = (100 * tokens) / tier.capacity;
       tile.dataset.tokens = String(tokens);
       tile.dataset.share = share.toFixed(2);
-      tile.title = `${docName(doc)}: ${format.count(tokens)} tokens in ${tier.label}`;
+      const held = pinned?.get(doc) ?? 0;
+      tile.title = `${docName(doc)}: ${format.count(tokens)} tokens in ${tier.label}`
+        + (held ? `, ${format.count(held)} of them pinned by running requests` : "");
+      pin(tile, held, tokens);
       tile.classList.toggle("narrow", share < 2.5);
       tile.classList.toggle("current", lane.current?.doc === doc);
       tier.bar.appendChild(tile); // moves it into recency order; leaving tiles drift left of it
@@ -226,9 +239,42 @@
     requestAnimationFrame(() => pending.forEach((tile) => { tile.style.width = `${tile.dataset.share}%`; }));
     tier.tokens = now;
     tier.used.textContent = format.count(ev.used_tokens);
+    const held = pinned ? [...pinned.values()].reduce((a, b) => a + b, 0) : 0;
+    if (tier.pinned) tier.pinned.textContent = format.count(held);
     const pct = Math.round((100 * ev.used_tokens) / ev.capacity_tokens);
-    const docs = tier.order.map((d) => `${docName(d)} ${format.count(now.get(d))}`).join(", ");
+    const docs = tier.order.map((d) => `${docName(d)} ${format.count(now.get(d))}`
+      + (pinned?.get(d) ? ` (${format.count(pinned.get(d))} pinned)` : "")).join(", ");
     tier.bar.setAttribute("aria-label", `${tier.label} tier of ${lane.el.dataset.run}: ${pct}% full${docs ? `: ${docs}` : ""}`);
+  }
+
+  /** The pinned part of a tile: the share of its tokens running requests hold, at its right (their newest blocks). */
+  function pin(tile, held, tokens) {
+    let part = tile.querySelector(".pinned-part");
+    if (!held) {
+      part?.remove();
+      tile.classList.remove("has-pinned");
+      return;
+    }
+    if (!part) {
+      part = document.createElement("span");
+      part.className = "pinned-part";
+      part.setAttribute("aria-hidden", "true");
+      tile.append(part);
+    }
+    tile.classList.add("has-pinned");
+    tile.dataset.pinned = String(held);
+    part.style.width = `${Math.min(100, (100 * held) / tokens)}%`;
+  }
+
+  /** A step's line: when it ran, and who runs and waits after it. */
+  function stepLine(ev) {
+    const seqs = (list) => (list.length > 6 ? `${list.slice(0, 6).join(", ")} and ${list.length - 6} more` : list.join(", "));
+    const parts = [`Step ${ev.step} at ${format.ms(ev.t_ms)} ms (${format.ms(ev.dt_ms)} ms)`];
+    parts.push(ev.running_seqs.length ? `running req ${seqs(ev.running_seqs)}` : "none running");
+    parts.push(ev.waiting_seqs.length ? `waiting req ${seqs(ev.waiting_seqs)}` : "none waiting");
+    if (ev.finished.length) parts.push(`finished req ${seqs(ev.finished)}`);
+    if (ev.preempted.length) parts.push(`preempted req ${seqs(ev.preempted)}`);
+    return parts.join(" · ");
   }
 
   function showTotals(lane) {
@@ -269,6 +315,9 @@
       case "occupancy":
         occupancy(lane, ev);
         relateSoon(lane);
+        break;
+      case "step":
+        if (lane.steps) lane.steps.textContent = stepLine(ev);
         break;
       case "ttft": {
         const offload = ev.cpu_hit_tokens + ev.disk_hit_tokens;

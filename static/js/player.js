@@ -8,13 +8,19 @@
 //   kvscope:step      {seq, applied, total}  every event of one request, in every configuration, is applied
 //   kvscope:finished  {}                 the stream has ended and every request is applied
 // A step is one request number (`seq`) across all configurations; summaries without a `seq` (pass, done)
-// belong to the step their run last reported.
+// belong to the step their run last reported. When requests overlap (#run-view data-unit="step", the stepped
+// engine's stream, sim/sched/stream.py), a step is one scheduler step across all configurations instead: a run's
+// events belong to its next step until its `step` event ends it; a run that has ended takes no part in later steps.
 (() => {
   "use strict";
 
   const state = {
     runs: [],
     total: 0,
+    unit: "request", // request | step: what one Step applies
+    open: new Map(), // run -> the scheduler step its next events belong to (unit "step")
+    endedAt: new Map(), // run -> its last scheduler step, once its `done` has come (unit "step")
+    firsts: 0, // requests whose first token has been applied (unit "step")
     preamble: [], // events before any request (run)
     steps: [], // {seq, events, ended: Set(run), applied}
     bySeq: new Map(),
@@ -58,6 +64,7 @@
     Object.assign(state, {
       runs: JSON.parse(view?.dataset.runs ?? "[]"),
       total: Number(view?.dataset.requests ?? 0),
+      unit: view?.dataset.unit ?? "request", open: new Map(), endedAt: new Map(), firsts: 0,
       preamble: [], steps: [], bySeq: new Map(), lastSeq: new Map(), applied: 0,
       streaming: true, ended: false, failed: null, timer: null, lastAppliedAt: 0,
       mode: state.startPaused ? "paused" : "playing",
@@ -87,7 +94,14 @@
       return;
     }
     let step = null;
-    if (event.seq !== undefined) {
+    if (state.unit === "step") {
+      if (event.type !== "run") {
+        const number = event.type === "step" ? event.step : (state.open.get(event.run) ?? 1);
+        step = stepFor(number);
+        if (event.type === "step") state.open.set(event.run, event.step + 1);
+        if (event.type === "done") state.endedAt.set(event.run, number);
+      }
+    } else if (event.seq !== undefined) {
       step = stepFor(event.seq);
       state.lastSeq.set(event.run, event.seq);
     } else if (state.lastSeq.has(event.run)) {
@@ -99,7 +113,7 @@
       return;
     }
     step.events.push(event);
-    if (event.type === "ttft") step.ended.add(event.run);
+    if (event.type === (state.unit === "step" ? "step" : "ttft")) step.ended.add(event.run);
     if (step.applied) emit("kvscope:event", { event }); // a pass or run summary after its step was shown
     // Applied from a task of its own: the browser may hand over hundreds of stream messages in one task, and a pump
     // per message would apply them all there (one task of half a second at full speed) instead of in 12 ms slices.
@@ -114,13 +128,18 @@
 
   // -- applying ---------------------------------------------------------------
 
-  const ready = (step) => step && !step.applied && (state.ended || step.ended.size >= state.runs.length);
+  // A scheduler step is whole once every run has ended it, or had ended before it (runs take different steps).
+  const runsDone = (step) => state.unit === "step"
+    ? state.runs.every((run) => step.ended.has(run) || (state.endedAt.get(run) ?? Infinity) < step.seq)
+    : step.ended.size >= state.runs.length;
+  const ready = (step) => step && !step.applied && (state.ended || runsDone(step));
   const finished = () => state.ended && state.applied >= state.steps.length;
 
   function apply(step) {
     for (const event of step.events) emit("kvscope:event", { event });
     step.applied = true;
     state.applied += 1;
+    state.firsts += step.events.filter((e) => e.type === "ttft" && e.run === state.runs[0]).length;
     state.lastAppliedAt = performance.now();
     emit("kvscope:step", { seq: step.seq, applied: state.applied, total: state.total, events: step.events });
   }
@@ -165,6 +184,7 @@
     clearTimeout(state.timer);
     for (const step of state.steps) step.applied = false;
     state.applied = 0;
+    state.firsts = 0;
     state.lastAppliedAt = 0;
     emit("kvscope:reset", { runs: state.runs, requests: state.total });
     for (const event of state.preamble) emit("kvscope:event", { event });
@@ -202,15 +222,20 @@
     if (!status) return;
     const step = state.steps[state.applied - 1];
     const request = step?.events.find((e) => e.type === "request");
+    const scheduler = step?.events.find((e) => e.type === "step" && e.run === state.runs[0]);
     // A request is named by its seq, as everywhere else (from 0); the count of requests played is beside it.
-    const progress = request
-      ? `Request ${request.seq} (${state.applied} of ${state.total}) · pass ${request.pass} (${request.order}) · doc ${request.doc}`
-      : `${state.applied} of ${state.total} requests`;
+    const progress = state.unit === "step"
+      ? (step ? `Step ${step.seq}${scheduler ? ` · ${scheduler.running_seqs.length} running, ${scheduler.waiting_seqs.length} waiting in ${state.runs[0]}` : ""}`
+        + ` · ${state.firsts} of ${state.total} requests have their first token` : `0 of ${state.total} requests`)
+      : request
+        ? `Request ${request.seq} (${state.applied} of ${state.total}) · pass ${request.pass} (${request.order}) · doc ${request.doc}`
+        : `${state.applied} of ${state.total} requests`;
     const text = {
       idle: "Press Run to play the scenario, or Step to go one request at a time.",
       playing: `Playing. ${progress}.`,
-      paused: state.applied ? `Paused. ${progress}.` : "Ready: press Step or Play.",
-      done: `Done: ${state.total} requests in every configuration. Play replays it.`,
+      paused: state.applied ? `Paused. ${progress}.`
+        : state.unit === "step" ? "Ready: press Step (one scheduler step) or Play." : "Ready: press Step or Play.",
+      done: `Done: ${state.total} requests in every configuration${state.unit === "step" ? `, ${state.steps.length} scheduler steps` : ""}. Play replays it.`,
       error: `The stream failed: ${state.failed}.`,
     }[state.mode];
     if (status.textContent !== text) status.textContent = text;
@@ -220,7 +245,11 @@
     const buttons = (action) => document.querySelector(`[data-action=${action}]`);
     if (buttons("play")) buttons("play").disabled = state.mode === "playing";
     if (buttons("pause")) buttons("pause").disabled = state.mode !== "playing";
-    if (buttons("step")) buttons("step").disabled = state.mode === "done" || state.mode === "error";
+    if (buttons("step")) {
+      buttons("step").disabled = state.mode === "done" || state.mode === "error";
+      buttons("step").title = state.unit === "step"
+        ? "Apply the next scheduler step, in every configuration" : "Apply the next request, in every configuration";
+    }
   }
 
   // -- wiring -----------------------------------------------------------------

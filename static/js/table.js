@@ -58,6 +58,9 @@
       set(row, `${cell.dataset.tier}-hit-share`, share(tokens, prompt, bytes));
     }
     set(row, "computed", fmt.tokens(s.computed_tokens));
+    // Under load, with more than one output token (the stepped engine's pass summary, sim/sched/stream.py).
+    set(row, "tpot", fmt.ms(s.tpot_ms));
+    set(row, "throughput", fmt.ms(s.output_tokens_per_s));
   }
 
   // The speed-up over the first configuration in the same pass, once both passes are known.

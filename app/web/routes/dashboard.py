@@ -26,10 +26,12 @@ from app.web import run_view, scenario_form, stored
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.planned import Planned
-from app.web.routes.simulate import KeptStream, kept_stream, send, simulated_job
+from app.web.routes.simulate import KeptStream, kept_stream, send, serving_of, simulated_job, stepped_job
 from app.web.scenario_form import FormView
 from app.web.sse import OpenStreams, open_streams
 from app.web.views import BY_NAME, VIEWS, View
+from sim.sched.serving import Serving
+from sim.sched.simulate import stepped_cost
 from sim.simulation.run import simulate
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import PRESETS
@@ -48,7 +50,8 @@ class Panel:
 
 PANELS = [
     Panel("panels/lanes.html", ("js/lanes.js",)),
-    Panel("panels/chart.html", ("js/chart.js", "js/causes.js")),
+    Panel("panels/steps.html", ("js/steps.js",)),  # under load only
+    Panel("panels/chart.html", ("js/chart.js", "js/causes.js", "js/queue.js")),
     Panel("panels/log.html", ("js/log.js",)),
     Panel("panels/table.html", ("js/table.js",)),
 ]
@@ -62,18 +65,27 @@ class PlannedToken(BaseModel):
     token: str = Field(max_length=64, description="from the run's panels (app.web.planned)")
 
 
-# Checked runs waiting for their streams (one server process serves the page and its streams).
-PLANNED: Planned[Scenario] = Planned()
+# Checked runs waiting for their streams (one server process serves the page and its streams), with how they are
+# served when the stepped engine serves them (None: one request at a time, the sequential engine).
+PLANNED: Planned[tuple[Scenario, Serving | None]] = Planned()
+
+
+def under_load(serving: Serving) -> Serving | None:
+    """The serving settings when the page plays them with the stepped engine: requests overlap, or a scheduler flag
+    is given. One request at a time with vLLM's defaults (``concurrency`` empty or 1) plays as it always has."""
+    return serving if serving.overlapping or serving.given() else None
 
 
 async def planned_stream(body: PlannedToken, request: Request, response: Response) -> KeptStream:
     """A dependency: the checked run the token names, kept as it streams; unknown, taken or expired is a 410 before
     the stream's 200 starts."""
-    scenario = PLANNED.take(body.token)
-    if scenario is None:
+    planned = PLANNED.take(body.token)
+    if planned is None:
         raise HTTPException(410, "this run's stream was already sent or has expired: press Run again")
+    scenario, serving = planned
     # The one simulation of the run, in the worker pool like every stream's (busy: 503 before the stream starts).
-    return kept_stream(await simulated_job(request, scenario, 0.0), request, response)
+    job = await (simulated_job(request, scenario, 0.0) if serving is None else stepped_job(request, scenario, serving))
+    return kept_stream(job, request, response)
 
 
 @cache
@@ -83,19 +95,19 @@ def _initial_run() -> run_view.RunView:
     return run_view.build(scenario, simulate(scenario))
 
 
-def _played_run(scenario: Scenario, stream_body: dict[str, Any]) -> run_view.RunView:
+def _played_run(scenario: Scenario, stream_body: dict[str, Any], serving: Serving | None) -> run_view.RunView:
     """A run's panels, planned from the scenario (in a worker process): its stream, the one simulation, fills them."""
-    return run_view.plan(scenario, stream_body)
+    return run_view.plan(scenario, stream_body, serving)
 
 
 def router(*, web: Web) -> APIRouter:
     pages = APIRouter(tags=["dashboard"], include_in_schema=False)
     templates = web.templates
 
-    async def planned_run(scenario: Scenario, stream_body: dict[str, Any]) -> run_view.RunView:
-        """The run's panels, and its checked scenario left for its stream to take."""
-        view = await web.workers.run(_played_run, scenario, stream_body)
-        return replace(view, stream_token=PLANNED.put(scenario))
+    async def planned_run(scenario: Scenario, stream_body: dict[str, Any], serving: Serving | None = None) -> run_view.RunView:
+        """The run's panels, and its checked scenario (and serving) left for its stream to take."""
+        view = await web.workers.run(_played_run, scenario, stream_body, serving)
+        return replace(view, stream_token=PLANNED.put((scenario, serving)))
 
     @pages.post("/ui/run/stream", response_class=EventSourceResponse)
     async def run_stream(
@@ -171,6 +183,7 @@ def router(*, web: Web) -> APIRouter:
         try:
             body = stored.scenario_input(preset, query)
             scenario = check(body, streamed=True)
+            serving = under_load(serving_of(body, scenario))
         except (ValidationError, InputErrors) as exc:
             errors = errors_of(exc) if isinstance(exc, ValidationError) else exc.errors
             # Said above the lanes too: the field may be out of sight (further down the sidebar, or in More settings).
@@ -178,7 +191,7 @@ def router(*, web: Web) -> APIRouter:
             return render_view(request, BY_NAME["simulate"], status_code=422, form=stored.form_of(preset, query, errors),
                                link_problem=f"This link's scenario was refused ({said}): see the fields.")
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-        view = await planned_run(scenario, stream_body)
+        view = await planned_run(scenario, stream_body, serving)
         return render_view(request, BY_NAME["simulate"], form=stored.form_of(preset, query), run=view,
                            costs=stored.costs_of(scenario, "the link's costs"))
 
@@ -197,17 +210,19 @@ def router(*, web: Web) -> APIRouter:
         try:
             body = scenario_form.parse(values)
             scenario = check(body, streamed=True)
+            serving = under_load(serving_of(body, scenario))
         except ValidationError as exc:
             return invalid(request, scenario_form.view(preset, values, errors_of(exc)))
         except InputErrors as exc:
             return invalid(request, scenario_form.view(preset, values, exc.errors))
         try:
-            within(web.workers.budget.per_request, simulation_cost(scenario))
+            cost = simulation_cost(scenario) if serving is None else stepped_cost(scenario, serving)
+            within(web.workers.budget.per_request, cost)
         except InputErrors as exc:
             return invalid(request, scenario_form.view(preset, values, exc.errors))
         stream_body = body.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         # Off the event loop: a large scenario takes a while, and open streams must keep flowing meanwhile.
-        run = await planned_run(scenario, stream_body)
+        run = await planned_run(scenario, stream_body, serving)
         return render(request, "partials/run.html", run=run, form=scenario_form.view(preset, values), swap_fields=True)
 
     def invalid(request: Request, form: FormView) -> HTMLResponse:

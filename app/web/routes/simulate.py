@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -28,11 +28,12 @@ from app.web.context import Web
 from app.web.inputs import InputErrors, StreamInput, check, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.sse import REQUEST_END, Encoded, OpenStreams, Outcome, Streamable, StreamStats, event_stream, open_streams
-from sim.engine.events import Event, RunWarning, Step
 from sim.bounds.budget import OverBudget
+from sim.engine.events import Event, RunWarning
 from sim.sched.limit import step_limit
 from sim.sched.serving import Serving
 from sim.sched.simulate import refusal, served_result, stepped_cost
+from sim.sched.stream import STEP_END, stepped_stream
 from sim.simulation.run import simulate, stream
 from sim.workloads.estimate import simulation_cost
 from sim.workloads.presets import DESCRIPTIONS, PRESETS
@@ -46,6 +47,7 @@ class StreamJob:
     scenario: Scenario
     pace_s: float
     events: list[bytes]  # every event of the run, made and encoded in a worker process (stream_events)
+    serving: Serving | None = None  # served under load: the stepped engine's stream (stepped_events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,37 +69,45 @@ def scenario_of(body: Annotated[ScenarioInput, strict_json(ScenarioInput)]) -> S
 def served_of(body: Annotated[SimulateInput, strict_json(SimulateInput)]) -> tuple[Scenario, Serving]:
     """The body's scenario and how it is served (422 naming the fields when they do not combine)."""
     scenario = scenario_of(body)
-    return scenario, serving_of(body, scenario)
+    try:
+        return scenario, serving_of(body, scenario)
+    except InputErrors as exc:
+        raise exc.for_body() from None
 
 
 def serving_of(body: SimulateInput | StreamInput, scenario: Scenario) -> Serving:
-    """How the body's scenario is served; 422 naming the fields when they do not combine or the scenario cannot be
-    served step by step."""
+    """How the body's scenario is served; raises ``InputErrors`` naming the fields when they do not combine, or
+    when the stepped engine cannot serve the scenario."""
     try:
         serving: Serving = body.serving()
     except ValidationError as exc:
-        raise InputErrors(errors_of(exc)).for_body() from None
+        raise InputErrors(errors_of(exc)) from None
     if serving.stepped and (refused := refusal(scenario, serving)) is not None:
-        raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}]).for_body()
+        raise InputErrors([{"type": "value_error", "loc": (refused[0],), "msg": refused[1]}])
     return serving
 
 
 def stream_events(scenario: Scenario, explain: bool, serving: Serving | None = None) -> list[bytes]:
     """Every event of the step stream (in a worker process) as its kind and JSON text (``encoded``: what the SSE
     message sends and the kept run stores, so the event loop encodes nothing), pickled a request's events (or, served
-    under load, a step's) at a time: a paced stream holds them for as long as it is open, a few MB at the stream's
-    limits, not the ~10 MB of the events themselves."""
+    under load, a scheduler step's) at a time: a paced stream holds them for as long as it is open, a few MB at the
+    stream's limits, not the ~10 MB of the events themselves."""
+    if serving is not None and serving.stepped:
+        return stepped_events(scenario, serving)
+    return _batched(stream(scenario, explain=explain), REQUEST_END)
+
+
+def stepped_events(scenario: Scenario, serving: Serving) -> list[bytes]:
+    """``stream_events`` for a scenario served under load (``sim.sched.stream``), pickled a scheduler step at a time."""
+    return _batched(stepped_stream(scenario, serving), STEP_END)
+
+
+def _batched(events: Iterable[Event], ends_with: str) -> list[bytes]:
     batches: list[bytes] = []
     batch: list[tuple[str, str]] = []
-    if serving is not None and serving.stepped:
-        from sim.sched.stream import served_stream  # the stepped engine, only when asked for
-
-        events: Iterator[Event] = served_stream(scenario, serving)
-    else:
-        events = stream(scenario, explain=explain)
     for event in events:
         batch.append((event.kind, encoded(event)[1]))
-        if event.kind in (REQUEST_END, Step.kind):
+        if event.kind == ends_with:
             batches.append(pickle.dumps(batch))
             batch = []
     if batch:
@@ -121,9 +131,10 @@ async def stream_job_of(
     # are answered before the stream's 200 starts.
     try:
         scenario = check(body, streamed=True)
+        serving = serving_of(body, scenario)
     except InputErrors as exc:
         raise exc.for_body() from None
-    return await simulated_job(request, scenario, body.pace_ms / 1000, explain, serving_of(body, scenario))
+    return await simulated_job(request, scenario, body.pace_ms / 1000, explain, serving)
 
 
 async def simulated_job(
@@ -137,13 +148,24 @@ async def simulated_job(
         within(workers.budget.per_request, cost)
     except InputErrors as exc:
         raise exc.for_body() from None
-    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain, serving))
+    stepped = serving if serving is not None and serving.stepped else None
+    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain, stepped), stepped)
+
+
+async def stepped_job(request: Request, scenario: Scenario, serving: Serving) -> StreamJob:
+    """``simulated_job`` for a scenario served under load: the stepped engine's stream, within the same budget."""
+    workers = request.app.state.web.workers
+    try:
+        within(workers.budget.per_request, stepped_cost(scenario, serving))
+    except InputErrors as exc:
+        raise exc.for_body() from None
+    return StreamJob(scenario, 0.0, await workers.run(stepped_events, scenario, serving), serving)
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
     """A dependency too: the run is opened, and named in a header, before the stream's headers go out."""
     try:
-        recorder = StreamRecorder(request.app.state.web.runs, job.scenario)
+        recorder = StreamRecorder(request.app.state.web.runs, job.scenario, serving=job.serving)
     except StoreError as exc:
         return KeptStream(job, None, str(exc))
     response.headers[RUN_HEADER] = str(recorder.run_id)
