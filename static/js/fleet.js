@@ -38,6 +38,10 @@
     holder.dataset.drawn = "true";
     area.hidden = false;
     ttftChart(JSON.parse(holder.dataset.fleetChart));
+    // The answer is under the form: brought into view from its status line when it starts below the window's middle
+    // (on a phone it is a screen or two down; at 1440x900 the table's rows began at the window's foot).
+    const status = el("fleet-status");
+    if (status.getBoundingClientRect().top > innerHeight / 2) status.scrollIntoView({ block: "start" });
     el("fleet").dataset.state = "done";
   }
 

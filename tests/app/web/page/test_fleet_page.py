@@ -83,3 +83,18 @@ def test_a_bad_field_is_named_beside_it(page: Page, live_server: str, expected_c
     page.click("#fleet-form button[type=submit]")
     expect(page.locator("[data-field=routers] .field-error")).to_have_text("tick at least one router")
     expect(page.locator("[data-field=replicas] .field-error")).to_have_count(0)
+
+
+def test_on_a_phone_the_nav_is_one_row_and_serve_brings_the_table_into_view(page: Page, live_server: str) -> None:
+    # Six views' links at 390 px: the sixth wrapped to a second row under the first (at 0.8 rem with 5 px sides).
+    page.set_viewport_size({"width": 390, "height": 844})
+    _open(page, live_server)
+    tops = page.locator(".views-nav a").evaluate_all("as => as.map(a => Math.round(a.getBoundingClientRect().top))")
+    assert len(tops) == 6 and len(set(tops)) == 1, tops
+    assert page.locator(".views-nav a").last.evaluate("a => a.getBoundingClientRect().right <= innerWidth")
+    # The form is two screens tall on a phone: Serve brings its answer's table, every row of it, into the window (the
+    # click itself only scrolls the button into view, leaving the rows under the window's foot).
+    page.click("#fleet-form button[type=submit]")
+    page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
+    rows = page.locator("#fleet-table tbody tr").evaluate_all("rs => rs.map(r => [r.getBoundingClientRect().top, r.getBoundingClientRect().bottom])")
+    assert rows and all(0 <= top and bottom <= 844 for top, bottom in rows), rows
