@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from app.web.views import BY_NAME
+from test_accessibility import SIZES, violations
 
 pytestmark = pytest.mark.browser
 
@@ -98,3 +99,15 @@ def test_on_a_phone_the_nav_is_one_row_and_serve_brings_the_table_into_view(page
     page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
     rows = page.locator("#fleet-table tbody tr").evaluate_all("rs => rs.map(r => [r.getBoundingClientRect().top, r.getBoundingClientRect().bottom])")
     assert rows and all(0 <= top and bottom <= 844 for top, bottom in rows), rows
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_axe_finds_no_serious_or_critical_violation_after_a_fleet_run(page: Page, live_server: str, width: int, height: int) -> None:
+    # Every router ticked, so that the table, the chart's legend and the strips' menu are at their fullest.
+    page.set_viewport_size({"width": width, "height": height})
+    _open(page, live_server)
+    for name in page.locator("#fleet-fields input[name=routers]:not(:checked)").evaluate_all("bs => bs.map(b => b.value)"):
+        page.check(f"#fleet-fields input[name=routers][value={name}]")
+    page.click("#fleet-form button[type=submit]")
+    page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
+    assert violations(page) == []
