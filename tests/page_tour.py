@@ -1,6 +1,6 @@
 """A tour of the dashboard with every panel used, for the page tests that check each state (axe, the phone layout):
 a seed-lab Run, a replay, a measurement file beside its prediction, a calibration, the curves, the what-if, the
-advisor, a live run on two emulators, two kept runs compared and a file imported, each in its view (the nav bar moves
+advisor, a live run on two emulators, a fleet served, two kept runs compared and a file imported, each in its view (the nav bar moves
 between them). ``check(state)`` runs after each."""
 
 from __future__ import annotations
@@ -103,6 +103,10 @@ def use_every_panel(page: Page, url: str, seed_file: Path, width: int, height: i
     page.click("#live-form button[type=submit]")
     expect(page.locator("#live-status")).to_have_attribute("data-state", "done", timeout=60_000)
     check("live run")
+    open_view(page, "fleet")
+    page.click("#fleet-form button[type=submit]")
+    page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
+    check("fleet served")
     open_view(page, "runs")
     compare_two_runs(page)
     check("runs compared")

@@ -30,6 +30,7 @@ from app.web.routes import (
     dashboard,
     docs,
     fleet,
+    fleet_panel,
     health,
     live,
     replay,
@@ -38,7 +39,7 @@ from app.web.routes import (
     watch,
 )
 
-ROUTERS = [health, simulate, fleet, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs, assets]
+ROUTERS = [health, simulate, fleet, fleet_panel, dashboard, live, replay, analysis, advise, calibrate, watch, docs, runs, assets]
 
 
 def _lifespan(web: Web) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

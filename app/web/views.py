@@ -27,6 +27,7 @@ VIEWS = [
     View("replay", "/replay", "Trace replay", "a request trace through the tiers", ("replay/area.html",)),
     View("plan", "/plan", "Plan", "measurements, calibration, capacity and sizing", ("analysis/area.html",), sidebar=True),
     View("live", "/live", "Live & Watch", "a real server, driven or watched", ("live/area.html", "watch/area.html")),
+    View("fleet", "/fleet", "Fleet", "replicas behind routers, compared", ("fleet/area.html",)),
     View("runs", "/runs", "Runs", "kept runs, compared", ("runs/area.html",)),
 ]
 BY_NAME = {view.name: view for view in VIEWS}

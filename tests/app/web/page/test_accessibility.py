@@ -1,6 +1,6 @@
 """axe-core (tests/vendor/axe.min.js, pinned by scripts/vendor_assets.py, never shipped) over the dashboard in headless
 Chromium, at a desktop and a phone width, after load, after a seed-lab Run (in every view), and with every panel used (replay, each
-analysis form, a live run on two emulators, the kept runs compared, a file imported): no violation of serious or
+analysis form, a live run on two emulators, a fleet served, the kept runs compared, a file imported): no violation of serious or
 critical impact. The script is evaluated from the test (the page's CSP allows no other origin and no inline script)."""
 
 from __future__ import annotations

@@ -110,18 +110,19 @@ PHONE_STATE = """() => {
 
 def test_phone_layout_holds_with_every_panel_used(page: Page, live_app: str, seed_file: Path) -> None:
     """At 390x844, after Run, replay, a measurement beside its prediction, calibration, the curves, the what-if, the
-    advisor, a live run, two runs compared and a file imported: no sideways scroll, no table or chart past the window,
+    advisor, a live run, a fleet served, two runs compared and a file imported: no sideways scroll, no table or chart past the window,
     no legend over an axis title."""
     found: dict[str, dict] = {}
     drawn = "[...document.querySelectorAll('.js-plotly-plot')].filter(c => c.querySelector('.main-svg')).map(c => c.id)"
     use_every_panel(page, live_app, seed_file, 390, 844,
                     lambda state: found.update({state: {**page.evaluate(PHONE_STATE), "drawn": page.evaluate(drawn)}}))
-    assert len(found) == 8, found
+    assert len(found) == 9, found
     wrong = {state: f for state, f in found.items() if f["width"] > 390 or f["tables"] or f["charts"]}
     assert wrong == {}
-    # The charts were there to be checked: the TTFT chart after Run (in Simulate) and the comparison of two runs at the
-    # end (in Runs).
+    # The charts were there to be checked: the TTFT chart after Run (in Simulate), the routers' TTFT chart (in Fleet)
+    # and the comparison of two runs at the end (in Runs).
     assert "ttft-chart" in found["run"]["drawn"] and "runs-compare-chart" in found["file imported"]["drawn"]
+    assert "fleet-ttft-chart" in found["fleet served"]["drawn"]
 
 
 # How many lines the playback bar's status is high.

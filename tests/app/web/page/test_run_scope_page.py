@@ -39,7 +39,7 @@ def test_every_panel_names_its_scenario(page: Page, live_server: str) -> None:
     # The areas that load themselves, each in its view; in each view, each panel's head (or, for the run's panels, the
     # run's origin line above them) has a "Scenario:" line.
     loads = {"simulate": (), "replay": ("#replay-form",), "plan": ("#analysis-title",), "live": ("#watch-title", "#live-title"),
-             "runs": ("#runs-title",)}
+             "fleet": ("#fleet-form",), "runs": ("#runs-title",)}
     missing: dict[str, list[str]] = {}
     for view in VIEWS:
         goto_view(page, live_server, view.name)

@@ -17,12 +17,13 @@ VIEWS = {
     "/replay": ("replay", "#replay-form", False),
     "/plan": ("plan", "#measure-form", True),
     "/live": ("live", "#watch-area", False),
+    "/fleet": ("fleet", "#fleet-form", False),
     "/runs": ("runs", "#runs-list-box", False),
 }
 # What only one view shows: each view's own areas, none of another's.
-AREAS = ["#run", "#replay-area", "#analysis-area", "#live-area", "#watch-area", "#runs-area"]
+AREAS = ["#run", "#replay-area", "#analysis-area", "#live-area", "#watch-area", "#fleet-area", "#runs-area"]
 OWN = {"/": {"#run"}, "/replay": {"#replay-area"}, "/plan": {"#analysis-area"}, "/live": {"#live-area", "#watch-area"},
-       "/runs": {"#runs-area"}}
+       "/fleet": {"#fleet-area"}, "/runs": {"#runs-area"}}
 
 
 def _ready(page: Page) -> None:
@@ -51,7 +52,7 @@ def test_nav_links_back_and_forward_move_between_views(page: Page, live_server: 
     page.goto(live_server + "/")
     _ready(page)
     page.fill("#f-docs", "7")  # the sidebar's scenario, edited in Simulate, is the one Plan reads
-    for path in ["/plan", "/live", "/runs", "/replay"]:
+    for path in ["/plan", "/live", "/fleet", "/runs", "/replay"]:
         page.click(f".views-nav a[href='{path}']")
         page.wait_for_url(live_server + path)
         expect(page.locator("main")).to_have_attribute("data-view", VIEWS[path][0])
@@ -59,7 +60,7 @@ def test_nav_links_back_and_forward_move_between_views(page: Page, live_server: 
             expect(page.locator("#f-docs")).to_have_value("7")  # kept between the views that show it
             expect(page.locator("#measure-form")).to_be_visible()
     # Back through every view to the first page, which the browser (not htmx) had loaded; then forward again.
-    for path in ["/runs", "/live", "/plan", "/"]:
+    for path in ["/runs", "/fleet", "/live", "/plan", "/"]:
         page.go_back()
         page.wait_for_url(live_server + path)
         expect(page.locator("main")).to_have_attribute("data-view", VIEWS[path][0])
@@ -75,7 +76,7 @@ def test_nav_links_back_and_forward_move_between_views(page: Page, live_server: 
     assert page.locator("main > *").evaluate_all("es => es.map(e => e.id)") == boosted
 
 
-@pytest.mark.parametrize("path", ["/replay", "/plan", "/live", "/runs"])
+@pytest.mark.parametrize("path", ["/replay", "/plan", "/live", "/fleet", "/runs"])
 def test_a_view_at_1440x900_is_as_tall_as_its_own_panels(page: Page, live_server: str, path: str) -> None:
     # The one long page was 5,600 px tall at 1440x900, every view's panels under one another. A view is now no taller
     # than its own areas, from the top of the page: its document ends where its last area (or the sidebar) ends, plus
@@ -157,7 +158,7 @@ def test_on_a_phone_run_brings_the_lanes_into_view_under_a_short_playback_bar(pa
     assert "Scroll sideways" in wrap.evaluate("w => getComputedStyle(w, '::before').content")
 
 
-@pytest.mark.parametrize("path", ["/", "/replay", "/plan", "/live", "/runs"])
+@pytest.mark.parametrize("path", ["/", "/replay", "/plan", "/live", "/fleet", "/runs"])
 def test_on_a_phone_no_control_is_cut_off(page: Page, live_server: str, path: str) -> None:
     # Every visible input, select and button ends inside the window, unless it is in a table's box that scrolls
     # sideways and says so; a file input is wide enough for its button and "No file chosen" (in half a row it read
