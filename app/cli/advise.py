@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import click
 from pydantic import ValidationError
 
+from app.cli.executors import executor, progress, workers_option
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
 from app.cli.table import format_table
@@ -43,21 +42,6 @@ def _prices(prices_file: Path | None, gpu_hour: float | None, dram: float | None
         raise click.BadParameter(err["msg"], param_hint="--" + str(err["loc"][0]).replace("_", "-")) from None
 
 
-def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
-    if ray_address is not None:
-        try:
-            import ray
-            from ray.util.multiprocessing import Pool
-        except ImportError:
-            raise click.BadParameter("Ray is not installed: pip install 'kvscope[cluster]'", param_hint="--ray") from None
-        if not ray.is_initialized():
-            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
-        return Pool()
-    if workers <= 1:
-        return None
-    return ProcessPoolExecutor(max_workers=workers)
-
-
 @click.command("advise")
 @keeps_nothing
 @scenario_options
@@ -86,8 +70,7 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--weights-gib", type=click.FloatRange(min=0), default=0.0, show_default=True, help="model weights, all ranks")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size")
 @click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="local processes (default: every core)")
-@click.option("--ray", "ray_address", default=None, help="run candidates on a Ray cluster: ADDRESS or auto")
+@workers_option("candidates")
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
 def command(
@@ -140,23 +123,16 @@ def command(
     prices = _prices(prices_file, gpu_hour, dram_gib_hour, nvme_gib_hour)
     deployment = Deployment(gpu_type=gpu_type, gpus=gpus, tp=tp, gpu_memory_utilization=gpu_memory_utilization, weights_gib=weights_gib)
 
-    def progress(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 20) == 0:
-            click.echo(f"advise: {done}/{total} candidates simulated", err=True)
-
-    executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
         within_budget(advise_cost(workload, space, deployment, top), "fewer points, tiers, policies or a smaller workload", where="--points")
-        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype)
+        with executor(workers, ray_address) as pool:
+            advice = advise(workload, target, space, deployment, prices, pool, progress("advise", "candidates"), top, kv_cache_dtype)
     except ValueError as exc:
         message = str(exc)
         field = message.split(":")[0]
         if field in ("buy", "policies", "backends", "points", "pass"):
             raise click.BadParameter(message, param_hint="--" + field) from None
         raise click.UsageError(message) from None
-    finally:
-        if executor is not None:
-            (executor.shutdown if hasattr(executor, "shutdown") else executor.close)()
     if as_json:
         click.echo(jsontext.dumps(advice.to_dict(), indent=1))
         return

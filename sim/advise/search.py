@@ -16,7 +16,6 @@ since every answer is a simulated run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ from sim.advise.workloads import TraceWorkload, Workload
 from sim.analysis.sweep import probes
 from sim.blocks.kv import GIB
 from sim.bounds.budget import Cost
+from sim.numeric.fanout import Progress, fan_out
 from sim.numeric.search import smallest
 from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND
 from sim.tiers.native import backend_runs
@@ -131,20 +131,10 @@ def _evaluate(args: tuple[Workload, Candidate, int | None]) -> Outcome:
     return workload.evaluate(candidate, pass_)
 
 
-Progress = Callable[[int, int], None]
-
-
 def evaluate_all(workload: Workload, cands: list[Candidate], pass_: int | None, executor: Executor | None = None,
                  progress: Progress | None = None) -> list[Outcome]:
     """Every candidate's outcome, in the candidates' order; ``executor`` (processes, Ray) runs them side by side."""
-    jobs = [(workload, c, pass_) for c in cands]
-    results: Iterable[Outcome] = executor.map(_evaluate, jobs, chunksize=max(1, len(jobs) // 64)) if executor else map(_evaluate, jobs)
-    out = []
-    for i, outcome in enumerate(results, 1):
-        out.append(outcome)
-        if progress is not None:
-            progress(i, len(jobs))
-    return out
+    return fan_out(_evaluate, [(workload, c, pass_) for c in cands], executor, progress)
 
 
 @dataclass
