@@ -70,6 +70,11 @@ def _prices(prices_file: Path | None, gpu_hour: float | None, dram: float | None
 @click.option("--weights-gib", type=click.FloatRange(min=0), default=0.0, show_default=True, help="model weights, all ranks")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size")
 @click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True)
+@click.option("--replicas", "replica_counts", default=None, metavar="LIST",
+              help="search fleets of each many replicas (1,2,4), each with a candidate's tiers, behind --router, at --rate")
+@click.option("--router", "routers", multiple=True, metavar="NAME",
+              help="with --replicas: a router to try, repeatable; the best one's figures count (default: affinity)")
+@click.option("--rate", type=float, default=None, help="with --replicas: requests arrive at this rate (requests/s, Poisson)")
 @workers_option("candidates")
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
@@ -77,11 +82,14 @@ def command(
     trace: str | None, measurements_file: Path | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
     policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
     nvme_gib_hour: float | None, gpu_type: str, gpus: int, tp: int, gpu_memory_utilization: float, weights_gib: float,
-    config_file: Path | None, kv_cache_dtype: str, workers: int | None, ray_address: str | None, top: int, as_json: bool,
-    **flags: Any,
+    config_file: Path | None, kv_cache_dtype: str, replica_counts: str | None, routers: tuple[str, ...], rate: float | None,
+    workers: int | None, ray_address: str | None, top: int, as_json: bool, **flags: Any,
 ) -> None:
     """Search GPU, CPU and disk tier sizes (and offload policies and backends) for the cheapest configuration whose
-    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio."""
+    simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio.
+
+    With --replicas, the cheapest fleet instead: so many replicas of a candidate, behind the best of --router, its
+    requests arriving at --rate, each replica vLLM's scheduler loop (a scenario only)."""
     scenario = build_scenario(**flags)
     shape = scenario.kv_shape
     if config_file is not None:
@@ -115,9 +123,16 @@ def command(
         target = Target(p50_ms, p90_ms, pass_, hit_ratio)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--p50-ms/--p90-ms/--hit-ratio") from None
+    counts = (1,)
+    if replica_counts is not None:
+        if trace is not None or measurements_file is not None:
+            raise click.UsageError("--replicas: a fleet is searched over a scenario; not with --trace or --measurements")
+        counts, workload = fleet_workload(scenario, replica_counts, routers, rate, target.figure)
+    elif routers or rate is not None:
+        raise click.UsageError(f"{'--router' if routers else '--rate'}: needs --replicas (a fleet search)")
     split = lambda text: tuple(t.strip() for t in text.split(",") if t.strip()) if text else ()  # noqa: E731
     try:
-        space = Space(split(buy), points, None, split(policies), split(backends))
+        space = Space(split(buy), points, None, split(policies), split(backends), counts)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--" + str(exc).split(":")[0]) from None
     prices = _prices(prices_file, gpu_hour, dram_gib_hour, nvme_gib_hour)
@@ -139,31 +154,59 @@ def command(
     _print(advice, prices is not None)
 
 
+def fleet_workload(
+    scenario: Any, replica_counts: str, routers: tuple[str, ...], rate: float | None, figure: str,
+) -> tuple[tuple[int, ...], Workload]:
+    """The replica counts and the fleet workload the flags give, each checked as ``kvscope fleet`` checks it."""
+    from app.cli.fleet import fleet_settings
+    from app.cli.fleet_sweep import numbers
+    from sim.advise.fleet import DEFAULT_ROUTER, FleetWorkload
+    from sim.sched.serving import Serving
+
+    counts = tuple(numbers(replica_counts, "--replicas"))
+    chosen = routers or (DEFAULT_ROUTER,)
+    for n in counts:
+        fleet_settings(n, chosen, None)
+    from sim.sched.simulate import refusal
+
+    try:
+        serving = Serving(rate=rate)
+    except ValidationError as exc:
+        raise click.BadParameter(describe(exc), param_hint="--rate") from None
+    if (refused := refusal(scenario, serving)) is not None:
+        raise click.BadParameter(refused[1], param_hint="--" + refused[0].replace("_", "-"))
+    return counts, FleetWorkload(scenario, serving, chosen, figure)
+
+
 def _print(advice: Any, priced: bool) -> None:
-    tiers = list((advice.meets[0] if advice.meets else advice.closest)["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
-    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
+    first = advice.meets[0] if advice.meets else advice.closest
+    tiers = list(first["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
+    fleet = "router" in first  # a fleet search: its replicas and router lead each row, its GiB are the fleet's
+    head = (["replicas", "router"] if fleet else []) + ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
             "$/hour" if priced else "GiB"]
     def cells(i: int, r: dict[str, Any]) -> list[Any]:
         c, h = r["config"], r["tier_hit_ratio"]
-        cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
-        return [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
+        cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['replicas'] * (c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']):.3f}"
+        return ([c["replicas"], r["router"]] if fleet else []) + [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
                 c["cpu_policy"] or "-", f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
     click.echo(f"{advice.candidates} candidates simulated")
     if advice.meets:
-        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * 7 + [True] * 4))
+        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True, False] * fleet + [True] * 11))
         best = advice.meets[0]
         if "why_cheaper_failed" in best:
             click.echo(f"why not cheaper: {best['why_cheaper_failed']}")
     else:
         c = advice.closest
         click.echo("no configuration meets the target; the closest is:")
-        click.echo(format_table(head, [cells(0, c)], [True] * 11))
+        click.echo(format_table(head, [cells(0, c)], [True, False] * fleet + [True] * 11))
         click.echo("it misses: " + "; ".join(c["misses"]))
     for note in advice.notes:
         click.echo(f"note: {note}")
     for warning in advice.warnings:
         click.echo(f"warning: {warning}")
     click.echo("\nto start it:")
+    if fleet:
+        click.echo(f"  on each of {first['config']['replicas']} replicas, behind the {first['router']} router:")
     for name in ("vllm_native", "lmcache"):
         click.echo(f"  {name}: {advice.commands[name]}")
     click.echo(f"  ({advice.commands['sizes']})")

@@ -75,7 +75,7 @@ def command(
     (every core by default) or the Ray cluster at --ray ADDRESS."""
     serving = take_serving(flags)
     counts = numbers(replicas, "--replicas")
-    checked = [_settings(n, routers, shared_tier) for n in counts]  # each count within the limits
+    checked = [fleet_settings(n, routers, shared_tier) for n in counts]  # each count within the limits
     settings = checked[0]
     if speedup is not None and (trace is None or serving.concurrency is not None or serving.rate is not None):
         raise click.UsageError("--speedup: needs --trace at its timestamps (not with --concurrency or --rate)")
@@ -137,7 +137,7 @@ def _sweep(
     fleet_sweep.run(workload, configs, workers, ray_address, as_json, trace or "--replicas")
 
 
-def _settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) -> FleetSettings:
+def fleet_settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) -> FleetSettings:
     from pydantic import ValidationError
 
     from sim.fleet.settings import FleetSettings
