@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from app.cli.executors import executor, progress
 from app.cli.scenario_flags import within_budget
 from app.cli.table import format_table
 from sim.bounds import jsontext
 
+SIZE_FLAGS = {"gpu_tokens": "--gpu-sizes", "cpu_tokens": "--cpu-sizes"}
 HEAD = ["replicas", "router", "GPU tokens", "CPU tokens", "hit ratio", "TTFT p50 ms", "p90 ms", "p99 ms", "imbalance"]
 
 
@@ -62,8 +64,10 @@ def run(workload: Any, configs: list[Any], workers: int | None, ray_address: str
         cost = sweep_cost(workload, configs)
     except FleetError as exc:
         raise click.BadParameter(str(exc), param_hint={"shared_tier": "--shared-tier"}.get(exc.field, "--replicas")) from None
-    except ValueError as exc:  # a size the workload refuses, named by its field
-        raise click.UsageError(str(exc)) from None
+    except ValidationError as exc:  # a size the scenario refuses, named by the sweep's flag
+        err = exc.errors()[0]
+        flag = SIZE_FLAGS.get(str(err["loc"][0]) if err["loc"] else "", "--replicas")
+        raise click.BadParameter(err["msg"].removeprefix("Value error, "), param_hint=flag) from None
     within_budget(cost, "fewer configurations or a smaller workload", where=where)
     try:
         with executor(workers, ray_address) as pool:

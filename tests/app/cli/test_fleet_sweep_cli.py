@@ -74,10 +74,11 @@ def test_the_table_has_one_row_per_configuration_and_progress_goes_to_stderr() -
     (("--sweep", "--replicas", "1", "--cpu-sizes", "8,-1"), "--cpu-sizes"),
     (("--sweep", "--replicas", "1", "--cpu-sizes", "8,big"), "--cpu-sizes"),
     (("--sweep", "--replicas", "1", "--router", "nope"), "--router"),
+    (("--sweep", "--replicas", "1", "--gpu-sizes", "10t"), "--gpu-sizes"),  # below one prompt and the null block
 ])
 def test_bad_input_names_the_flag(args: tuple[str, ...], named: str) -> None:
     code, _, everything = run(*SMALL, *args)
-    assert code == 2 and named in everything, everything
+    assert code == 2 and named in everything and "validation error" not in everything, everything
 
 
 def test_the_work_budget_is_checked_before_any_configuration_runs() -> None:
