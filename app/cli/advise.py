@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import click
 from pydantic import ValidationError
 
+from app.cli.executors import executor, progress, workers_option
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import build_scenario, describe, scenario_options, within_budget
 from app.cli.serving_flags import options_of, take_serving
@@ -46,21 +45,6 @@ def _prices(prices_file: Path | None, gpu_hour: float | None, dram: float | None
         raise click.BadParameter(err["msg"], param_hint="--" + str(err["loc"][0]).replace("_", "-")) from None
 
 
-def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
-    if ray_address is not None:
-        try:
-            import ray
-            from ray.util.multiprocessing import Pool
-        except ImportError:
-            raise click.BadParameter("Ray is not installed: pip install 'kvscope[cluster]'", param_hint="--ray") from None
-        if not ray.is_initialized():
-            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
-        return Pool()
-    if workers <= 1:
-        return None
-    return ProcessPoolExecutor(max_workers=workers)
-
-
 @click.command("advise")
 @keeps_nothing
 @scenario_options
@@ -89,8 +73,11 @@ def _executor(workers: int, ray_address: str | None) -> Executor | Any | None:
 @click.option("--weights-gib", type=click.FloatRange(min=0), default=0.0, show_default=True, help="model weights, all ranks")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="a Hugging Face config.json for the KV size (its _name_or_path, if any, is the model the commands start)")
 @click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="local processes (default: every core)")
-@click.option("--ray", "ray_address", default=None, help="run candidates on a Ray cluster: ADDRESS or auto")
+@click.option("--replicas", "replica_counts", default=None, metavar="LIST",
+              help="search fleets of each many replicas (1,2,4), each with a candidate's tiers, behind --router, at --rate")
+@click.option("--router", "routers", multiple=True, metavar="NAME",
+              help="with --replicas: a router to try, repeatable; the best one's figures count (default: affinity)")
+@workers_option("candidates")
 @click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
 @options_of(ReplayServing, steps=False)
@@ -98,15 +85,18 @@ def command(
     trace: str | None, measurements_file: Path | None, chunk_blocks: int, p50_ms: float | None, p90_ms: float | None, hit_ratio: float | None, pass_: int | None, buy: str, points: int,
     policies: str | None, backends: str | None, prices_file: Path | None, gpu_hour: float | None, dram_gib_hour: float | None,
     nvme_gib_hour: float | None, gpu_type: str, gpus: int, tp: int, gpu_memory_utilization: float, weights_gib: float,
-    config_file: Path | None, kv_cache_dtype: str, workers: int | None, ray_address: str | None, top: int, as_json: bool,
-    **flags: Any,
+    config_file: Path | None, kv_cache_dtype: str, replica_counts: str | None, routers: tuple[str, ...],
+    workers: int | None, ray_address: str | None, top: int, as_json: bool, **flags: Any,
 ) -> None:
     """Search GPU, CPU and disk tier sizes (and offload policies and backends) for the cheapest configuration whose
     simulated TTFT meets --p50-ms / --p90-ms (on --pass N, or all passes) or --hit-ratio.
 
     Under load (--rate, --concurrency, a scheduler flag, or --timed with --trace) vLLM's scheduler serves the
     requests overlapping: TTFT counts queueing, GPU sizes start at the working set in flight, and each row gives the
-    highest rate it sustains within the target (requests/s per replica)."""
+    highest rate it sustains within the target (requests/s per replica).
+
+    With --replicas, the cheapest fleet instead: so many replicas of a candidate, behind the best of --router, its
+    requests arriving as --rate or --concurrency say, each replica vLLM's scheduler loop (a scenario only)."""
     given: ReplayServing = take_serving(flags, ReplayServing)
     timed, speedup = given.timed, given.speedup
     serving = Serving.model_validate(given.model_dump(include=set(Serving.model_fields), exclude_none=True))
@@ -147,34 +137,35 @@ def command(
         target = Target(p50_ms, p90_ms, pass_, hit_ratio)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--p50-ms/--p90-ms/--hit-ratio") from None
+    counts = (1,)
+    if replica_counts is not None:
+        if trace is not None or measurements_file is not None:
+            raise click.UsageError("--replicas: a fleet is searched over a scenario; not with --trace or --measurements")
+        counts, workload = fleet_workload(scenario, replica_counts, routers, serving, target.figure)
+    elif routers:
+        raise click.UsageError("--router: needs --replicas (a fleet search)")
     split = lambda text: tuple(t.strip() for t in text.split(",") if t.strip()) if text else ()  # noqa: E731
     try:
-        space = Space(split(buy), points, None, split(policies), split(backends))
+        space = Space(split(buy), points, None, split(policies), split(backends), counts)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--" + str(exc).split(":")[0]) from None
     prices = _prices(prices_file, gpu_hour, dram_gib_hour, nvme_gib_hour)
     deployment = Deployment(gpu_type=gpu_type, gpus=gpus, tp=tp, gpu_memory_utilization=gpu_memory_utilization, weights_gib=weights_gib)
 
-    def progress(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 20) == 0:
-            click.echo(f"advise: {done}/{total} candidates simulated", err=True)
-
-    executor = _executor(workers or os.cpu_count() or 1, ray_address)
     try:
         # The working set in flight is measured before the grid exists: its one run is checked first.
         within_budget(workload.working_set_cost(), "a smaller workload")
         within_budget(advise_cost(workload, space, deployment, top), "fewer points, tiers, policies or a smaller workload", where="--points")
         model_id = shape.hf_id if config_file is not None else None
-        advice = advise(workload, target, space, deployment, prices, executor, progress, top, kv_cache_dtype, model_id)
+        with executor(workers, ray_address) as pool:
+            advice = advise(workload, target, space, deployment, prices, pool, progress("advise", "candidates"), top,
+                            kv_cache_dtype, model_id)
     except ValueError as exc:
         message = str(exc)
         field = message.split(":")[0]
         if field in ("buy", "policies", "backends", "points", "pass"):
             raise click.BadParameter(message, param_hint="--" + field) from None
         raise click.UsageError(message) from None
-    finally:
-        if executor is not None:
-            (executor.shutdown if hasattr(executor, "shutdown") else executor.close)()
     if as_json:
         click.echo(jsontext.dumps(advice.to_dict(), indent=1))
         return
@@ -190,13 +181,35 @@ def _load_line(info: dict[str, Any]) -> str:
     else:
         arrivals = f"{serving['concurrency']} in flight"
     return (f"under load: requests {arrivals}; vLLM's scheduler with --max-num-batched-tokens "
-            f"{serving['max_num_batched_tokens']} --max-num-seqs {serving['max_num_seqs']}; GPU sizes from the working "
-            f"set in flight, {info['working_set_tokens']:,} tokens")
+            f"{serving['max_num_batched_tokens']} --max-num-seqs {serving['max_num_seqs']}"
+            + ("" if info["working_set_tokens"] is None else
+               f"; GPU sizes from the working set in flight, {info['working_set_tokens']:,} tokens"))
+
+
+def fleet_workload(
+    scenario: Any, replica_counts: str, routers: tuple[str, ...], serving: Any, figure: str,
+) -> tuple[tuple[int, ...], Workload]:
+    """The replica counts and the fleet workload the flags give, each checked as ``kvscope fleet`` checks it."""
+    from app.cli.fleet import fleet_settings
+    from app.cli.fleet_sweep import numbers
+    from sim.advise.fleet import DEFAULT_ROUTER, FleetWorkload
+
+    counts = tuple(numbers(replica_counts, "--replicas"))
+    chosen = routers or (DEFAULT_ROUTER,)
+    for n in counts:
+        fleet_settings(n, chosen, None)
+    from sim.sched.simulate import refusal
+
+    if (refused := refusal(scenario, serving)) is not None:
+        raise click.BadParameter(refused[1], param_hint="--" + refused[0].replace("_", "-"))
+    return counts, FleetWorkload(scenario, serving=serving, routers=chosen, figure=figure)
 
 
 def _print(advice: Any, priced: bool) -> None:
-    tiers = list((advice.meets[0] if advice.meets else advice.closest)["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
-    head = ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
+    first = advice.meets[0] if advice.meets else advice.closest
+    tiers = list(first["tier_hit_ratio"])  # gpu, cpu, disk, storage tiers
+    fleet = "router" in first  # a fleet search: its replicas and router lead each row, its GiB are the fleet's
+    head = (["replicas", "router"] if fleet else []) + ["#", "GPU tokens", "GPU GiB", "CPU tokens", "CPU GiB", "disk GiB", "policy", "p50 ms", "p90 ms", f"hit {'/'.join(map(tier_label, tiers))}",
             "$/hour" if priced else "GiB"]
     loaded = bool(advice.load)
     if loaded:
@@ -204,26 +217,30 @@ def _print(advice: Any, priced: bool) -> None:
 
     def cells(i: int, r: dict[str, Any]) -> list[Any]:
         c, h = r["config"], r["tier_hit_ratio"]
-        cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']:.3f}"
-        out = [i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
-               ",".join(c.get("policies") or [c["cpu_policy"] or "-"]), f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}", "/".join(f"{h[t]:.2f}" for t in tiers), cost]
+        cost = f"{r['dollars_per_hour']:.4f}" if priced else f"{c['replicas'] * (c['gpu_gib'] + c['cpu_gib_total'] + c['disk_gib_total']):.3f}"
+        out = ([c["replicas"], r["router"]] if fleet else []) + [
+            i, c["gpu_tokens"], f"{c['gpu_gib']:.3f}", c["cpu_tokens"] or "-", f"{c['cpu_gib_total']:.3f}", f"{c['disk_gib_total']:.3f}",
+            ",".join(c.get("policies") or [c["cpu_policy"] or "-"]), f"{r['p50_ms']:.1f}", f"{r['p90_ms']:.1f}",
+            "/".join(f"{h[t]:.2f}" for t in tiers), cost,
+        ]
         if loaded:
             rate = r.get("sustained_per_s")
             out.append("any" if rate is None else f"{rate:,.2f}")
         return out
 
+    right = [True, False] * fleet + [True] * (len(head) - 2 * fleet)  # numbers right, the router's name left
     click.echo(f"{advice.candidates} candidates simulated")
     if loaded:
         click.echo(_load_line(advice.load))
     if advice.meets:
-        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], [True] * len(head)))
+        click.echo(format_table(head, [cells(i, r) for i, r in enumerate(advice.meets, 1)], right))
         best = advice.meets[0]
         if "why_cheaper_failed" in best:
             click.echo(f"why not cheaper: {best['why_cheaper_failed']}")
     else:
         c = advice.closest
         click.echo("no configuration meets the target; the closest is:")
-        click.echo(format_table(head, [cells(0, c)], [True] * len(head)))
+        click.echo(format_table(head, [cells(0, c)], right))
         click.echo("it misses: " + "; ".join(c["misses"]))
     for note in advice.notes:
         click.echo(f"note: {note}")
@@ -233,6 +250,8 @@ def _print(advice: Any, priced: bool) -> None:
         click.echo("max req/s: the highest rate of arrivals (an open loop, or the trace's timestamps sped up) at which "
                    "the row still meets the target, per replica; any: it meets even with every request at once")
     click.echo("\nto start it:")
+    if fleet:
+        click.echo(f"  on each of {first['config']['replicas']} replicas, behind the {first['router']} router:")
     for name in ("vllm_native", "lmcache"):
         click.echo(f"  {name}: {advice.commands[name]}")
     click.echo(f"  ({advice.commands['sizes']})")

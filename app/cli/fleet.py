@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.cli import fleet_sweep
+from app.cli.executors import workers_option
+from app.cli.fleet_sweep import numbers
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import FIELD_TO_FLAG, build_scenario, load_costs, scenario_options, within_budget
 from app.cli.serving_flags import check_new, serving_line, serving_options, take_serving, write_ledgers
@@ -19,6 +22,10 @@ from sim.fleet.settings import DEFAULT_ROUTERS
 from sim.sched.replay_serving import MAX_SPEEDUP, MIN_SPEEDUP
 
 if TYPE_CHECKING:
+    from sim.costs.model import CostModel
+    from sim.sched.arrivals import Arrivals
+    from sim.simulation.replay import ReplayTiers
+    from sim.workloads.scenario import Scenario
     from sim.fleet.settings import FleetSettings
     from sim.sched.serving import Serving
     from sim.traces.reader import Trace
@@ -33,8 +40,8 @@ WORKLOAD_FIELDS = ("docs", "doc_tokens", "question_tokens", "questions", "output
 
 @click.command("fleet")
 @scenario_options
-@click.option("--replicas", type=int, default=2, show_default=True,
-              help=f"replicas behind the router, each with its own GPU and tiers (at most {MAX_REPLICAS})")
+@click.option("--replicas", default="2", show_default=True,
+              help=f"replicas behind the router, each with its own GPU and tiers (at most {MAX_REPLICAS}); with --sweep a list: 1,2,4")
 @click.option("--router", "routers", multiple=True, metavar="NAME",
               help=f"a router to compare, repeatable: {', '.join(ROUTER_NAMES)} (default: {', '.join(DEFAULT_ROUTERS)})")
 @click.option("--shared-tier", default=None, metavar="SPEC",
@@ -46,21 +53,40 @@ WORKLOAD_FIELDS = ("docs", "doc_tokens", "question_tokens", "questions", "output
 @click.option("--speedup", type=click.FloatRange(MIN_SPEEDUP, MAX_SPEEDUP), default=None,
               help="with --trace: the gaps between timestamps divided by this (2: the trace in half its time)")
 @click.option("--json", "as_json", is_flag=True, help="print the whole result as JSON, one record per request and router")
+@click.option("--sweep", is_flag=True,
+              help="one row per combination of --replicas (a list), --router and --gpu-sizes / --cpu-sizes, run side by side")
+@click.option("--gpu-sizes", default=None, metavar="LIST", help="with --sweep: each replica's GPU tokens to try, e.g. 20000t,40000t (or GiB)")
+@click.option("--cpu-sizes", default=None, metavar="LIST", help="with --sweep: each replica's CPU tier to try, in GiB or tokens (50000t), 0 for none: 0,8,32")
+@workers_option("configurations (with --sweep)")
 @serving_options
 @keeps_nothing
 def command(
-    replicas: int, routers: tuple[str, ...], shared_tier: str | None, trace: str | None, speedup: float | None,
-    as_json: bool, steps_file: Path | None, **flags: Any,
+    replicas: str, routers: tuple[str, ...], shared_tier: str | None, trace: str | None, speedup: float | None,
+    as_json: bool, steps_file: Path | None, sweep: bool, gpu_sizes: str | None, cpu_sizes: str | None,
+    workers: int | None, ray_address: str | None, **flags: Any,
 ) -> None:
     """Serve the workload with N replicas behind each router given, each replica vLLM's scheduler over its own GPU
     and tiers (and the shared tier), on one clock: hit ratios beside a pooled and an unbounded cache, TTFT, load.
 
     A scenario's requests arrive as --concurrency (1 by default) or --rate say; a trace's at its timestamps unless
-    --concurrency or --rate is given. Not kept in the runs database (--no-save is accepted)."""
+    --concurrency or --rate is given. Not kept in the runs database (--no-save is accepted).
+
+    With --sweep, one row per configuration instead (replicas, router, tier sizes), on --workers local processes
+    (every core by default) or the Ray cluster at --ray ADDRESS."""
     serving = take_serving(flags)
-    settings = _settings(replicas, routers, shared_tier)
+    counts = numbers(replicas, "--replicas")
+    checked = [fleet_settings(n, routers, shared_tier) for n in counts]  # each count within the limits
+    settings = checked[0]
     if speedup is not None and (trace is None or serving.concurrency is not None or serving.rate is not None):
         raise click.UsageError("--speedup: needs --trace at its timestamps (not with --concurrency or --rate)")
+    if sweep:
+        if steps_file is not None:
+            raise click.UsageError("--steps: a sweep runs many fleets; write ledgers with one fleet run")
+        _sweep(counts, settings, trace, flags, serving, speedup or 1.0, gpu_sizes, cpu_sizes, workers, ray_address, as_json)
+        return
+    given = [f for f, v in (("--gpu-sizes", gpu_sizes), ("--cpu-sizes", cpu_sizes), ("--workers", workers), ("--ray", ray_address)) if v is not None]
+    if given or len(counts) > 1:
+        raise click.UsageError(f"{', '.join(given) or '--replicas'}: a list of configurations needs --sweep")
     check_new(steps_file)
     try:
         if trace is not None:
@@ -79,7 +105,39 @@ def command(
     click.echo(render(result, open_loop=serving.rate is not None or (trace is not None and serving.concurrency is None)))
 
 
-def _settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) -> FleetSettings:
+def _sweep(
+    counts: list[int], settings: FleetSettings, trace: str | None, flags: dict[str, Any], serving: Serving, speedup: float,
+    gpu_sizes: str | None, cpu_sizes: str | None, workers: int | None, ray_address: str | None, as_json: bool,
+) -> None:
+    from sim.fleet.sweep import ScenarioFleet, TraceFleet, configurations
+
+    shared = settings.shared_tier.text if settings.shared_tier is not None else None
+    workload: ScenarioFleet | TraceFleet
+    if trace is None:
+        scenario = _scenario_checked(flags, serving)
+        per_token: int | None = scenario.bytes_per_token
+        workload = ScenarioFleet(scenario, serving, shared)
+    else:
+        per_token = None
+        gpus = fleet_sweep.sizes(gpu_sizes, "--gpu-sizes", None)
+        if flags.get("gpu_tokens") is None and gpus[0] is not None:
+            flags = {**flags, "gpu_tokens": gpus[0]}  # the sweep's sizes stand for --gpu-tokens
+        loaded, tiers, costs, arrivals = _trace_inputs(trace, flags, serving, speedup)
+        for g in gpus[1:]:
+            try:
+                _trace_tiers(loaded, {**flags, "gpu_tokens": g})  # each size checked as --gpu-tokens is
+            except click.BadParameter as exc:
+                raise click.BadParameter(f"{g}t: {exc.message}", param_hint="--gpu-sizes") from None
+        workload = TraceFleet(loaded, tiers, costs, serving, arrivals, shared)
+    try:
+        configs = configurations(counts, settings.routers, fleet_sweep.sizes(gpu_sizes, "--gpu-sizes", per_token),
+                                 fleet_sweep.sizes(cpu_sizes, "--cpu-sizes", per_token))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    fleet_sweep.run(workload, configs, workers, ray_address, as_json, trace or "--replicas")
+
+
+def fleet_settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) -> FleetSettings:
     from pydantic import ValidationError
 
     from sim.fleet.settings import FleetSettings
@@ -97,22 +155,28 @@ def _settings(replicas: int, routers: tuple[str, ...], shared_tier: str | None) 
         raise click.UsageError("\n".join(lines)) from None
 
 
-def _scenario(flags: dict[str, Any], serving: Serving, settings: FleetSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    from sim.fleet.simulate import scenario_fleet_cost, simulate_fleet
+def _scenario_checked(flags: dict[str, Any], serving: Serving) -> Scenario:
     from sim.sched.simulate import refusal
 
     scenario = build_scenario(**flags)
     if (refused := refusal(scenario, serving)) is not None:
         raise click.BadParameter(refused[1], param_hint=FIELD_TO_FLAG.get(refused[0], "--" + refused[0].replace("_", "-")))
+    return scenario
+
+
+def _scenario(flags: dict[str, Any], serving: Serving, settings: FleetSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    from sim.fleet.simulate import scenario_fleet_cost, simulate_fleet
+
+    scenario = _scenario_checked(flags, serving)
     within_budget(scenario_fleet_cost(scenario, serving, settings))
     return simulate_fleet(scenario, serving, settings)
 
 
-def _trace(
-    name: str, flags: dict[str, Any], serving: Serving, settings: FleetSettings, speedup: float,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def _trace_inputs(
+    name: str, flags: dict[str, Any], serving: Serving, speedup: float,
+) -> tuple[Trace, ReplayTiers, CostModel | None, Arrivals | None]:
+    """The trace, each replica's tiers, the cost profile and the arrivals (None: as ``serving`` says)."""
     from app.cli.trace_options import load
-    from sim.fleet.simulate import replay_fleet, trace_fleet_cost
     from sim.sched.replay_serving import ReplayServing
     from sim.simulation.replay import ReplayError
 
@@ -121,14 +185,31 @@ def _trace(
         raise click.UsageError(f"{', '.join(given)}: the trace is the workload; not with --trace")
     loaded = load(name, flags.get("block_size"))
     tiers = _trace_tiers(loaded, flags)
-    within_budget(trace_fleet_cost(loaded, serving, settings), "a smaller trace", where=name)
     costs = load_costs(flags["costs_file"]) if flags.get("costs_file") is not None else None
     timed = serving.concurrency is None and serving.rate is None
     try:
         arrivals = ReplayServing(timed=True, speedup=speedup).trace_arrivals(loaded.timestamps_ms) if timed else None
+    except ReplayError as exc:
+        raise _replay_error(exc) from None
+    return loaded, tiers, costs, arrivals
+
+
+def _replay_error(exc: Exception) -> click.BadParameter:
+    return click.BadParameter(str(exc), param_hint={"storage_tiers": "--storage-tier"}.get(getattr(exc, "field", ""), "--gpu-tokens"))
+
+
+def _trace(
+    name: str, flags: dict[str, Any], serving: Serving, settings: FleetSettings, speedup: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    from sim.fleet.simulate import replay_fleet, trace_fleet_cost
+    from sim.simulation.replay import ReplayError
+
+    loaded, tiers, costs, arrivals = _trace_inputs(name, flags, serving, speedup)
+    within_budget(trace_fleet_cost(loaded, serving, settings), "a smaller trace", where=name)
+    try:
         return replay_fleet(loaded, tiers, costs, serving, settings, arrivals)
     except ReplayError as exc:
-        raise click.BadParameter(str(exc), param_hint={"storage_tiers": "--storage-tier"}.get(exc.field, "--gpu-tokens")) from None
+        raise _replay_error(exc) from None
 
 
 def _trace_tiers(trace: Trace, flags: dict[str, Any]) -> Any:

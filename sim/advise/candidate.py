@@ -68,13 +68,14 @@ class Target:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Candidate:
-    """One configuration: tier sizes in tokens (None: no such tier), the offload policy and backend."""
+    """One configuration: tier sizes in tokens (None: no such tier), the offload policy and backend, the replicas."""
 
     gpu_tokens: int
     cpu_tokens: int | None = None
     disk_tokens: int | None = None
     cpu_policy: str = "lru"
     cpu_backend: str | None = None
+    replicas: int = 1  # a fleet of so many replicas, each with these tiers
 
     def sizes(self) -> dict[str, int | None]:
         return {"gpu": self.gpu_tokens, "cpu": self.cpu_tokens, "disk": self.disk_tokens}
@@ -88,3 +89,4 @@ class Outcome:
     p90_ms: float
     hit_ratio: float
     tier_hit_ratio: dict[str, float]
+    router: str | None = None  # a fleet's: the router whose figures these are

@@ -18,8 +18,6 @@ from collections.abc import Callable, Sequence
 from sim.blocks.request import Request
 from sim.engine.loop import Engine, RequestRecord
 from sim.sched.arrivals import Arrivals, Timed
-from sim.sched.flight import Flight
-from sim.sched.output import Admission, StepOutput
 from sim.sched.serving import MAX_RATE_PER_S, Serving
 from sim.sched.stepped import SteppedEngine
 
@@ -30,23 +28,11 @@ MIN_RATE_PER_S = 0.001  # below this a candidate sustains no rate worth naming: 
 SEARCH_EVALUATIONS = 1 + math.ceil(math.log2(MAX_RATE_PER_S / MIN_RATE_PER_S)) + math.ceil(math.log2(math.log(2) / math.log1p(RATE_PRECISION)))
 
 
-class PeakEngine(SteppedEngine):
-    """The stepped engine, noting the most GPU blocks running requests held in one step (before any finished)."""
-
-    peak_blocks = 0
-
-    def _execute(
-        self, scheduled: dict[Flight, int], admitted: list[Admission], preempted: list[Flight], loaded: list[int]
-    ) -> StepOutput:
-        self.peak_blocks = max(self.peak_blocks, len(self.refs))  # every block of the step allocated, none freed yet
-        return super()._execute(scheduled, admitted, preempted, loaded)
-
-
 def serve(engine: Engine, serving: Serving, requests: Sequence[Request], arrivals: Arrivals | None = None) -> tuple[list[RequestRecord], int]:
     """The requests' records (TTFT with queueing) served under ``serving`` (or ``arrivals``), and the peak blocks held."""
-    stepped = PeakEngine(engine, serving.scheduler_config())
-    run = stepped.run(list(requests), arrivals or serving.arrivals())
-    return run.records, stepped.peak_blocks
+    run = SteppedEngine(engine, serving.scheduler_config()).run(list(requests), arrivals or serving.arrivals())
+    # Each step's blocks held with all of its allocations made and none of its frees (StepOutput.held_blocks).
+    return run.records, max((out.held_blocks for out in run.steps), default=0)
 
 
 def at_rate(serving: Serving, rate_per_s: float) -> Serving:

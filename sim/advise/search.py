@@ -16,9 +16,8 @@ since every answer is a simulated run.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sim.advise import facts, load
@@ -28,6 +27,7 @@ from sim.advise.workloads import TraceWorkload, Workload
 from sim.analysis.sweep import probes
 from sim.blocks.kv import GIB, model_shape
 from sim.bounds.budget import Cost
+from sim.numeric.fanout import Progress, fan_out
 from sim.numeric.search import smallest
 from sim.sched.config import SchedulerConfig
 from sim.tiers.chunk_store import DEFAULT_CPU_BACKEND
@@ -43,6 +43,7 @@ class Space:
     max_gpu_tokens: int | None = None
     policies: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()
+    replicas: tuple[int, ...] = (1,)  # fleets of each many replicas (a FleetWorkload's), each with a candidate's tiers
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.buy if t not in TIERS]
@@ -50,6 +51,8 @@ class Space:
             raise ValueError(f"buy: name tiers among {', '.join(TIERS)}, got {','.join(self.buy) or 'none'}")
         if not 2 <= self.points <= 200:
             raise ValueError(f"points must be from 2 to 200, got {self.points}")
+        if not self.replicas or any(n < 1 for n in self.replicas):
+            raise ValueError(f"replicas: each at least 1, got {','.join(map(str, self.replicas)) or 'none'}")
 
     def check(self, workload: Workload) -> None:
         """Names the workload's engine does not offer, and tiers it has not, refused naming the setting."""
@@ -96,9 +99,10 @@ def candidates(workload: Workload, space: Space) -> list[Candidate]:
                     for b in backends:
                         if backend_runs(b, p, d is not None):
                             out.add(Candidate(g, c, d, p, b))
+    out = {replace(c, replicas=n) for c in out for n in space.replicas}
     if len(out) > MAX_CANDIDATES:
         raise ValueError(f"points: the space holds {len(out):,} candidates; the limit is {MAX_CANDIDATES:,}")
-    return sorted(out, key=lambda c: (c.gpu_tokens, c.cpu_tokens or 0, c.disk_tokens or 0, c.cpu_policy, c.cpu_backend or ""))
+    return sorted(out, key=lambda c: (c.replicas, c.gpu_tokens, c.cpu_tokens or 0, c.disk_tokens or 0, c.cpu_policy, c.cpu_backend or ""))
 
 
 @dataclass
@@ -115,16 +119,18 @@ class Pricing:
     def dollars(self, c: Candidate) -> float | None:
         if self.prices is None:
             return None
-        return (
+        return c.replicas * (
             self.gib(c.gpu_tokens) * self.deployment.gpu_gib_hour(self.prices)
             + self.gib(c.cpu_tokens) * self.prices.dram_gib_hour
             + self.gib(c.disk_tokens) * self.prices.nvme_gib_hour
         )
 
     def key(self, c: Candidate) -> tuple[float, ...]:
-        memory = self.gib(c.gpu_tokens) + self.gib(c.cpu_tokens) + self.gib(c.disk_tokens)
+        """Dollars (when priced), then GPU GiB, then all GiB, over every replica."""
+        gpu = c.replicas * self.gib(c.gpu_tokens)
+        memory = gpu + c.replicas * (self.gib(c.cpu_tokens) + self.gib(c.disk_tokens))
         dollars = self.dollars(c)
-        return (dollars, self.gib(c.gpu_tokens), memory) if dollars is not None else (self.gib(c.gpu_tokens), memory)
+        return (dollars, gpu, memory) if dollars is not None else (gpu, memory)
 
 
 def _evaluate(args: tuple[Workload, Candidate, int | None]) -> Outcome:
@@ -132,20 +138,10 @@ def _evaluate(args: tuple[Workload, Candidate, int | None]) -> Outcome:
     return workload.evaluate(candidate, pass_)
 
 
-Progress = Callable[[int, int], None]
-
-
 def evaluate_all(workload: Workload, cands: list[Candidate], pass_: int | None, executor: Executor | None = None,
                  progress: Progress | None = None) -> list[Outcome]:
     """Every candidate's outcome, in the candidates' order; ``executor`` (processes, Ray) runs them side by side."""
-    jobs = [(workload, c, pass_) for c in cands]
-    results: Iterable[Outcome] = executor.map(_evaluate, jobs, chunksize=max(1, len(jobs) // 64)) if executor else map(_evaluate, jobs)
-    out = []
-    for i, outcome in enumerate(results, 1):
-        out.append(outcome)
-        if progress is not None:
-            progress(i, len(jobs))
-    return out
+    return fan_out(_evaluate, [(workload, c, pass_) for c in cands], executor, progress)
 
 
 @dataclass
@@ -192,7 +188,7 @@ def refine(workload: Workload, target: Target, space: Space, c: Candidate, grid:
 
 def _dominates(a: Candidate, b: Candidate) -> bool:
     """``a`` is ``b`` with no tier bigger and one smaller (same policy and backend): ``b`` is never the better buy."""
-    if a == b or (a.cpu_policy, a.cpu_backend) != (b.cpu_policy, b.cpu_backend):
+    if a == b or (a.cpu_policy, a.cpu_backend) != (b.cpu_policy, b.cpu_backend) or a.replicas > b.replicas:
         return False
     pairs = [(a.sizes()[t], b.sizes()[t]) for t in TIERS]
     if any((x is None) != (y is None) for x, y in pairs):
@@ -215,17 +211,20 @@ def row(c: Candidate, o: Outcome, pricing: Pricing, target: Target) -> dict[str,
             "cpu_gib_per_rank": round(pricing.gib(c.cpu_tokens) / tp, 4),
             "disk_tokens": c.disk_tokens, "disk_gib_total": round(pricing.gib(c.disk_tokens), 4),
             "cpu_policy": c.cpu_policy if c.cpu_tokens else None, "cpu_backend": c.cpu_backend if c.cpu_tokens else None,
+            "replicas": c.replicas,
         },
         "p50_ms": o.p50_ms, "p90_ms": o.p90_ms, "hit_ratio": o.hit_ratio, "tier_hit_ratio": o.tier_hit_ratio,
         "dollars_per_hour": None if dollars is None else round(dollars, 6),
         "misses": target.misses(o),
+        **({"router": o.router} if o.router is not None else {}),
     }
 
 
 def pareto(rows: list[dict[str, Any]], pricing: Pricing, figure: str = "p90_ms") -> list[dict[str, Any]]:
     """The rows no other row beats on both cost (or memory) and ``figure`` (the TTFT percentile the target bounds)."""
     def cost(r: dict[str, Any]) -> float:
-        return r["dollars_per_hour"] if r["dollars_per_hour"] is not None else r["config"]["gpu_gib"] + r["config"]["cpu_gib_total"] + r["config"]["disk_gib_total"]
+        c = r["config"]
+        return r["dollars_per_hour"] if r["dollars_per_hour"] is not None else c["replicas"] * (c["gpu_gib"] + c["cpu_gib_total"] + c["disk_gib_total"])
 
     front, best = [], math.inf
     for r in sorted(rows, key=lambda r: (cost(r), r[figure])):
@@ -244,7 +243,7 @@ def _within_deployment(workload: Workload, space: Space, deployment: Deployment)
             needs = (f"the requests in flight hold at this load ({workload.working_set_tokens:,} tokens, "
                      f"{workload.working_set_tokens * workload.bytes_per_token / GIB:.2f} GiB): more GPUs, or a lower rate")
         raise ValueError(f"weights_gib: the deployment leaves {deployment.kv_room_gib:.2f} GiB for KV, less than {needs}")
-    return Space(space.buy, space.points, min(space.max_gpu_tokens or max_gpu, max_gpu), space.policies, space.backends)
+    return replace(space, max_gpu_tokens=min(space.max_gpu_tokens or max_gpu, max_gpu))
 
 
 def advise_cost(workload: Workload, space: Space, deployment: Deployment, top: int = 10) -> Cost:
@@ -370,7 +369,7 @@ def _label(c: Candidate, pricing: Pricing) -> str:
         parts.append(f"CPU {pricing.gib(c.cpu_tokens):.2f} GiB {c.cpu_policy}")
     if c.disk_tokens:
         parts.append(f"disk {pricing.gib(c.disk_tokens):.2f} GiB")
-    return ", ".join(parts)
+    return (f"{c.replicas} replicas of " if c.replicas > 1 else "") + ", ".join(parts)
 
 
 def _break_even(meets: list[dict[str, Any]], pricing: Pricing) -> list[str]:

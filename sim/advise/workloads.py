@@ -69,18 +69,7 @@ class ScenarioWorkload:
         records = [r for r in self._records(scenario, run)[0] if pass_ is None or r.pass_ == pass_]
         if not records:
             raise ValueError(f"pass must be from 1 to {len(self.scenario.passes)}, got {pass_}")
-        prompt = sum(r.prompt_tokens for r in records)
-        # The GPU, CPU and disk always (the table's columns), then each storage tier behind them by its name.
-        hits = dict.fromkeys(TIERS + tuple(t.name for t in scenario.storage_tiers), 0)
-        for r in records:
-            hits["gpu"] += r.gpu_hit_tokens
-            for name, tokens in r.tier_hits.items():
-                hits[name] += tokens
-        ttfts = [r.ttft_ms for r in records]
-        return Outcome(
-            round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
-            {t: round(h / prompt, 4) for t, h in hits.items()},
-        )
+        return outcome_of([(r.prompt_tokens, r.gpu_hit_tokens, r.tier_hits, r.ttft_ms) for r in records], scenario)
 
     def _ample(self) -> Candidate:
         """A GPU that holds every request's blocks at once (no request ever waits for blocks), the GPU alone."""
@@ -160,6 +149,22 @@ class ScenarioWorkload:
         elif reused < s.chunk_size:
             out.append(f"the reused prefix ({reused} tokens) is shorter than an offload chunk ({s.chunk_size}): no offload tier can help")
         return out
+
+
+def outcome_of(records: list[tuple[int, int, dict[str, int], float]], scenario: Scenario, router: str | None = None) -> Outcome:
+    """The figures of requests given as (prompt tokens, GPU hit tokens, hits per tier, TTFT ms)."""
+    prompt = sum(r[0] for r in records)
+    # The GPU, CPU and disk always (the table's columns), then each storage tier behind them by its name.
+    hits = dict.fromkeys(TIERS + tuple(t.name for t in scenario.storage_tiers), 0)
+    for _, gpu, tiers, _ in records:
+        hits["gpu"] += gpu
+        for name, tokens in tiers.items():
+            hits[name] += tokens
+    ttfts = [r[3] for r in records]
+    return Outcome(
+        round(stats.p50(ttfts), 3), round(stats.p90(ttfts), 3), round(sum(hits.values()) / prompt, 4),
+        {t: round(h / prompt, 4) for t, h in hits.items()}, router,
+    )
 
 
 _TRACES: dict[tuple[str, int | None], Trace] = {}

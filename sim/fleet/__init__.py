@@ -5,5 +5,6 @@ sim.workloads.
 Exports: ``routers`` (``router(name)``, ``ROUTER_NAMES``; ``Router``, ``ReplicaState``, ``RoutedRequest``),
 ``replicas`` (``replica_engines``, ``stepped_replicas``: each replica's engine, a tier they may share), ``clock``
 (``Fleet``, ``FleetRun``, ``Route``), ``report`` (per request, per replica, the fleet and its two bounds), ``settings``
-(``FleetSettings``), ``simulate`` (``simulate_fleet``, ``replay_fleet``: the JSON result, one entry per router).
+(``FleetSettings``), ``simulate`` (``simulate_fleet``, ``replay_fleet``: the JSON result, one entry per router), ``sweep``
+(``configurations``, ``run_row``: one row per replica count, router and tier sizes).
 """
