@@ -52,22 +52,8 @@
     for (const stack of el("fleet-result").querySelectorAll(".fleet-stack")) stack.hidden = stack.dataset.router !== menu.value;
   });
 
-  function isFleet(evt) { return evt.detail?.ctx?.sourceElement?.id === "fleet-form"; }
-
-  document.addEventListener("htmx:before:request", (evt) => {
-    if (!isFleet(evt)) return;
-    el("fleet").dataset.state = "working";
-    el("fleet-status").textContent = "Serving…";
-  });
-
-  // No answer from the server's partials (the network, a 5xx): say so where the status stands.
-  document.addEventListener("htmx:finally:request", (evt) => {
-    if (!isFleet(evt)) return;
-    const status = evt.detail.ctx.response?.status;
-    if (status && status < 500) return;
-    el("fleet").dataset.state = "failed";
-    el("fleet-status").textContent = `The fleet failed: ${status ? `the server answered ${status}` : "no answer from the server"}`;
-  });
+  // No answer from the server's partials (the network, a 5xx): said where the status stands.
+  window.kvscope.forms.follow("fleet-form", "fleet", "fleet-status", "Serving…", "The fleet failed");
 
   document.addEventListener("htmx:after:swap", drawAnswer);
 })();

@@ -107,5 +107,24 @@
     finish(job.form, job.area, job.swapped ? null : error);
   });
 
-  window.kvscope = { ...window.kvscope, forms: { start, finish, stale, fresh } };
+  /** A panel's state and status line for its form (`formId`): `working` while the request runs; when it ends with no
+   * answer (the network, a 5xx), "failed" and `failed` with the reason. An answer sets the rest itself. */
+  function follow(formId, panelId, statusId, working, failed) {
+    const mine = (evt) => evt.detail?.ctx?.sourceElement?.id === formId;
+    document.addEventListener("htmx:before:request", (evt) => {
+      if (!mine(evt)) return;
+      document.getElementById(panelId).dataset.state = "working";
+      document.getElementById(statusId).textContent = working;
+    });
+    document.addEventListener("htmx:finally:request", (evt) => {
+      if (!mine(evt)) return;
+      const status = evt.detail.ctx.response?.status;
+      if (status && status < 500) return;
+      document.getElementById(panelId).dataset.state = "failed";
+      document.getElementById(statusId).textContent =
+        `${failed}: ${status ? `the server answered ${status}` : "no answer from the server"}`;
+    });
+  }
+
+  window.kvscope = { ...window.kvscope, forms: { start, finish, stale, fresh, follow } };
 })();

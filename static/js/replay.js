@@ -91,22 +91,8 @@
     el("replay").dataset.state = "done";
   }
 
-  function isReplay(evt) { return evt.detail?.ctx?.sourceElement?.id === "replay-form"; }
-
-  document.addEventListener("htmx:before:request", (evt) => {
-    if (!isReplay(evt)) return;
-    el("replay").dataset.state = "working";
-    el("replay-status").textContent = "Replaying…";
-  });
-
-  // No answer from the server's partials (the network, a 5xx): say so where the status stands.
-  document.addEventListener("htmx:finally:request", (evt) => {
-    if (!isReplay(evt)) return;
-    const status = evt.detail.ctx.response?.status;
-    if (status && status < 500) return;
-    el("replay").dataset.state = "failed";
-    el("replay-status").textContent = `Replay failed: ${status ? `the server answered ${status}` : "no answer from the server"}`;
-  });
+  // No answer from the server's partials (the network, a 5xx): said where the status stands.
+  window.kvscope.forms.follow("replay-form", "replay", "replay-status", "Replaying…", "Replay failed");
 
   document.addEventListener("htmx:after:swap", drawAnswer);
 })();
