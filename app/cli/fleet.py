@@ -13,7 +13,15 @@ from app.cli.executors import workers_option
 from app.cli.fleet_sweep import numbers
 from app.cli.save_run import keeps_nothing
 from app.cli.scenario_flags import FIELD_TO_FLAG, build_scenario, load_costs, scenario_options, within_budget
-from app.cli.serving_flags import check_new, serving_line, serving_options, take_serving, write_ledgers
+from app.cli.serving_flags import (
+    check_new,
+    flag_of,
+    serving_line,
+    serving_options,
+    take_serving,
+    usage_error,
+    write_ledgers,
+)
 from app.cli.table import format_table
 from sim.bounds import jsontext
 from sim.fleet.replicas import MAX_REPLICAS, FleetError
@@ -23,12 +31,12 @@ from sim.sched.replay_serving import MAX_SPEEDUP, MIN_SPEEDUP
 
 if TYPE_CHECKING:
     from sim.costs.model import CostModel
-    from sim.sched.arrivals import Arrivals
-    from sim.simulation.replay import ReplayTiers
-    from sim.workloads.scenario import Scenario
     from sim.fleet.settings import FleetSettings
+    from sim.sched.arrivals import Arrivals
     from sim.sched.serving import Serving
+    from sim.simulation.replay import ReplayTiers
     from sim.traces.reader import Trace
+    from sim.workloads.scenario import Scenario
 
 FLEET_FLAGS = {"replicas": "--replicas", "routers": "--router", "shared_tier": "--shared-tier"}
 # With --trace the trace is the workload: these flags say nothing then.
@@ -148,11 +156,7 @@ def fleet_settings(replicas: int, routers: tuple[str, ...], shared_tier: str | N
     try:
         return FleetSettings(**given)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            field = str(err["loc"][0]) if err["loc"] else ""
-            lines.append(f"{FLEET_FLAGS.get(field, field)}: {err['msg'].removeprefix('Value error, ')}")
-        raise click.UsageError("\n".join(lines)) from None
+        raise usage_error(exc, lambda field: FLEET_FLAGS.get(field, flag_of(field))) from None
 
 
 def _scenario_checked(flags: dict[str, Any], serving: Serving) -> Scenario:

@@ -9,7 +9,7 @@ value exits 2 naming the flag and the limit.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,14 +67,19 @@ def take_serving(flags: dict[str, Any], model: type[Serving] = Serving) -> Any:
     try:
         return model(**given)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            field = str(err["loc"][0]) if err["loc"] else ""
-            # A check over several fields names them in its message: as flags here.
-            message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda m: flag_of(m[0]) if m[0] in model.model_fields else m[0],
-                             err["msg"].removeprefix("Value error, "))
-            lines.append(f"{flag_of(field)}: {message}" if field else message)
-        raise click.UsageError("\n".join(lines)) from None
+        raise usage_error(exc, flag_of, model.model_fields) from None
+
+
+def usage_error(exc: ValidationError, flag: Callable[[str], str], fields: Container[str] = ()) -> click.UsageError:
+    """Exit 2 with one line per problem, each led by the flag of its field; a check over several fields names them in
+    its message, and those of ``fields`` are given as flags there too."""
+    lines = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else ""
+        message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda m: flag(m[0]) if m[0] in fields else m[0],
+                         err["msg"].removeprefix("Value error, "))
+        lines.append(f"{flag(field)}: {message}" if field else message)
+    return click.UsageError("\n".join(lines))
 
 
 def cli_limit(serving: Serving, arrivals_ms: Any = ()) -> Any:
