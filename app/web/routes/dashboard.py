@@ -26,7 +26,7 @@ from app.web import run_view, scenario_form, stored
 from app.web.context import Web
 from app.web.inputs import InputErrors, check, errors_of, within
 from app.web.planned import Planned
-from app.web.routes.simulate import KeptStream, kept_stream, send, serving_of, simulated_job, stepped_job
+from app.web.routes.simulate import KeptStream, kept_stream, send, serving_of, simulated_job
 from app.web.scenario_form import FormView
 from app.web.sse import OpenStreams, open_streams
 from app.web.views import BY_NAME, VIEWS, View
@@ -84,7 +84,7 @@ async def planned_stream(body: PlannedToken, request: Request, response: Respons
         raise HTTPException(410, "this run's stream was already sent or has expired: press Run again")
     scenario, serving = planned
     # The one simulation of the run, in the worker pool like every stream's (busy: 503 before the stream starts).
-    job = await (simulated_job(request, scenario, 0.0) if serving is None else stepped_job(request, scenario, serving))
+    job = await simulated_job(request, scenario, 0.0, serving=serving)
     return kept_stream(job, request, response)
 
 

@@ -143,23 +143,12 @@ async def simulated_job(
     """A checked scenario's stream, simulated in the worker pool within the per-request budget (422 over it);
     served step by step when ``serving`` asks for it."""
     workers = request.app.state.web.workers
-    try:
-        cost = stepped_cost(scenario, serving) if serving is not None and serving.stepped else simulation_cost(scenario, explain=explain)
-        within(workers.budget.per_request, cost)
-    except InputErrors as exc:
-        raise exc.for_body() from None
     stepped = serving if serving is not None and serving.stepped else None
-    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain, stepped), stepped)
-
-
-async def stepped_job(request: Request, scenario: Scenario, serving: Serving) -> StreamJob:
-    """``simulated_job`` for a scenario served under load: the stepped engine's stream, within the same budget."""
-    workers = request.app.state.web.workers
     try:
-        within(workers.budget.per_request, stepped_cost(scenario, serving))
+        within(workers.budget.per_request, stepped_cost(scenario, stepped) if stepped else simulation_cost(scenario, explain=explain))
     except InputErrors as exc:
         raise exc.for_body() from None
-    return StreamJob(scenario, 0.0, await workers.run(stepped_events, scenario, serving), serving)
+    return StreamJob(scenario, pace_s, await workers.run(stream_events, scenario, explain, stepped), stepped)
 
 
 def kept_stream(job: Annotated[StreamJob, Depends(stream_job_of)], request: Request, response: Response) -> KeptStream:
