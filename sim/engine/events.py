@@ -202,11 +202,10 @@ class Step(Event):
     ``line`` is ``sim.sched.output.StepOutput.to_dict()`` (``step``, ``t_ms``,
     ``dt_ms``, ``scheduled``, ``admitted``, ``preempted``, ``finished``,
     ``free_blocks``, ``running``, ``waiting``, prefill and decode tokens,
-    ``loaded`` and ``stored``), the one definition of those fields; the JSON
-    form spreads it beside ``type`` and ``run``. A stream served step by step
-    sends, per run: ``run``, then for each step the ``request`` of each arrival
-    before it, the ``step``, and the ``ttft`` of each request that finished in
-    it (its TTFT counts its queueing); then a ``pass`` per pass and ``done``.
+    ``loaded`` and ``stored``), the one definition of those fields, with who
+    runs and waits after the step beside them (``sim.sched.stream``); the JSON
+    form spreads it beside ``type`` and ``run``. Each step's events end with it
+    (the stream's order is ``sim.sched.stream``'s docstring).
     """
 
     kind: ClassVar[str] = "step"

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.engine.events import Step
-
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -75,7 +73,3 @@ class StepOutput:
             **({"refused": dict(self.refused)} if self.refused else {}),
             **({"dropped": dict(self.dropped)} if self.dropped else {}),
         }
-
-    def event(self, run: str) -> Step:
-        """The step as an event of ``run`` (its ledger line's fields)."""
-        return Step(run, self.to_dict())
