@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -105,6 +106,16 @@ def errors_of(exc: ValidationError) -> list[dict[str, Any]]:
         if isinstance(err.get("input"), str | int | float | bool):
             item["input"] = err["input"]
         out.append(item)
+    return out
+
+
+def errors_by_field(errors: list[dict[str, Any]], fields: Container[str]) -> dict[str, str]:
+    """Each form field's first error, by the first of ``fields`` its location names ("" for one that names none): what a
+    panel's form shows beside each field when its post is refused."""
+    out: dict[str, str] = {}
+    for err in errors:
+        name = next((str(part) for part in err.get("loc", ()) if part in fields), "")
+        out.setdefault(name, str(err["msg"]).removeprefix("Value error, "))
     return out
 
 

@@ -60,5 +60,5 @@ class FleetWorkload(ScenarioWorkload):
         return self
 
     def choices(self, name: str) -> tuple[str, ...]:
-        """The scenario's choices the stepped engine serves: not vLLM's native offloading (``sim.sched.simulate``)."""
+        """The scenario's choices a fleet serves: not vLLM's native offloading (``sim.fleet.replicas``)."""
         return tuple(c for c in super().choices(name) if not (name == "cpu_backend" and c == "vllm-native"))

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.web import fleet_view
 from app.web.context import Web
-from app.web.inputs import InputErrors, errors_of, within
+from app.web.inputs import InputErrors, errors_by_field, errors_of, within
 from app.web.routes.fleet import FleetInput, fleet_of
 from sim.fleet.routers import ROUTER_NAMES
 from sim.fleet.settings import DEFAULT_ROUTERS
@@ -29,14 +29,10 @@ START = {"preset": "seed-lab", "replicas": "2", "routers": DEFAULT_ROUTERS, "con
 
 
 def field_errors(errors: list[dict[str, Any]]) -> dict[str, str]:
-    """Each field's first error by the form's field name ("" for one that names no field of the form)."""
-    out: dict[str, str] = {}
-    for err in errors:
-        loc = [str(part) for part in err.get("loc", ()) if part != "body"]
-        name = loc[0] if loc and loc[0] in FIELDS else ""
-        message = "tick at least one router" if name == "routers" and err.get("type") == "too_short" else err["msg"]
-        out.setdefault(name, str(message).removeprefix("Value error, "))
-    return out
+    """Each field's first error by the form's field name; no router ticked is said as the form asks for it."""
+    said = [{**e, "msg": "tick at least one router"} if e.get("type") == "too_short" and "routers" in e.get("loc", ()) else e
+            for e in errors]
+    return errors_by_field(said, FIELDS)
 
 
 def router(*, web: Web) -> APIRouter:

@@ -26,7 +26,7 @@ from app.runs.store import MAX_ID, RunStore, StoreError
 from app.scenario_input import ScenarioInput, with_serving
 from app.web.context import Web
 from app.web.guard import upload_route
-from app.web.inputs import InputErrors, check, errors_of, strict_json, within
+from app.web.inputs import InputErrors, check, errors_by_field, errors_of, strict_json, within
 from app.web.json_response import JSONResponse
 from app.web.panel_input import form_values
 from sim.analysis.curve import MAX_CURVE_POINTS, lru_curve, scenario_stream, trace_stream
@@ -207,16 +207,6 @@ def scenario_curve_answer(scenario: Scenario, points: int) -> dict[str, Any]:
     return lru_curve(scenario_stream(scenario), points)
 
 
-def field_errors(errors: list[dict[str, Any]]) -> dict[str, str]:
-    """Each field's first error, by the form field's name ("" for one that names no field of the form)."""
-    out: dict[str, str] = {}
-    for err in errors:
-        loc = [str(part) for part in err.get("loc", ()) if part != "body"]
-        name = loc[-1] if loc and loc[-1] in ReplayForm.model_fields else ""
-        out.setdefault(name, err["msg"].removeprefix("Value error, "))
-    return out
-
-
 def replay_view(result: dict[str, Any]) -> dict[str, Any]:
     """What the page's panel shows of ``kvscope replay --json``: the tier rows, a status line, and what the charts draw."""
     trace = result["trace"]
@@ -290,7 +280,7 @@ def router(*, web: Web) -> APIRouter:
         except RequestValidationError as exc:
             return render(
                 request, "replay/fields.html", status_code=422, traces=traces(), form_model=ReplayForm, values=values,
-                errors=field_errors(list(exc.errors())), headers={"HX-Retarget": "#replay-fields", "HX-Reswap": "outerMorph"},
+                errors=errors_by_field(list(exc.errors()), ReplayForm.model_fields), headers={"HX-Retarget": "#replay-fields", "HX-Reswap": "outerMorph"},
             )
 
         def answer() -> HTMLResponse:  # kept and rendered (thousands of requests' chart data) off the event loop
