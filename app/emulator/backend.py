@@ -316,9 +316,7 @@ class Backend:
         stepped = self.stepped
         cached_before = {f.seq: f.num_cached_blocks for f in stepped.running}
         tokens_before = {f.seq: f.num_tokens for f in stepped.waiting}
-        out = stepped.step()
-        if not out.scheduled:  # cannot happen for requests that passed ``check``: never spin on empty steps
-            raise RuntimeError(f"step {out.step} scheduled nothing with {len(stepped.waiting)} requests waiting")
+        out = stepped.step()  # RuntimeError rather than an empty step: the loop never spins on nothing
         tickets = self._tickets
         c = self.counters
         for a in out.admitted:

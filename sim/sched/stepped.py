@@ -185,18 +185,7 @@ class SteppedEngine:
                     self.now_ms = times[nxt]  # idle until the next arrival
                     continue
             checkpoint()
-            working = self.connector is not None and self.connector.busy
-            plan = self._plan()
-            scheduled, _, preempted, loaded, _ = plan
-            # A step may schedule nothing while transfers run or after preempting its one running request (a load
-            # holding blocks outside the running ones), never otherwise; scheduled ahead, nothing may be left to
-            # schedule while the step in flight finishes.
-            if scheduled or any(loaded) or preempted or (pending is None and working):
-                ran: _Ran | None = self._run(*plan)
-            elif pending is None:
-                raise RuntimeError(f"step {len(self._dts) + 1} scheduled nothing with {self.num_waiting} requests waiting")
-            else:
-                ran = None
+            ran = self._next_batch(pending)
             done, pending = (pending, ran) if ahead else (ran, None)
             if done is None:
                 continue
@@ -239,11 +228,23 @@ class SteppedEngine:
         """One synchronous step (``EngineCore.step``): scheduled, run and its output processed, as a fleet's clock
         steps each replica; RuntimeError when it could do nothing."""
         assert not self.config.async_scheduling, "step() is synchronous; steps() schedules ahead"
+        ran = self._next_batch(None)
+        assert ran is not None
+        return self._complete(ran)
+
+    def _next_batch(self, pending: _Ran | None) -> _Ran | None:
+        """Schedule and run the next batch; None when nothing is left to schedule while ``pending`` (the step in
+        flight, scheduled ahead) finishes. RuntimeError when nothing could be scheduled at all."""
+        working = self.connector is not None and self.connector.busy
         plan = self._plan()
         scheduled, _, preempted, loaded, _ = plan
-        if not (scheduled or any(loaded) or preempted or (self.connector is not None and self.connector.busy)):
+        # A step may schedule nothing while transfers run or after preempting its one running request (a load holding
+        # blocks outside the running ones), never otherwise.
+        if scheduled or any(loaded) or preempted or (pending is None and working):
+            return self._run(*plan)
+        if pending is None:
             raise RuntimeError(f"step {len(self._dts) + 1} scheduled nothing with {self.num_waiting} requests waiting")
-        return self._complete(self._run(*plan))
+        return None
 
     def _drain(self) -> None:
         """An idle engine keeps stepping while the connector has work (``has_pending_push_work``, offloading
