@@ -117,13 +117,20 @@ def test_unknown_upstream_is_404(watched: tuple[str, str]) -> None:
 
 
 def two_at_once(url: str) -> None:
-    """Two 400-token prompts through the proxy at once, each streaming 2,000 tokens (both in flight together)."""
+    """Two 400-token prompts through the proxy, each streaming 2,000 tokens, the second sent once the first's
+    first token is back: both are in flight together however slowly the threads start on a loaded machine."""
     import concurrent.futures
+    import threading
+
+    first_streaming = threading.Event()
 
     def one(tag: str) -> None:
+        if tag == "d":
+            assert first_streaming.wait(30)
         body = {"prompt": words(tag, 400), "max_tokens": 2000, "stream": True}
         with httpx.stream("POST", url + "/v1/completions", json=body, timeout=30) as r:
-            r.read()
+            for _ in r.iter_bytes():
+                first_streaming.set()
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(one, ["c", "d"]))

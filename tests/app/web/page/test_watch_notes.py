@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture()
 def watched(live_server_factory) -> Iterator[tuple[str, str]]:
     live = f"tcp://127.0.0.1:{free_port()}"
-    with emulator("--kv-events", live, "--speed", "50") as emu:  # 21,520 GPU tokens: room for 400 + 2,000
+    with emulator("--kv-events", live, "--speed", "10") as emu:  # 21,520 GPU tokens: room for 400 + 2,000
         with live_server_factory("--upstream", f"emu={emu}", "--kv-events", f"emu={live}") as url:
             yield emu, url
 
@@ -51,8 +51,8 @@ def test_unknown_hits_say_why(page: Page, watched: tuple[str, str]) -> None:
     goto_view(page, url, "live")  # the Watch panel is in the Live & Watch view
     page.wait_for_function("() => window.Plotly && window.htmx")
     proxied(url, words("first", 32))  # the counters' baseline is read after this one
-    # Two at once (400 prompt tokens, 2,000 streamed at 5 ms / 50 each: 0.2 s in flight): the counters, cumulative,
-    # cover both, so neither request's hits can be told (tests/test_watch_api.py).
+    # Two at once (400 prompt tokens, 2,000 streamed at 5 ms / 10 each: 1 s in flight, the second sent once the first
+    # streams): the counters, cumulative, cover both, so neither request's hits can be told (tests/test_watch_api.py).
     two_at_once(url)
     deadline = time.monotonic() + 15
     while len(records := httpx.get(url + "/api/watch/emu").json()["requests"]) < 3:
