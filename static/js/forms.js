@@ -103,9 +103,22 @@
     const status = ctx.response?.status;
     let error = null;
     if (!status) error = "the request did not complete (no answer from the server)";
-    else if (status >= 400 && !job.swapped) error = status === 422 ? "the input was refused (see the fields)" : `the server answered ${status}`;
+    else if (status >= 400 && !job.swapped) error = status === 422 ? "the input was refused (see the fields)" : answered(ctx);
     finish(job.form, job.area, job.swapped ? null : error);
   });
+
+  /** What the server said with an error status: its answer's text (an error partial or a JSON detail), else the status. */
+  function answered(ctx) {
+    const status = ctx.response?.status;
+    const body = (ctx.text || "").trim();
+    let said = "";
+    if (body.startsWith("{")) {
+      try { said = String(JSON.parse(body).detail ?? ""); } catch { said = ""; }
+    } else if (body) {
+      said = new DOMParser().parseFromString(body, "text/html").body.textContent.trim();
+    }
+    return said ? `the server answered ${status}: ${said.slice(0, 300)}` : `the server answered ${status}`;
+  }
 
   /** A panel's state and status line for its form (`formId`): `working` while the request runs; when it ends with no
    * answer (the network, a 5xx), "failed" and `failed` with the reason. An answer sets the rest itself. */
@@ -118,11 +131,11 @@
     });
     document.addEventListener("htmx:finally:request", (evt) => {
       if (!mine(evt)) return;
-      const status = evt.detail.ctx.response?.status;
+      const ctx = evt.detail.ctx;
+      const status = ctx.response?.status;
       if (status && status < 500) return;
       document.getElementById(panelId).dataset.state = "failed";
-      document.getElementById(statusId).textContent =
-        `${failed}: ${status ? `the server answered ${status}` : "no answer from the server"}`;
+      document.getElementById(statusId).textContent = `${failed}: ${status ? answered(ctx) : "no answer from the server"}`;
     });
   }
 

@@ -53,10 +53,11 @@ def test_a_failed_request_marks_the_earlier_result_stale(live_server: str, page:
     page.route("**/ui/analysis/policies", lambda route: route.fulfill(status=503, body='{"detail": "busy"}', content_type="application/json"))
     page.click("#policies-form button[type=submit]")
     note = page.locator("#policies-result > .stale-note")
-    expect(note).to_have_text("Out of date: the server answered 503. What is shown below is the earlier result.")
+    # The note carries what the server said (its JSON detail), not the status alone.
+    expect(note).to_have_text("Out of date: the server answered 503: busy. What is shown below is the earlier result.")
     expect(page.locator("#policies-result")).to_have_attribute("data-stale", "true")
     expect(table).to_be_visible()
-    expect(page.locator("#policies-result")).not_to_contain_text("busy")
+    expect(page.locator("#policies-result > :not(.stale-note)")).not_to_contain_text("busy")
     # The next answer replaces it, and the mark goes.
     page.unroute("**/ui/analysis/policies")
     page.click("#policies-form button[type=submit]")
@@ -73,11 +74,11 @@ def test_a_first_request_that_fails_says_so_where_its_answer_would_be(
     page.route("**/ui/analysis/capacity", lambda route: route.fulfill(status=503, body='{"detail": "busy"}', content_type="application/json"))
     page.click("#capacity-form button[type=submit]")
     note = page.locator("#capacity-result > .stale-note")
-    expect(note).to_have_text("No answer: the server answered 503. Try again.")
+    expect(note).to_have_text("No answer: the server answered 503: busy. Try again.")
     expect(page.locator("#capacity-result")).not_to_have_attribute("data-stale", "true")  # nothing under it to grey
     # A second failure says the same, not that the note is an earlier result; the next answer replaces the note.
     page.click("#capacity-form button[type=submit]")
-    expect(note).to_have_text("No answer: the server answered 503. Try again.")
+    expect(note).to_have_text("No answer: the server answered 503: busy. Try again.")
     page.unroute("**/ui/analysis/capacity")
     page.click("#capacity-form button[type=submit]")
     expect(page.locator("#capacity-result .main-svg").first).to_be_attached(timeout=60_000)
@@ -125,6 +126,21 @@ def test_a_failed_replay_marks_its_earlier_result_stale(live_server: str, page: 
     page.click("#replay-form button[type=submit]")
     expect(page.locator("#replay-result > .stale-note")).to_contain_text("the server answered 500")
     expect(page.locator("#replay-form button[type=submit]")).to_be_enabled()
+
+
+def test_a_replay_past_its_deadline_says_what_the_server_said(
+    live_server: str, page: Page, expected_console_errors: list[str]
+) -> None:
+    # A loaded server stops a replay at its deadline with a 503 whose body (the error partial) says so and what to do;
+    # the status line said only "the server answered 503", which left a user guessing.
+    expected_console_errors.append("status of 503")
+    open_page(page, live_server, "replay")
+    said = "stopped after 4 s (the deadline passed); the limit here is 4 s: ask for less"
+    page.route("**/ui/replay", lambda route: route.fulfill(
+        status=503, body=f'<p class="error" role="alert">{said}</p>', content_type="text/html"))
+    page.click("#replay-form button[type=submit]")
+    expect(page.locator("#replay")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#replay-status")).to_have_text(f"Replay failed: the server answered 503: {said}")
 
 
 def test_each_panel_says_which_scenario_it_simulates(live_server: str, page: Page) -> None:
