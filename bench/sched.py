@@ -1,8 +1,10 @@
 """vLLM's scheduler loop (sim.sched) against the sequential engine, and traces sent at their timestamps.
 
 In one run, as ratios: the stepped engine at concurrency 1 against the
-sequential engine on the same requests (the seed lab; the Mooncake sample's
-requests as the sequential replay has them, one output token each), each side
+sequential engine on the same requests (the seed lab, its step ledger kept as
+``simulate`` keeps it; the Mooncake sample's requests as the sequential replay
+has them, one output token each, without the ledger as ``replay`` runs unless
+``--steps`` asks for it), each side
 alternated over several runs; the Mooncake sample with its timestamps and its
 output tokens (``kvscope replay --timed``) as a user runs it, a fresh process,
 beside ``python -c pass``; and the 13.4 M-reference synthetic day
@@ -84,7 +86,7 @@ def _mooncake_sample() -> dict[str, Any]:
     tiers = ReplayTiers(GPU_BLOCKS, CPU_BLOCKS, 1, "lmcache", ())
     requests = trace_requests(trace, tiers.chunk_blocks)
     figures = _alternated(
-        lambda: SteppedEngine(replay_engine(trace, tiers, None)).run(requests),
+        lambda: SteppedEngine(replay_engine(trace, tiers, None)).run(requests, ledger=False),
         lambda: replay_engine(trace, tiers, None).run_all(list(requests)),
     )
     return {"tiers": {"gpu_blocks": GPU_BLOCKS, "cpu_blocks": CPU_BLOCKS}, **figures}

@@ -99,7 +99,8 @@ def _served(
     check_new(steps_file)
     within_budget(served_trace_cost(trace, serving), "a smaller trace", where=trace.name)
     try:
-        result, steps = replay_served(trace, tiers, costs, serving, cli_limit(serving, trace.timestamps_ms))
+        limit = cli_limit(serving, trace.timestamps_ms)
+        result, steps = replay_served(trace, tiers, costs, serving, limit, ledger=steps_file is not None, rows=as_json)
     except ValueError as exc:  # the stepped engine's refusals (vllm-native, a request larger than the pool), or a run
         if isinstance(exc, ReplayError):  # that outgrew the work budget as it ran
             raise

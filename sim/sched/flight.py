@@ -60,10 +60,10 @@ class Flight:
     last_scheduled: int = 0  # the step that last scheduled it (last_sched_seq)
     evictions: Evictions = field(default_factory=dict)
     offload_evicted: list[list[StoredChunk]] = field(default_factory=list)
+    seq: int = field(init=False)  # the request's: a field, read for every request in every step's ledger line
 
-    @property
-    def seq(self) -> int:
-        return self.req.seq
+    def __post_init__(self) -> None:
+        self.seq = self.req.seq
 
     @property
     def done(self) -> bool:

@@ -44,19 +44,26 @@ def served_requests(trace: Trace, chunk_blocks: int = 1) -> list[Request]:
 
 def replay_served(
     trace: Trace, tiers: ReplayTiers, costs: CostModel | None, serving: ReplayServing, limit: StepLimit | None = None,
+    ledger: bool = True, rows: bool = True,
 ) -> tuple[dict[str, Any], list[StepOutput]]:
-    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows) and its ledger;
-    ``limit``: the run stops at its work budget (``OverWorkBudget``)."""
+    """The replay's JSON result (trace, run, tiers, serving settings and figures, per-request rows unless not
+    ``rows``) and its ledger (empty without ``ledger``); ``limit``: the run stops at its work budget
+    (``OverWorkBudget``). A day's trace holds hundreds of thousands of requests: rows and ledger only when asked."""
     engine = replay_engine(trace, tiers, costs)
     requests = served_requests(trace, tiers.chunk_blocks)
-    run = SteppedEngine(engine, serving.scheduler_config()).run(requests, serving.trace_arrivals(trace.timestamps_ms), limit)
-    rows = []
-    for record, times in zip(run.records, request_rows(run)):
-        row = record.to_dict()
-        row.update((k, v) for k, v in times.items() if k not in row)
-        rows.append(row)
+    run = SteppedEngine(engine, serving.scheduler_config()).run(
+        requests, serving.trace_arrivals(trace.timestamps_ms), limit, ledger
+    )
     result = {
         "trace": trace.summary(), "run": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()],
-        "serving": serving.summary(), "summary": run_summary(run), "requests": rows,
+        "serving": serving.summary(), "summary": run_summary(run),
     }
+    if rows:
+        result["requests"] = [_row(record.to_dict(), times) for record, times in zip(run.records, request_rows(run))]
     return result, run.steps
+
+
+def _row(record: dict[str, Any], times: dict[str, Any]) -> dict[str, Any]:
+    """A request's record, then the times it does not already hold."""
+    record.update((k, v) for k, v in times.items() if k not in record)
+    return record

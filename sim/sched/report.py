@@ -21,13 +21,12 @@ def run_summary(run: SteppedRun) -> dict[str, Any]:
     flights = run.flights
     ttfts = [f.ttft_ms for f in flights]
     start = min(f.arrival_ms for f in flights)
-    last = run.steps[-1]
-    span_ms = last.t_ms + last.dt_ms - start
+    span_ms = run.end_ms - start
     per_s = 1000.0 / span_ms if span_ms > 0 else 0.0
     arrived_ms = max(f.arrival_ms for f in flights) - start
     return {
         "requests": len(flights),
-        "steps": len(run.steps),
+        "steps": run.step_count,
         "span_ms": round(span_ms, DECIMALS),
         "ttft_p50_ms": round(quantile(ttfts, 0.5), DECIMALS),
         "ttft_p90_ms": round(quantile(ttfts, 0.9), DECIMALS),

@@ -82,12 +82,21 @@ from sim.sched.step_costs import StepCosts
 
 @dataclass(slots=True)
 class SteppedRun:
-    """A stepped run's outcome: records as the sequential engine's (by seq), the flights, and the step ledger."""
+    """A stepped run's outcome: records as the sequential engine's (by seq), the flights, and the step ledger
+    (empty when the run was asked not to keep it: ``step_count`` and ``end_ms`` still say how many and when the last
+    ended; given a ledger, they are read from it, in order of their ends)."""
 
     records: list[RequestRecord]
     flights: list[Flight]
     steps: list[StepOutput]
     queue_ms: dict[int, float]
+    step_count: int = 0
+    end_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.steps:
+            last = self.steps[-1]
+            self.step_count, self.end_ms = len(self.steps), last.t_ms + last.dt_ms
 
 
 @dataclass(slots=True, eq=False)
@@ -139,17 +148,29 @@ class SteppedEngine:
         self.defer_free = self.config.async_scheduling and self.connector is not None
         self._deferred: deque[tuple[int, list[int], int]] = deque()
         self._pending: _Ran | None = None  # async: the step in flight, its output processed at the next turn
+        self._tier_names = [store.name for store in engine.offload]
 
     # -- the run -------------------------------------------------------------
 
-    def run(self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1), limit: StepLimit | None = None) -> SteppedRun:
-        """Every request to its end; ``limit``: stopped (``OverWorkBudget``) when its work budget runs out."""
+    def run(
+        self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1), limit: StepLimit | None = None,
+        ledger: bool = True,
+    ) -> SteppedRun:
+        """Every request to its end; ``limit``: stopped (``OverWorkBudget``) when its work budget runs out. Without
+        ``ledger`` the steps are not kept (a long trace's would outgrow its requests)."""
         flights: list[Flight] = []
         stepping = self.steps(requests, arrivals, flights)
-        steps = list(limit.metered(stepping) if limit is not None else stepping)
+        metered = limit.metered(stepping) if limit is not None else stepping
+        steps: list[StepOutput] = []
+        count, end_ms = 0, 0.0
+        if ledger:
+            steps = list(metered)
+        else:
+            for out in metered:
+                count, end_ms = count + 1, out.t_ms + out.dt_ms
         flights.sort(key=lambda f: f.seq)
         records = [self.record(f) for f in flights]
-        return SteppedRun(records, flights, steps, dict(self.queue_ms))
+        return SteppedRun(records, flights, steps, dict(self.queue_ms), count, end_ms)
 
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
@@ -335,19 +356,21 @@ class SteppedEngine:
         i = 0
         while i < len(running) and budget > 0:
             f = running[i]
-            if f.placeholders and f.num_computed + 2 - f.placeholders >= f.req.prompt_tokens + f.req.output_tokens:
+            placeholders, computed = f.placeholders, f.num_computed
+            if placeholders and computed + 2 - placeholders >= f.req.prompt_tokens + f.req.output_tokens:
                 i += 1  # async: the step in flight samples its last token; nothing more to schedule (scheduler.py 800-813)
                 continue
-            new = f.num_tokens + f.placeholders - f.num_computed
+            new = f.num_tokens + placeholders - computed
             if 0 < threshold < new:
                 new = threshold
-            new = min(new, budget)
-            if limit is not None:
-                new = min(new, limit - f.num_computed - 1)  # room for the token it samples (scheduler.py 851-857)
+            if new > budget:
+                new = budget
+            if limit is not None and new > limit - computed - 1:
+                new = limit - computed - 1  # room for the token it samples (scheduler.py 851-857)
             if new <= 0:
                 i += 1
                 continue
-            end = f.num_computed + new
+            end = computed + new
             # Most decodes stay within the request's blocks and fill none: nothing to allocate or cache then.
             if end > len(f.blocks) * block or end // block > f.num_cached_blocks:
                 while not self._allocate(f, new):
@@ -492,21 +515,23 @@ class SteppedEngine:
                 written = inflight.store_tokens
         sampling: list[Flight] = []
         ahead = self.config.async_scheduling
+        step = self._scheduled_steps + 1
         for f, new in scheduled.items():
+            computed, placeholders, num_tokens = f.num_computed, f.placeholders, f.num_tokens
             # A decode computes the KV of the last known token (a placeholder's, scheduled ahead, async_scheduler.py)
-            if new == 1 and (f.num_output or f.placeholders) and f.num_computed == f.num_tokens + f.placeholders - 1:
+            if new == 1 and (f.num_output or placeholders) and computed == num_tokens + placeholders - 1:
                 decodes += 1
-                decode += 1
-                context += f.num_computed
+                context += computed
             else:
                 prefill += new
-            f.num_computed += new
-            f.last_scheduled = self._scheduled_steps + 1
-            if f.num_computed >= f.num_tokens + f.placeholders:
+            computed += new
+            f.num_computed = computed
+            f.last_scheduled = step
+            if computed >= num_tokens + placeholders:
                 sampling.append(f)  # not a prefill chunk: it samples a token
                 if ahead:
                     f.placeholders += 1  # async_scheduler.py 24-49
-            if f.store_pending and f.num_computed >= f.num_tokens and connector is None:
+            if f.store_pending and computed >= num_tokens and connector is None:
                 f.store_pending = False
                 assert f.ext is not None
                 by_tier, copied = engine.store_offload(f.req, f.gpu_hit, f.hit_end, f.ext, f.offload_evicted)
@@ -514,6 +539,7 @@ class SteppedEngine:
                 written += copied
                 for t, by_doc in enumerate(by_tier):
                     stored[t] += sum(by_doc.values())
+        decode = decodes
         # A step that schedules nothing runs no forward pass (its loads alone, gpu_model_runner's no-forward path):
         # it lasts its transfers, without the fixed cost.
         dt = self.costs.step_ms(engine.offload_specs, prefill, loaded, written, decodes, context, forward=bool(scheduled))
@@ -536,16 +562,19 @@ class SteppedEngine:
         if connector is not None and ran.inflight is not None:
             connector.end_step(ran.inflight)
         finished: list[int] = []
+        gone: list[Flight] = []
         limit = self.config.max_model_len
+        ahead = self.config.async_scheduling
+        step = index + 1
         for f in ran.sampling:
             if f.stale:
                 f.stale -= 1  # preempted since: its token is delivered, its placeholders were reset (scheduler.py 1830)
-            elif self.config.async_scheduling:
+            elif ahead:
                 f.placeholders -= 1
             f.num_output += 1
             f.num_tokens += 1
             if f.first_token_step < 0:
-                f.first_token_step = index + 1
+                f.first_token_step = step
                 f.ttft_ms = self._elapsed(f, index)
             if f.num_output >= f.req.output_tokens or (limit is not None and f.num_tokens >= limit):
                 if f.status is RequestStatus.PREEMPTED:
@@ -556,19 +585,22 @@ class SteppedEngine:
                 if connector is not None:
                     connector.request_finished(f)
                 finished.append(f.seq)
-        if finished:
-            self.running = [f for f in self.running if not f.done]
+                gone.append(f)
+        if gone:
+            left = set(gone)
+            self.running = [f for f in self.running if f not in left]
         start, dt, prefill, decode, loaded, stored = (
             self._starts[index], self._dts[index], ran.prefill, ran.decode, ran.loaded, ran.stored,
         )
         preempted, admitted = ran.preempted, ran.admitted
-        names = [s.name for s in engine.offload]
+        names = self._tier_names
         return StepOutput(
-            step=index + 1, t_ms=start, dt_ms=dt, scheduled={f.seq: n for f, n in scheduled.items()},
+            step=step, t_ms=start, dt_ms=dt, scheduled={f.seq: n for f, n in scheduled.items()},
             admitted=admitted, preempted=[f.seq for f in preempted], finished=finished,
             free_blocks=len(self.gpu.free_queue), running=len(self.running), waiting=self.num_waiting,
             prefill_tokens=prefill, decode_tokens=decode,
-            loaded={n: t for n, t in zip(names, loaded) if t}, stored={n: t for n, t in zip(names, stored) if t},
+            loaded={n: t for n, t in zip(names, loaded) if t} if any(loaded) else {},
+            stored={n: t for n, t in zip(names, stored) if t} if any(stored) else {},
             held_blocks=ran.held,
             refused={names[0]: stores.refused} if stores is not None and stores.refused else {},
             dropped={names[0]: stores.dropped_tokens} if stores is not None and stores.dropped_tokens else {},

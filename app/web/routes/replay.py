@@ -185,7 +185,7 @@ def replay_answer(
 
             _within(budget, served_trace_cost(trace, serving), "file")
             try:
-                return replay_served(trace, tiers, None, serving)[0]
+                return replay_served(trace, tiers, None, serving, ledger=False)[0]
             except ValueError as exc:  # the stepped engine's refusals (a request larger than the pool, ...)
                 if isinstance(exc, ReplayError):
                     raise
