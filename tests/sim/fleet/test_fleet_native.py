@@ -150,3 +150,23 @@ def test_one_native_replica_behind_any_router_is_the_single_server(name: str, ah
     # The workload reaches the rules at stake: a refused store, a load step, a gap the engine idles through.
     assert any(o.refused for o in single.steps) and any(o.loaded and not o.scheduled for o in single.steps)
     assert any(b.t_ms > a.t_ms + a.dt_ms for a, b in zip(single.steps, single.steps[1:]))
+
+
+@pytest.mark.parametrize(("ahead", "running"), [(False, 0), (True, 1)], ids=["sync", "async"])
+def test_scheduled_ahead_a_replica_shows_its_last_request_running_until_its_step_ends(ahead: bool, running: int) -> None:
+    # Two 40-token documents, one output token each, every step 1 ms, round-robin over 2 replicas: request 0 at 0 ms
+    # on replica 0, request 1 at 0.5 ms, while replica 0's only step (0 to 1 ms) runs.
+    # - Synchronously the turn at 0 ms schedules, runs and processes that step: request 0 has its token and is gone
+    #   from replica 0 when request 1 is routed (a step earlier than vLLM's stats would say).
+    # - Scheduled ahead (step_with_batch_queue) the turn at 0 ms schedules and runs the step and processes nothing
+    #   yet; its output is processed at the next turn, at 1 ms (which schedules nothing: request 0 needs no token
+    #   more): at 0.5 ms request 0 is still running on replica 0, as vLLM's scheduler holds it then.
+    s = Scenario(docs=2, doc_tokens=40, question_tokens=0, gpu_tokens=64 * BLOCK, cpu_gb=None, passes=[PassSpec()])
+    watching = Watching()
+    engines = replica_engines("gpu", tier_spec(s, "gpu"), 2, default_costs())
+    replicas = stepped_replicas(engines, SchedulerConfig(async_scheduling=ahead), StepCosts.clock())
+    run = Fleet(replicas, watching).run(build_requests(s), Timed((0.0, 0.5)))
+    assert watching.seen[1][0].running == running
+    # Either way request 0's one step is its TTFT, 1 ms, and each replica's ledger holds that one step.
+    assert [r.ttft_ms for r in run.records] == [1.0, 1.0]
+    assert [[(o.t_ms, o.scheduled) for o in steps] for steps in run.steps] == [[(0.0, {0: 40})], [(0.5, {1: 40})]]
