@@ -58,7 +58,3 @@ class FleetWorkload(ScenarioWorkload):
 
     def searching(self, candidates: int) -> FleetWorkload:
         return self
-
-    def choices(self, name: str) -> tuple[str, ...]:
-        """The scenario's choices a fleet serves: not vLLM's native offloading (``sim.fleet.replicas``)."""
-        return tuple(c for c in super().choices(name) if not (name == "cpu_backend" and c == "vllm-native"))

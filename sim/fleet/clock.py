@@ -1,19 +1,25 @@
 """The fleet's one clock: replicas step in time order, and each arrival is routed at its own time.
 
-The next event is the earliest of: the next arrival, and the next step of a
-busy replica (one with requests running or waiting: its step starts when its
-last one ended, ``now_ms``). An arrival at the same time as a step comes
-first, as the single-server loop queues arrivals up to ``now_ms`` before it
-steps (``SteppedEngine.steps``); equal steps go lowest replica first. An
-arrival is routed when every busy replica's next step starts no earlier, so no
-step still to run could change what came before it; a replica that was idle
-takes up the arrival's time as its ``now_ms``.
+The next event is the earliest of: the next arrival, and the next turn of a
+busy replica (one with a request running or waiting, those loading their CPU
+hit too, or under asynchronous scheduling a step in flight: its turn,
+``SteppedEngine.advance``, starts when its last step ended, ``now_ms``). An
+arrival at the same time as a step comes first, as the single-server loop
+queues arrivals up to ``now_ms`` before it steps (``SteppedEngine.steps``);
+equal steps go lowest replica first. An arrival is routed when every busy
+replica's next step starts no earlier, so no step still to run could change
+what came before it; a replica that was idle takes up the arrival's time as
+its ``now_ms`` if it is later, and first completes its connector's transfers
+(``idle_until``: its last finishes handed over, its stores copied), as the
+single-server loop does before an arrival it waits for.
 
 What the router sees at time ``t`` (``ReplicaState``): each replica's
-scheduler as it stands with every step that started by ``t`` run. A step in
+scheduler as it stands with every turn that started by ``t`` taken. A step in
 flight at ``t`` has scheduled its batch, so its running requests and their
-blocks are what vLLM's scheduler holds then; its finished requests are already
-gone, a step earlier than vLLM's stats would say. The router is told of a
+blocks are what vLLM's scheduler holds then; synchronously its finished
+requests are already gone, a step earlier than vLLM's stats would say (under
+asynchronous scheduling a step's output is processed at the turn that
+schedules the step after it, at its end, as vLLM's). The router is told of a
 first token and of a finish (``prefilled``, ``finished``) at the end of the
 step that produced it, before any arrival at that time or later.
 
@@ -84,9 +90,7 @@ class Fleet:
         steps: list[list[StepOutput]] = [[] for _ in replicas]
         nxt = finished = order = 0
         while finished < n:
-            t_step, who = min(
-                ((r.now_ms, i) for i, r in enumerate(replicas) if r.running or r.waiting), default=(float("inf"), -1)
-            )
+            t_step, who = min(((r.now_ms, i) for i, r in enumerate(replicas) if not r.idle), default=(float("inf"), -1))
             if nxt < n and (times or not closed):
                 t_arr = times[0] if closed else times[nxt]
                 if t_arr <= t_step:
@@ -98,7 +102,8 @@ class Fleet:
                     req = requests[nxt]
                     route = self._route(req, t_arr)
                     target = replicas[route.replica]
-                    target.now_ms = max(target.now_ms, t_arr)
+                    if target.idle and t_arr > target.now_ms:
+                        target.idle_until(t_arr)  # its connector's transfers done first, as the single server's loop
                     flights[req.seq], routes[req.seq] = target.arrive(req, t_arr), route
                     nxt += 1
                     continue
@@ -106,7 +111,9 @@ class Fleet:
                 raise RuntimeError(f"{n - finished} requests unfinished with nothing to run or arrive")
             replica = replicas[who]
             checkpoint()
-            out = replica.step()  # RuntimeError when it could do nothing
+            out = replica.advance()  # RuntimeError when it could do nothing
+            if out is None:
+                continue  # async: its first batch runs, no output yet
             steps[who].append(out)
             end = out.t_ms + out.dt_ms
             for seq in out.scheduled:
@@ -135,7 +142,7 @@ class Fleet:
         events = self.router.reads_kv_events
         states = [
             ReplicaState(
-                waiting=len(r.waiting), running=len(r.running), kv_usage=len(r.refs) / r.gpu.capacity_blocks,
+                waiting=r.num_waiting, running=len(r.running), kv_usage=r.kv_usage,
                 active_blocks=len(r.refs), held_prefix_blocks=h if events else 0,
             )
             for r, h in zip(replicas, held)

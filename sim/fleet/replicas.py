@@ -37,7 +37,7 @@ def replica_engines(
     """``replicas`` engines of ``spec``; with ``shared``, its tier appended to each and one store behind them all."""
     if not 1 <= replicas <= MAX_REPLICAS:
         raise FleetError("replicas", f"must be between 1 and {MAX_REPLICAS}, got {replicas}")
-    check_shared(shared, spec.cpu_tokens)
+    check_shared(shared, spec.cpu_tokens, spec.cpu_backend)
     if shared is not None:
         spec = replace(spec, more_tiers=(*spec.more_tiers, shared))
         run = f"{run}+{shared.name}"
@@ -46,27 +46,26 @@ def replica_engines(
     return [first, *(Engine(run, spec, costs, shared=stores) for _ in range(replicas - 1))]
 
 
-def check_shared(shared: OffloadTier | None, cpu_tokens: int | None) -> None:
-    """FleetError unless a shared tier has each replica's CPU tier in front of it."""
-    if shared is not None and not cpu_tokens:
+def check_shared(shared: OffloadTier | None, cpu_tokens: int | None, cpu_backend: str) -> None:
+    """FleetError unless a shared tier has each replica's CPU tier in front of it, one that stores through to it."""
+    if shared is None:
+        return
+    if not cpu_tokens:
         raise FleetError("shared_tier", f"tier {shared.name}: needs a CPU tier on each replica (every store passes through it)")
+    if cpu_backend == "vllm-native":
+        # vLLM's OffloadingConnector has its one CPU tier and nothing behind it (as a scenario's disk tier is refused)
+        raise FleetError("shared_tier", f"tier {shared.name}: vllm-native offloads to its CPU tier alone; give lmcache")
 
 
 def stepped_replicas(
     engines: list[Engine], config: SchedulerConfig | None = None, costs: StepCosts | None = None,
 ) -> list[SteppedEngine]:
-    """Each engine behind vLLM's scheduler loop; refused for a GPU policy that plans from the requests ahead."""
+    """Each engine behind vLLM's scheduler loop (its native offloading and asynchronous scheduling as a single server's,
+    ``SteppedEngine.advance``); refused for a GPU policy that plans from the requests ahead."""
     for engine in engines:
         if getattr(engine.gpu.free_queue, "plan", None) is not None:
             raise ValueError(
                 f"gpu_policy {engine.gpu.policy}: it plans from every request a replica will serve, which the router "
                 "decides only as requests arrive; use lru, fifo or mru"
             )
-    if config is not None and config.async_scheduling:
-        raise FleetError("async_scheduling", "a fleet's replicas step synchronously (vLLM's EngineCore.step); give false")
-    stepped = [SteppedEngine(engine, config, costs) for engine in engines]
-    if any(s.connector is not None for s in stepped):
-        # The replicas step one at a time on the fleet's clock, which does not yet drain an idle replica's transfers.
-        raise FleetError("cpu_backend", "vllm-native: a fleet's replicas do not model its asynchronous loads yet; "
-                         "use lmcache")
-    return stepped
+    return [SteppedEngine(engine, config, costs) for engine in engines]

@@ -93,7 +93,7 @@ def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSet
 def check_fleet(scenario: Scenario, settings: FleetSettings) -> OffloadTier | None:
     """The scenario's shared tier, or FleetError naming the field when the fleet cannot have it."""
     shared = settings.shared(scenario.bytes_per_token)
-    check_shared(shared, scenario.cpu_capacity_tokens)
+    check_shared(shared, scenario.cpu_capacity_tokens, scenario.cpu_backend)
     _apart(shared, scenario.behind_cpu)
     return shared
 

@@ -57,7 +57,7 @@ step, and a finished request is handed to it one schedule later
 (``NativeConnector.build``); a step that schedules nothing while it has
 transfers left lasts them.
 With ``async_scheduling`` the loop is ``step_with_batch_queue``'s
-(``_steps_ahead``). Not modelled: priorities, the watermark, speculative decoding.
+(``advance``). Not modelled: priorities, the watermark, speculative decoding.
 """
 
 from __future__ import annotations
@@ -147,6 +147,7 @@ class SteppedEngine:
         # (defer_block_free, scheduler.py 187-194, 3077-3119): (fence step, blocks, how many of them are hashed).
         self.defer_free = self.config.async_scheduling and self.connector is not None
         self._deferred: deque[tuple[int, list[int], int]] = deque()
+        self._pending: _Ran | None = None  # async: the step in flight, its output processed at the next turn
         self._tier_names = [store.name for store in engine.offload]
 
     # -- the run -------------------------------------------------------------
@@ -188,29 +189,20 @@ class SteppedEngine:
     def _loop(
         self, requests: Sequence[Request], arrived: list[Flight], times: list[float] | None, nxt: int
     ) -> Iterator[StepOutput]:
-        """Step until every request is done. Synchronously (``EngineCore.step``) each step's output is processed
-        before the next is scheduled. With ``async_scheduling`` (``EngineCore.step_with_batch_queue``, core.py
-        708-800, two batches in flight) each step is scheduled while the one before it runs, so it sees the outputs
-        of every step but that one: a request's next decode is scheduled a step ahead (``num_output_placeholders``),
-        and what the last step frees, finishes or loads is seen a schedule later. Steps run one after another."""
-        ahead = self.config.async_scheduling
-        pending: _Ran | None = None
+        """Step (``advance``) until every request is done; idle, the engine waits for the next arrival."""
         finished = 0
         while finished < len(requests):
             if times is not None:
                 while nxt < len(requests) and times[nxt] <= self.now_ms:
                     arrived.append(self.arrive(requests[nxt], times[nxt]))
                     nxt += 1
-                if pending is None and not self.running and not self.num_waiting:
-                    self._drain()
-                    self.now_ms = times[nxt]  # idle until the next arrival
+                if self.idle:
+                    self.idle_until(times[nxt])
                     continue
             checkpoint()
-            ran = self._next_batch(pending)
-            done, pending = (pending, ran) if ahead else (ran, None)
-            if done is None:
+            out = self.advance()
+            if out is None:
                 continue
-            out = self._complete(done)
             finished += len(out.finished)
             if times is None:
                 end = out.t_ms + out.dt_ms  # a closed loop's next request comes when the output is known
@@ -245,13 +237,38 @@ class SteppedEngine:
             if limit is not None and req.prompt_tokens >= limit:
                 raise ValueError(f"request {req.seq}: prompt of {req.prompt_tokens} tokens is not below max_model_len ({limit})")
 
+    def advance(self) -> StepOutput | None:
+        """One turn of the scheduler loop, as a single server's loop and a fleet's clock take it: the next batch
+        scheduled and run from ``now_ms``, and an output processed. Synchronously (``EngineCore.step``) it is this
+        batch's. With ``async_scheduling`` (``EngineCore.step_with_batch_queue``, core.py 708-800, two batches in
+        flight) each batch is scheduled while the one before it runs, and the output processed is that one's (None
+        on the first turn): a request's next decode is scheduled a step ahead (``num_output_placeholders``), and what
+        the last step frees, finishes or loads is seen a schedule later. Steps run one after another. RuntimeError
+        when nothing could be scheduled with nothing in flight."""
+        ran = self._next_batch(self._pending)
+        if self.config.async_scheduling:
+            done, self._pending = self._pending, ran
+        else:
+            done = ran
+        return None if done is None else self._complete(done)
+
     def step(self) -> StepOutput:
-        """One synchronous step (``EngineCore.step``): scheduled, run and its output processed, as a fleet's clock
-        steps each replica; RuntimeError when it could do nothing."""
-        assert not self.config.async_scheduling, "step() is synchronous; steps() schedules ahead"
-        ran = self._next_batch(None)
-        assert ran is not None
-        return self._complete(ran)
+        """One synchronous ``advance``, which always has an output."""
+        assert not self.config.async_scheduling, "step() is synchronous; advance() schedules ahead"
+        out = self.advance()
+        assert out is not None
+        return out
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight, running or waiting: the engine waits for an arrival (its connector may still be busy)."""
+        return self._pending is None and not self.running and not self.num_waiting
+
+    def idle_until(self, t_ms: float) -> None:
+        """Idle until an arrival at ``t_ms``, later than ``now_ms``: the connector's transfers are done first."""
+        assert self.idle and t_ms > self.now_ms
+        self._drain()
+        self.now_ms = t_ms
 
     def _next_batch(self, pending: _Ran | None) -> _Ran | None:
         """Schedule and run the next batch; None when nothing is left to schedule while ``pending`` (the step in
@@ -278,7 +295,14 @@ class SteppedEngine:
 
     @property
     def num_waiting(self) -> int:
+        """Waiting requests, those holding blocks too (``get_request_counts``, scheduler.py 2920-2922)."""
         return len(self.waiting) + len(self.holding)
+
+    @property
+    def kv_usage(self) -> float:
+        """The share of GPU blocks not free (``BlockPool.get_usage``, block_pool.py 921-932): blocks whose free is
+        deferred are in use."""
+        return 1 - len(self.gpu.free_queue) / self.gpu.capacity_blocks
 
     def abort(self, f: Flight) -> None:
         """The request's client went away: it leaves the running list or its queue and lets its blocks go.

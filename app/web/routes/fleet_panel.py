@@ -22,7 +22,10 @@ from sim.fleet.simulate import fleet_result, scenario_fleet_cost
 from sim.workloads.presets import PRESETS
 
 # The form's fields, named as /api/fleet's body names them (so an error's field is the form's); "routers" repeats.
-FIELDS = ("preset", "replicas", "routers", "docs", "passes", "concurrency", "rate", "gpu_tokens", "cpu_gb", "shared_tier")
+FIELDS = (
+    "preset", "replicas", "routers", "docs", "passes", "concurrency", "rate", "async_scheduling", "gpu_tokens", "cpu_gb",
+    "cpu_backend", "shared_tier",
+)
 # The form's starting values: the fleet's defaults, and a closed loop of a few requests in flight (a fleet is served
 # under load: one request at a time would leave all replicas but one idle).
 START = {"preset": "seed-lab", "replicas": "2", "routers": DEFAULT_ROUTERS, "concurrency": "4"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from app.cli import main
@@ -19,11 +20,14 @@ def run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_json_has_one_record_per_request_and_router_naming_its_replica_beside_simulate_fields() -> None:
-    code, out = run(*SMALL, "--replicas", "1", "--router", "round-robin", "--router", "sglang", "--concurrency", "2", "--json")
+@pytest.mark.parametrize("engine", [(), ("--cpu-backend", "vllm-native"), ("--async-scheduling",),
+                                    ("--cpu-backend", "vllm-native", "--async-scheduling")])
+def test_json_has_one_record_per_request_and_router_naming_its_replica_beside_simulate_fields(engine: tuple[str, ...]) -> None:
+    code, out = run(*SMALL, *engine, "--replicas", "1", "--router", "round-robin", "--router", "sglang", "--concurrency", "2", "--json")
     assert code == 0, out
     result = json.loads(out)
-    simulated = json.loads(CliRunner().invoke(main, ["simulate", "--no-save", *SMALL, "--concurrency", "2", "--json"]).output)
+    simulate = ["simulate", "--no-save", *SMALL, *engine, "--concurrency", "2", "--json"]
+    simulated = json.loads(CliRunner().invoke(main, simulate).output)
     theirs = simulated["runs"][-1]["requests"]  # gpu+cpu, the stack each replica runs
     assert [e["router"] for e in result["routers"]] == ["round-robin", "sglang"]
     for entry in result["routers"]:
@@ -90,6 +94,8 @@ def test_bad_input_names_the_flag_and_the_limit(tmp_path: Path) -> None:
         (("--router", "affinity", "--router", "affinity"), "--router: each router once: affinity given twice"),
         (("--shared-tier", "remote"), "--shared-tier: a tier is NAME:SIZE"),
         ((*SMALL[:6], "--no-cpu", "--shared-tier", "remote:4096t"), "Invalid value for --shared-tier: tier remote: needs a CPU tier"),
+        (("--cpu-backend", "vllm-native", "--shared-tier", "remote:4096t"),
+         "Invalid value for --shared-tier: tier remote: vllm-native offloads to its CPU tier alone"),
         (("--trace", trace), "--gpu-tokens: required with --trace"),
         (("--speedup", "2"), "--speedup: needs --trace at its timestamps"),
         (("--trace", trace, "--gpu-tokens", "11264", "--speedup", "0"), "0.001<=x<=1000000"),

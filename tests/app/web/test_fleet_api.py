@@ -41,6 +41,21 @@ def test_the_body_takes_the_cli_flags_and_gives_its_json(server: str) -> None:
     assert {r["replica"] for r in api["routers"][0]["requests"]} == {0, 1}
 
 
+def test_native_offloading_scheduled_ahead_is_served_as_the_cli_serves_it(server: str) -> None:
+    # vLLM's native offloading and asynchronous scheduling on each replica: the body's fields are the CLI's flags.
+    body = {"docs": 4, "doc_tokens": 600, "gpu_tokens": 2000, "cpu_tokens": 2048, "cpu_backend": "vllm-native",
+            "async_scheduling": True, "replicas": 2, "routers": ["round-robin"], "concurrency": 2}
+    response = post(server, body)
+    assert response.status_code == 200, response.text
+    cli = CliRunner().invoke(main, [
+        "fleet", "--no-save", "--json", "--docs", "4", "--doc-tokens", "600", "--gpu-tokens", "2000", "--cpu-tokens",
+        "2048", "--cpu-backend", "vllm-native", "--async-scheduling", "--replicas", "2", "--router", "round-robin",
+        "--concurrency", "2",
+    ])
+    assert cli.exit_code == 0, cli.output
+    assert response.json() == json.loads(cli.output)
+
+
 @pytest.mark.parametrize(
     ("body", "loc", "message"),
     [
@@ -49,6 +64,8 @@ def test_the_body_takes_the_cli_flags_and_gives_its_json(server: str) -> None:
         ({"routers": ["nginx"]}, ["body", "routers"], "unknown router 'nginx'; known: round-robin"),
         ({"routers": []}, ["body", "routers"], "at least 1 item"),
         ({"no_cpu": True, "shared_tier": "remote:4096t"}, ["body", "shared_tier"], "tier remote: needs a CPU tier on each replica"),
+        ({"cpu_backend": "vllm-native", "shared_tier": "remote:4096t"}, ["body", "shared_tier"],
+         "tier remote: vllm-native offloads to its CPU tier alone"),
         ({"shared_tier": "cpu:4096t"}, ["body", "shared_tier"], "none of gpu, cpu, disk: cpu"),
         ({"replicas": "2"}, ["body", "replicas"], "Input should be a valid integer"),  # strict JSON: no string for a number
     ],

@@ -27,6 +27,20 @@ def test_a_fleet_answers_a_row_per_router_and_a_strip_per_replica(live_server: s
     assert "Served 30 requests through 3 replicas" in html
 
 
+def test_the_cpu_rules_and_asynchronous_scheduling_reach_each_replica_as_the_apis_fields(live_server: str) -> None:
+    # vLLM's native offloading scheduled ahead: the table is /api/fleet's for the same fields, and not the preset's
+    # own (LMCache's, synchronous), whose TTFTs differ (LMCache saves in the step, vLLM copies stores out after it).
+    response = _post(live_server, cpu_backend="vllm-native", async_scheduling="true")
+    assert response.status_code == 200, response.text
+    body = {**BASE, "replicas": 3, "concurrency": 4}
+    api = httpx.post(f"{live_server}/api/fleet", json={**body, "cpu_backend": "vllm-native", "async_scheduling": True}, timeout=60)
+    preset = httpx.post(f"{live_server}/api/fleet", json=body, timeout=60)
+    assert api.status_code == preset.status_code == 200
+    p50 = lambda result: ["{:,.1f}".format(e["summary"]["ttft_p50_ms"]) for e in result["routers"]]  # noqa: E731
+    shown = re.findall(r'<td class="num" data-col="ttft-p50">([^<]*)</td>', response.text)
+    assert shown == p50(api.json()) != p50(preset.json())
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "says"),
     [
@@ -39,6 +53,8 @@ def test_a_fleet_answers_a_row_per_router_and_a_strip_per_replica(live_server: s
         ({"cpu_gb": "-1"}, "cpu-gb", "greater than 0"),
         ({"shared_tier": "remote:abc"}, "shared-tier", "valid number"),
         ({"preset": "nope"}, "preset", "unknown preset"),
+        ({"cpu_backend": "nope"}, "cpu-backend", "Input should be &#39;lmcache&#39;"),  # the message's quotes escaped
+        ({"cpu_backend": "vllm-native", "shared_tier": "remote:8"}, "shared-tier", "vllm-native offloads to its CPU tier alone"),
         # 2 routers over 16 replicas and 10,000 documents (3 passes: 30,000 requests): far past the web's budget of block steps, refused before it runs.
         ({"replicas": "16", "docs": "10000"}, "docs", "estimated work"),
     ],

@@ -79,3 +79,21 @@ def test_the_table_leads_with_replicas_and_router_and_prices_the_whole_fleet() -
 def test_bad_fleet_input_names_the_flag(args: tuple[str, ...], named: str) -> None:
     code, _, everything = advise(*WORKLOAD, "--p90-ms", "3500", "--points", "2", *args)
     assert code == 2 and named in everything, everything
+
+
+def test_a_fleet_search_crosses_vllm_native_whose_stores_cost_no_step_time() -> None:
+    # Two 500-token documents read twice; each replica's GPU (the preset's 21,520 tokens) keeps both, so nothing is
+    # ever loaded from CPU. --buy cpu at 2 points with lru alone: no CPU tier, or 2 CPU sizes under each of the two
+    # backends: 5 candidates per replica count, 10 for 1 and 2 replicas.
+    args = ("--docs", "2", "--doc-tokens", "500", "--passes", "forward,forward", "--output-tokens", "1", "--buy", "cpu",
+            "--points", "2", "--policies", "lru", "--backends", "lmcache,vllm-native", "--replicas", "1,2",
+            "--router", "round-robin", "--rate", "50", "--p90-ms", "3500", "--top", "10", "--workers", "1", "--json")
+    code, out, everything = advise(*args)
+    assert code == 0, everything
+    advice = json.loads(out)
+    assert advice["candidates"] == 10
+    one = {m["config"]["cpu_backend"]: m["p90_ms"] for m in advice["meets"] if m["config"]["replicas"] == 1}
+    # vLLM's native connector copies a step's stores out on the worker's own stream after its forward pass
+    # (sim.engine.loop's TTFT, sim.sched.stepped's step), so with nothing loaded a native replica's steps, and its
+    # TTFTs, are those without a CPU tier; LMCache saves in the step, and its stores add their cost.
+    assert one["vllm-native"] == one[None] < one["lmcache"]

@@ -86,6 +86,26 @@ def test_a_bad_field_is_named_beside_it(page: Page, live_server: str, expected_c
     expect(page.locator("[data-field=replicas] .field-error")).to_have_count(0)
 
 
+def test_native_offloading_scheduled_ahead_is_served_and_a_shared_tier_behind_it_refused_beside_it(
+    page: Page, live_server: str, expected_console_errors: list[str],
+) -> None:
+    expected_console_errors.append("status of 422")  # the refused fleet's answer
+    _open(page, live_server)
+    page.select_option("#fleet-cpu-backend", "vllm-native")
+    page.check("#fleet-async-scheduling")
+    page.fill("#fleet-shared-tier", "remote:8")
+    page.click("#fleet-form button[type=submit]")
+    # vLLM's native offloading has its CPU tier alone: the shared tier is refused beside its field, and the redrawn
+    # form keeps the choices made.
+    expect(page.locator("[data-field=shared_tier] .field-error")).to_contain_text("vllm-native offloads to its CPU tier alone")
+    expect(page.locator("#fleet-cpu-backend")).to_have_value("vllm-native")
+    expect(page.locator("#fleet-async-scheduling")).to_be_checked()
+    page.fill("#fleet-shared-tier", "")
+    page.click("#fleet-form button[type=submit]")
+    expect(page.locator("#fleet-table tbody tr")).to_have_count(len(page.locator("#fleet-fields input[name=routers]:checked").all()))
+    expect(page.locator("#fleet-status")).to_contain_text("Served 30 requests")
+
+
 def test_on_a_phone_the_nav_is_one_row_and_serve_brings_the_table_into_view(page: Page, live_server: str) -> None:
     # Six views' links at 390 px: the sixth wrapped to a second row under the first (at 0.8 rem with 5 px sides).
     page.set_viewport_size({"width": 390, "height": 844})
