@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from app.web.views import BY_NAME
+from test_accessibility import violations
 
 pytestmark = pytest.mark.browser
 
@@ -82,6 +83,8 @@ def test_the_replicas_lanes_change_as_the_run_plays_and_step_advances_one_reques
     expect(_strip(page, 0)).to_have_class("fleet-strip better")
     expect(_strip(page, 0).locator("[data-role=now]")).to_contain_text("5,008 tokens of request 3")
     expect(_strip(page, 0).locator(".tier[data-tier=gpu] [data-role=used]")).to_have_text("10,048")
+    # Mid-play, tiles drawn and a route outlined: axe finds nothing serious either.
+    assert violations(page) == []
     # Played to its end (the last position: every request served): each replica holds its three documents.
     page.select_option("#fleet-speed", "max")
     page.click("#fleet-playback [data-action=play]")
