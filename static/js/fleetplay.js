@@ -100,7 +100,7 @@
     const n = s.requests.length;
     const r = s.position >= 1 && s.position <= n ? s.requests[s.position - 1] : null;
     const where = r ? `Request ${r.seq} (${s.position} of ${n}) · pass ${r.pass} · ${tiles.docName(r.doc)} → replica ${r.replica}` : "";
-    const text = s.position > n ? `Done: ${n} requests routed and served; the bars are what each replica holds at the end.${s.mode === "done" ? " Play replays it." : ""}`
+    const text = s.position > n ? `Done: ${n} requests served; each replica's tiers as they were left.${s.mode === "done" ? " Play replays it." : ""}`
       : {
         idle: "Press Play to route the requests one by one, or Step for one.",
         playing: `Playing. ${where || `0 of ${n} requests`}.`,
