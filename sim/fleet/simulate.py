@@ -17,7 +17,7 @@ from sim.bounds.budget import Cost
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import TierSpec
 from sim.fleet.clock import Fleet
-from sim.fleet.holdings import Holdings, holdings_bytes
+from sim.fleet.holdings import Holdings, holdings_cost
 from sim.fleet.replicas import FleetError, check_shared, replica_engines, stepped_replicas
 from sim.fleet.report import bounds, fleet_summary, replica_rows, route_fields
 from sim.fleet.routers import router
@@ -90,17 +90,17 @@ def fleet_cost(per_router: Cost, settings: FleetSettings, pooled: Cost) -> Cost:
 
 
 def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSettings, holdings: bool = False) -> Cost:
-    """``holdings``: with each replica's frames (their JSON at most: every document in every frame, and a GPU
-    block counted once per frame for the pinned split)."""
+    """``holdings``: with each replica's frames (``sim.fleet.holdings.holdings_cost``)."""
     per_router = stepped_cost(scenario, serving)
     runs = len(scenario.run_names)  # stepped_cost counts every run; a fleet runs one stack
     one = Cost(per_router.work_steps // runs, per_router.memory_bytes, per_router.response_bytes // runs)
     if holdings:
         tiers = len(scenario.run_names[-1].split("+")) + (settings.shared_tier is not None)
-        requests, n = scenario.total_requests, settings.replicas
-        frames = holdings_bytes(requests, n, tiers, scenario.docs + 1)
-        split = (requests + 1) * n * (scenario.gpu_tokens // scenario.block_size)
-        one = Cost(one.work_steps + split, one.memory_bytes + frames, one.response_bytes + frames)
+        in_flight = None if serving.rate is not None else serving.concurrency or 1
+        frames = holdings_cost(scenario.total_requests, settings.replicas, tiers, scenario.docs, scenario.request_blocks,
+                               scenario.gpu_tokens // scenario.block_size, in_flight)
+        one = Cost(one.work_steps + frames.work_steps, one.memory_bytes + frames.memory_bytes,
+                   one.response_bytes + frames.response_bytes)
     return fleet_cost(one, settings, simulation_cost(scenario, explain=False))
 
 
