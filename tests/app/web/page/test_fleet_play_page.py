@@ -96,3 +96,31 @@ def test_the_replicas_lanes_change_as_the_run_plays_and_step_advances_one_reques
     _seek(page, 2)
     page.wait_for_timeout(500)  # tiles going out finish leaving
     assert _held(page, 0, "gpu") == {0: GPU_DOC} and _held(page, 1, "gpu") == {}
+
+
+def test_another_routers_lanes_play_from_the_same_arrival(page: Page, live_server: str) -> None:
+    page.goto(live_server + BY_NAME["fleet"].path)
+    page.wait_for_function("() => window.Plotly && window.htmx")
+    page.fill("#fleet-replicas", "2")
+    page.fill("#fleet-docs", "3")
+    page.fill("#fleet-passes", "forward,forward")
+    page.fill("#fleet-concurrency", "1")
+    page.click("#fleet-form button[type=submit]")  # round-robin and affinity, the form's routers
+    page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
+    page.click("#fleet-playback [data-action=pause]")
+    _seek(page, 5)  # request 4 (document 1, its second read) arriving
+    page.select_option("#fleet-lanes-router", "affinity")
+    status = page.locator("#fleet-player-status")
+    expect(status).to_have_attribute("data-position", "5")
+    # Affinity hashes a request's first blocks, which are its document's: every read of a document goes to one
+    # replica. So the second read finds its document where it is routed (the replica's tile for it outlined) and no
+    # other replica held more of it (none dashed).
+    routed = page.locator(".fleet-stack[data-router=affinity] .fleet-strip.routed")
+    expect(routed).to_have_count(1)
+    expect(routed.locator(".tier[data-tier=gpu] .tile.current")).to_have_attribute("data-doc", "1")
+    expect(page.locator(".fleet-stack[data-router=affinity] .fleet-strip.better")).to_have_count(0)
+    # At the end each document is on one replica's GPU only: the replicas' documents are disjoint and all three.
+    _seek(page, 7)
+    page.wait_for_timeout(500)
+    held = [set(_held(page, r, "gpu")) for r in (0, 1)]
+    assert held[0].isdisjoint(held[1]) and held[0] | held[1] == {0, 1, 2}, held
