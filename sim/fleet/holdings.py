@@ -23,6 +23,7 @@ from sim.bounds.budget import Cost
 from sim.engine.events import GPU
 from sim.sched.stepped import SteppedEngine
 from sim.sched.stream import gpu_split
+from sim.tiers.chunk_store import ChunkStore
 
 FRAME_JSON_BYTES = 120  # a frame's fixed fields in the JSON answer
 ENTRY_JSON_BYTES = 16  # one document's tokens in it ("12": 5024,)
@@ -69,12 +70,13 @@ class Holdings:
         if shared_changed and self.shared is not None:
             self._store(seq, None, next(s for s in self.replicas[0].engine.offload if s.name == self.shared))
 
-    def _store(self, seq: int | None, replica: int | None, store: Any) -> None:
+    def _store(self, seq: int | None, replica: int | None, store: ChunkStore) -> None:
         docs = {str(d): t for d, t in sorted(store.doc_tokens.items()) if t}
         self._frame(seq, replica, store.name, store.used_tokens, docs, None)
 
     def _frame(
-        self, seq: int | None, replica: int | None, tier: str, used: int, docs: dict[str, int], pinned: dict[str, int] | None,
+        self, seq: int | None, replica: int | None, tier: str, used: int, docs: dict[str, int],
+        pinned: dict[str, int] | None,
     ) -> None:
         before_docs, before_pinned = self._said.get((replica, tier), ({}, {}))
         changed = _changed(docs, before_docs)

@@ -99,8 +99,10 @@
     if (!status) return;
     const n = s.requests.length;
     const r = s.position >= 1 && s.position <= n ? s.requests[s.position - 1] : null;
-    const where = r ? `Request ${r.seq} (${s.position} of ${n}) · pass ${r.pass} · ${tiles.docName(r.doc)} → replica ${r.replica}` : "";
-    const text = s.position > n ? `Done: ${n} requests served; each replica's tiers as they were left.${s.mode === "done" ? " Play replays it." : ""}`
+    const where = r
+      ? `Request ${r.seq} (${s.position} of ${n}) · pass ${r.pass} · ${tiles.docName(r.doc)} → replica ${r.replica}` : "";
+    const end = `Done: ${n} requests served; each replica's tiers as they were left.${s.mode === "done" ? " Play replays it." : ""}`;
+    const text = s.position > n ? end
       : {
         idle: "Press Play to route the requests one by one, or Step for one.",
         playing: `Playing. ${where || `0 of ${n} requests`}.`,
@@ -113,7 +115,8 @@
     playback.buttons(bar(), s.mode);
     const range = $("[data-role=position]", bar());
     if (range && Number(range.value) !== s.position) range.value = String(s.position);
-    range?.setAttribute("aria-valuetext", r ? `request ${r.seq}, ${s.position} of ${n}` : s.position > n ? "every request served" : "before the first request");
+    const said = r ? `request ${r.seq}, ${s.position} of ${n}` : s.position > n ? "every request served" : "before the first request";
+    range?.setAttribute("aria-valuetext", said);
   }
 
   // -- controls -----------------------------------------------------------------
