@@ -67,6 +67,22 @@ def test_a_request_running_at_an_arrival_pins_its_blocks_and_leaves_them_cached_
     assert {d: t for d, t in pinned.items() if t} == {}
 
 
+def test_a_shared_tier_is_one_store_framed_once_for_every_replica() -> None:
+    # One store of 4,096 tokens behind both replicas: request 0 (replica 0) stores document 0's two full chunks in it,
+    # request 1 (replica 1) document 1's, request 2 document 2's: 1,536 tokens, no eviction. The second pass finds all
+    # three there and stores nothing new, so the store's frames stop at request 3's arrival. It is framed once (replica
+    # None), never as a replica's own tier.
+    result, _ = simulate_fleet(SMALL, Serving(concurrency=1), FleetSettings(
+        replicas=2, routers=("round-robin",), shared_tier="remote:4096t"), holdings=True)
+    frames = result["routers"][0]["holdings"]
+    shared = [f for f in frames if f["tier"] == "remote"]
+    assert shared == [
+        {"seq": 1, "replica": None, "tier": "remote", "used_tokens": 512, "docs": {"0": 512}},
+        {"seq": 2, "replica": None, "tier": "remote", "used_tokens": 1024, "docs": {"1": 512}},
+        {"seq": 3, "replica": None, "tier": "remote", "used_tokens": 1536, "docs": {"2": 512}},
+    ]
+
+
 def test_the_frames_are_counted_in_the_fleets_cost() -> None:
     settings, serving = FleetSettings(replicas=2, routers=("round-robin",)), Serving(concurrency=1)
     without, with_ = scenario_fleet_cost(SMALL, serving, settings), scenario_fleet_cost(SMALL, serving, settings, holdings=True)
