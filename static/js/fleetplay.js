@@ -124,6 +124,8 @@
   function tick() {
     clearTimeout(s.timer);
     s.timer = null;
+    // Stopped when the view has gone (a nav link swapped the page's body): no timer draws lanes nobody sees.
+    if (!bar()) s.mode = "idle";
     if (s.mode !== "playing") return;
     const speed = playback.speed(bar());
     // As fast as it goes: about a second for the whole run, a frame a move.
