@@ -1,5 +1,6 @@
 """What the Fleet view shows of ``kvscope fleet --json``'s result: the per-router table, each router's TTFTs for the
-chart, and each replica's strip of the requests routed to it."""
+chart, each replica's strip of the requests routed to it and its tiers' bars, and what the player plays (each
+request's route in arrival order, and the holdings' frames: ``sim.fleet.holdings``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,22 @@ def _strips(entry: dict[str, Any], replicas: int) -> list[dict[str, Any]]:
     return [{**figures, "cells": cells[figures["replica"]]} for figures in entry["replicas"]]
 
 
+def _route(row: dict[str, Any]) -> dict[str, Any]:
+    """One request as the player shows it arriving: where it went, what that replica's GPU held of it, and the
+    replica that held most (the JSON's fields, under shorter names)."""
+    return {
+        "seq": row["seq"], "pass": row["pass"], "doc": row["doc"], "replica": row["replica"], "held": row["held_tokens"],
+        "best": row["best_replica"], "best_held": row["best_held_tokens"], "lost": row["lost_tokens"],
+    }
+
+
+def _tiers(fleet: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Each replica's own tiers, and the shared one (a store behind them all, drawn once), each with its label."""
+    shared = fleet["shared_tier"].split(":")[0] if fleet["shared_tier"] else None
+    tiers = [{**t, "label": tier_label(t["name"])} for t in fleet["tiers"]]
+    return [t for t in tiers if t["name"] != shared], next((t for t in tiers if t["name"] == shared), None)
+
+
 def build(result: dict[str, Any]) -> dict[str, Any]:
     """The view of a fleet result: its status line, one table row per router, the chart's data and the strips."""
     fleet = result["fleet"]
@@ -35,6 +52,7 @@ def build(result: dict[str, Any]) -> dict[str, Any]:
     tiers = " + ".join(tier_label(t["name"]) for t in fleet["tiers"])
     shared = f", a shared tier {fleet['shared_tier']}" if fleet["shared_tier"] else ""
     requests = len(result["routers"][0]["requests"]) if result["routers"] else 0
+    own, shared_tier = _tiers(fleet)
     rows = [
         {
             "router": entry["router"], "hit_ratio": s["hit_ratio"], "ttft_p50_ms": s["ttft_p50_ms"],
@@ -51,4 +69,14 @@ def build(result: dict[str, Any]) -> dict[str, Any]:
         "rows": rows,
         "chart": [{"router": e["router"], "ttft_ms": sorted(r["ttft_ms"] for r in e["requests"])} for e in result["routers"]],
         "lanes": [{"router": e["router"], "strips": _strips(e, fleet["replicas"])} for e in result["routers"]],
+        "tiers": own,
+        "shared_tier": shared_tier,
+        "prompt_tokens": max((r["prompt_tokens"] for r in result["routers"][0]["requests"]), default=0) if requests else 0,
+        "requests": requests,
+        # The fleet routes the requests in their order (sim.fleet.clock): by seq is by arrival.
+        "play": {
+            e["router"]: {"requests": [_route(r) for r in sorted(e["requests"], key=lambda r: r["seq"])],
+                          "frames": e.get("holdings", [])}
+            for e in result["routers"]
+        },
     }

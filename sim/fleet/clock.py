@@ -31,7 +31,7 @@ request finishes (one client with C in flight).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sim.blocks.request import Request
@@ -75,7 +75,12 @@ class Fleet:
         self.replicas = list(replicas)
         self.router = router
 
-    def run(self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1)) -> FleetRun:
+    def run(
+        self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1),
+        watch: Callable[[int | None, list[int]], None] | None = None,
+    ) -> FleetRun:
+        """Every request routed and served to its end. ``watch`` (``sim.fleet.holdings.Holdings``) is called at each
+        arrival, just before it is routed, with its seq and each replica's steps run so far, and at the end with None."""
         replicas, router = self.replicas, self.router
         n = len(requests)
         for replica in replicas:
@@ -100,6 +105,8 @@ class Fleet:
                         _, _, kind, seq, where = heapq.heappop(notices)
                         (router.prefilled if kind == _PREFILLED else router.finished)(seq, where)
                     req = requests[nxt]
+                    if watch is not None:
+                        watch(req.seq, [len(s) for s in steps])
                     route = self._route(req, t_arr)
                     target = replicas[route.replica]
                     if target.idle and t_arr > target.now_ms:
@@ -127,6 +134,8 @@ class Fleet:
                     heapq.heappush(times, end)
                     released += 1
             finished += len(out.finished)
+        if watch is not None:
+            watch(None, [len(s) for s in steps])
         done = [flights[seq] for seq in sorted(flights)]
         kept = [routes[seq] for seq in sorted(routes)]
         records = [replicas[route.replica].record(f) for f, route in zip(done, kept)]

@@ -17,6 +17,7 @@ from sim.bounds.budget import Cost
 from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import TierSpec
 from sim.fleet.clock import Fleet
+from sim.fleet.holdings import Holdings, holdings_cost
 from sim.fleet.replicas import FleetError, check_shared, replica_engines, stepped_replicas
 from sim.fleet.report import bounds, fleet_summary, replica_rows, route_fields
 from sim.fleet.routers import router
@@ -37,10 +38,11 @@ from sim.workloads.scenario import Scenario
 
 def fleet_runs(
     requests: Sequence[Request], run: str, spec: TierSpec, settings: FleetSettings, shared: OffloadTier | None,
-    serving: Serving, arrivals: Arrivals, costs: CostModel,
+    serving: Serving, arrivals: Arrivals, costs: CostModel, holdings: bool = False,
 ) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
-    """The fleet's settings and bounds, and one entry per router: its summary, its replicas, its requests; and each
-    replica's step ledger, named ``ROUTER/REPLICA``."""
+    """The fleet's settings and bounds, and one entry per router: its summary, its replicas, its requests (and with
+    ``holdings``, what each replica's tiers held at each arrival, ``sim.fleet.holdings``); and each replica's step
+    ledger, named ``ROUTER/REPLICA``."""
     n = settings.replicas
     config = serving.scheduler_config()
     limits = bounds(requests, spec, n, shared, costs)
@@ -51,7 +53,9 @@ def fleet_runs(
     for name in settings.routers:
         engines = replica_engines(run, spec, n, costs, shared)
         tiers = [asdict(t) for t in engines[0].tier_infos()]
-        fleet = Fleet(stepped_replicas(engines, config), router(name)).run(requests, arrivals)
+        stepped = stepped_replicas(engines, config)
+        watch = Holdings(stepped, shared.name if shared is not None else None) if holdings else None
+        fleet = Fleet(stepped, router(name)).run(requests, arrivals, watch)
         rows = []
         for record, flight, route in zip(fleet.records, fleet.flights, fleet.routes):
             row = record.to_dict()
@@ -62,6 +66,8 @@ def fleet_runs(
         summary = fleet_summary(fleet, per_replica, limits)
         summary["lost_tokens"] = sum(r["lost_tokens"] for r in rows)
         entries.append({"router": name, "summary": summary, "replicas": per_replica, "requests": rows})
+        if watch is not None:
+            entries[-1]["holdings"] = watch.frames
         ledgers.update((f"{name}/{i}", steps) for i, steps in enumerate(fleet.steps))
     fleet_info = {
         "replicas": n, "run": engines[0].run, "tiers": tiers,
@@ -83,10 +89,18 @@ def fleet_cost(per_router: Cost, settings: FleetSettings, pooled: Cost) -> Cost:
     return Cost(per_router.work_steps * k, per_router.memory_bytes * k, per_router.response_bytes * k) + pooled
 
 
-def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSettings) -> Cost:
+def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSettings, holdings: bool = False) -> Cost:
+    """``holdings``: with each replica's frames (``sim.fleet.holdings.holdings_cost``)."""
     per_router = stepped_cost(scenario, serving)
     runs = len(scenario.run_names)  # stepped_cost counts every run; a fleet runs one stack
     one = Cost(per_router.work_steps // runs, per_router.memory_bytes, per_router.response_bytes // runs)
+    if holdings:
+        tiers = len(scenario.run_names[-1].split("+")) + (settings.shared_tier is not None)
+        in_flight = None if serving.rate is not None else serving.concurrency or 1
+        frames = holdings_cost(scenario.total_requests, settings.replicas, tiers, scenario.docs, scenario.request_blocks,
+                               scenario.gpu_tokens // scenario.block_size, in_flight)
+        one = Cost(one.work_steps + frames.work_steps, one.memory_bytes + frames.memory_bytes,
+                   one.response_bytes + frames.response_bytes)
     return fleet_cost(one, settings, simulation_cost(scenario, explain=False))
 
 
@@ -99,7 +113,7 @@ def check_fleet(scenario: Scenario, settings: FleetSettings) -> OffloadTier | No
 
 
 def simulate_fleet(
-    scenario: Scenario, serving: Serving, settings: FleetSettings,
+    scenario: Scenario, serving: Serving, settings: FleetSettings, holdings: bool = False,
 ) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The scenario's requests through the fleet under each router; its arrivals as ``serving`` says."""
     run = scenario.run_names[-1]
@@ -107,15 +121,16 @@ def simulate_fleet(
     costs = scenario.costs or default_costs()
     result, ledgers = fleet_runs(
         build_requests(scenario), run, tier_spec(scenario, run), settings, shared, serving, serving.arrivals(), costs,
+        holdings,
     )
     summary = scenario_summary(scenario)
     summary["serving"] = serving.summary()
     return {"scenario": summary, **result}, ledgers
 
 
-def fleet_result(scenario: Scenario, serving: Serving, settings: FleetSettings) -> dict[str, Any]:
-    """The JSON result alone (what a worker process sends back)."""
-    return simulate_fleet(scenario, serving, settings)[0]
+def fleet_result(scenario: Scenario, serving: Serving, settings: FleetSettings, holdings: bool = False) -> dict[str, Any]:
+    """The JSON result alone (what a worker process sends back); ``holdings``: with each router's frames."""
+    return simulate_fleet(scenario, serving, settings, holdings)[0]
 
 
 def trace_fleet_cost(trace: Trace, serving: Serving, settings: FleetSettings) -> Cost:

@@ -10,38 +10,26 @@
 (() => {
   "use strict";
 
-  const { format } = window.kvscope;
+  const { format, tiles } = window.kvscope;
+  const { docClass, docName } = tiles;
   const lanes = new Map(); // run -> lane state
   const GHOSTS = 3; // evictions kept in view per tier
   const SVG = "http://www.w3.org/2000/svg";
 
   function tierState(el) {
-    const bar = el.querySelector("[data-role=bar]");
-    const capacity = Number(el.dataset.capacityTokens);
-    const prompt = Number(el.dataset.promptTokens);
-    // Faint gridlines one prompt apart: how many documents the tier holds, at a glance.
-    bar.style.setProperty("--prompt-share", `${Math.min(100, (100 * prompt) / capacity)}%`);
-    bar.replaceChildren();
+    const tier = tiles.state(el);
     // The ghost strip: made here, not in the template, so a page without this script shows no empty strip.
     let ghosts = el.querySelector("[data-role=ghosts]");
     if (!ghosts) {
       ghosts = document.createElement("div");
       ghosts.className = "ghosts";
       ghosts.dataset.role = "ghosts";
-      bar.after(ghosts);
+      tier.bar.after(ghosts);
     }
     ghosts.replaceChildren();
     ghosts.setAttribute("role", "img");
-    ghosts.setAttribute("aria-label", `No evictions from ${el.querySelector(".tier-name")?.textContent ?? el.dataset.tier} yet`);
-    return {
-      el, bar, ghosts, capacity, name: el.dataset.tier,
-      label: el.querySelector(".tier-name")?.textContent ?? el.dataset.tier,
-      used: el.querySelector("[data-role=used]"),
-      pinned: el.querySelector("[data-role=pinned]"), // under load: tokens running requests hold
-      tiles: new Map(), // doc -> tile element
-      order: [], // docs, least recently used first
-      tokens: new Map(), // doc -> cached tokens
-    };
+    ghosts.setAttribute("aria-label", `No evictions from ${tier.label} yet`);
+    return { ...tier, ghosts };
   }
 
   function reset() {
@@ -153,15 +141,6 @@
   }
   window.addEventListener("resize", () => { for (const lane of lanes.values()) relateSoon(lane); });
 
-  function docClass(doc) {
-    if (doc < 0) return "doc-shared";
-    return `doc-${doc % 10}` + (Math.floor(doc / 10) % 2 ? " doc-alt" : "");
-  }
-
-  function docName(doc) {
-    return doc < 0 ? "shared prefix" : `doc ${doc}`;
-  }
-
   // Flashes restart their animation, which needs a layout between taking the class off and putting it back: done for
   // all of a frame's flashes at once, so that a run played at full speed costs one layout per frame, not one per event.
   const flashes = new Map(); // element -> set of classes
@@ -189,81 +168,9 @@
     tier.order.push(doc);
   }
 
-  function newTile(doc) {
-    const tile = document.createElement("div");
-    tile.className = `tile ${docClass(doc)} entering`;
-    tile.dataset.doc = String(doc);
-    tile.textContent = doc < 0 ? "S" : String(doc);
-    tile.style.width = "0%";
-    tile.addEventListener("animationend", (e) => tile.classList.remove(e.animationName.replace(/^tile-/, "")));
-    return tile;
-  }
-
   function occupancy(lane, ev) {
     const tier = lane.tiers.get(ev.tier);
-    if (!tier) return;
-    const now = new Map(Object.entries(ev.docs).map(([d, t]) => [Number(d), t]));
-    const pinned = ev.pinned ? new Map(Object.entries(ev.pinned).map(([d, t]) => [Number(d), t])) : null;
-    // Documents new to this bar (in recency terms) go to the right end, in document order.
-    for (const doc of [...now.keys()].sort((a, b) => a - b)) if (!tier.order.includes(doc)) tier.order.push(doc);
-    tier.order = tier.order.filter((doc) => now.has(doc));
-    for (const [doc, tile] of tier.tiles) {
-      if (now.has(doc)) continue;
-      tier.tiles.delete(doc);
-      tile.classList.add("leaving");
-      tile.style.width = "0%";
-      setTimeout(() => tile.remove(), 450);
-    }
-    const pending = [];
-    for (const doc of tier.order) {
-      let tile = tier.tiles.get(doc);
-      if (!tile) {
-        tile = newTile(doc);
-        tier.tiles.set(doc, tile);
-        pending.push(tile);
-      }
-      const tokens = now.get(doc);
-      const share = (100 * tokens) / tier.capacity;
-      tile.dataset.tokens = String(tokens);
-      tile.dataset.share = share.toFixed(2);
-      const held = pinned?.get(doc) ?? 0;
-      tile.title = `${docName(doc)}: ${format.count(tokens)} tokens in ${tier.label}`
-        + (held ? `, ${format.count(held)} of them pinned by running requests` : "");
-      pin(tile, held, tokens);
-      tile.classList.toggle("narrow", share < 2.5);
-      tile.classList.toggle("current", lane.current?.doc === doc);
-      tier.bar.appendChild(tile); // moves it into recency order; leaving tiles drift left of it
-      if (!pending.includes(tile)) tile.style.width = `${share}%`;
-    }
-    // Let new tiles be laid out at 0 first so that their width animates in.
-    requestAnimationFrame(() => pending.forEach((tile) => { tile.style.width = `${tile.dataset.share}%`; }));
-    tier.tokens = now;
-    tier.used.textContent = format.count(ev.used_tokens);
-    const held = pinned ? [...pinned.values()].reduce((a, b) => a + b, 0) : 0;
-    if (tier.pinned) tier.pinned.textContent = format.count(held);
-    const pct = Math.round((100 * ev.used_tokens) / ev.capacity_tokens);
-    const docs = tier.order.map((d) => `${docName(d)} ${format.count(now.get(d))}`
-      + (pinned?.get(d) ? ` (${format.count(pinned.get(d))} pinned)` : "")).join(", ");
-    tier.bar.setAttribute("aria-label", `${tier.label} tier of ${lane.el.dataset.run}: ${pct}% full${docs ? `: ${docs}` : ""}`);
-  }
-
-  /** The pinned part of a tile: the share of its tokens running requests hold, at its right (their newest blocks). */
-  function pin(tile, held, tokens) {
-    let part = tile.querySelector(".pinned-part");
-    if (!held) {
-      part?.remove();
-      tile.classList.remove("has-pinned");
-      return;
-    }
-    if (!part) {
-      part = document.createElement("span");
-      part.className = "pinned-part";
-      part.setAttribute("aria-hidden", "true");
-      tile.append(part);
-    }
-    tile.classList.add("has-pinned");
-    tile.dataset.pinned = String(held);
-    part.style.width = `${Math.min(100, (100 * held) / tokens)}%`;
+    if (tier) tiles.draw(tier, ev, lane.current?.doc, lane.el.dataset.run);
   }
 
   /** A step's line: when it ran, and who runs and waits after it. */

@@ -44,10 +44,7 @@
   const $ = (selector) => document.querySelector(selector);
   const emit = (name, detail) => document.dispatchEvent(new CustomEvent(name, { detail }));
 
-  function speed() {
-    const value = $("[data-role=speed]")?.value ?? "2";
-    return value === "max" ? Infinity : Number(value);
-  }
+  const speed = () => window.kvscope.playback.speed($("#playback"));
 
   // -- receiving ------------------------------------------------------------
 
@@ -242,12 +239,10 @@
     // Until the charts have drawn the last points (a frame or two later, one chart per frame), the run is "drawing".
     status.dataset.state = state.mode === "done" && window.kvscope.plot?.busy() ? "drawing" : state.mode;
     status.dataset.applied = String(state.applied);
-    const buttons = (action) => document.querySelector(`[data-action=${action}]`);
-    if (buttons("play")) buttons("play").disabled = state.mode === "playing";
-    if (buttons("pause")) buttons("pause").disabled = state.mode !== "playing";
-    if (buttons("step")) {
-      buttons("step").disabled = state.mode === "done" || state.mode === "error";
-      buttons("step").title = state.unit === "step"
+    window.kvscope.playback.buttons($("#playback"), state.mode);
+    const stepButton = $("#playback [data-action=step]");
+    if (stepButton) {
+      stepButton.title = state.unit === "step"
         ? "Apply the next scheduler step, in every configuration" : "Apply the next request, in every configuration";
     }
   }
@@ -285,9 +280,7 @@
   document.addEventListener("htmx:response:error", failed((evt) => `the server answered ${evt.detail.ctx?.response?.status}`));
 
   document.addEventListener("click", (evt) => {
-    const button = evt.target.closest("[data-action]");
-    if (!button) return;
-    const action = { play, pause, step }[button.dataset.action];
+    const action = { play, pause, step }[window.kvscope.playback.action(evt, $("#playback"))];
     if (action) action();
   });
 
@@ -297,7 +290,7 @@
   }, true);
 
   document.addEventListener("change", (evt) => {
-    if (evt.target.matches?.("[data-role=speed]")) pump();
+    if (evt.target.matches?.("#playback [data-role=speed]")) pump();
   });
 
   document.addEventListener("htmx:after:swap", () => { if (loaded) viewChanged(); });

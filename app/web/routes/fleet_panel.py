@@ -65,10 +65,11 @@ def router(*, web: Web) -> APIRouter:
             except ValidationError as exc:
                 raise RequestValidationError(errors_of(exc)) from None
             try:
-                within(web.workers.budget.per_request, scenario_fleet_cost(scenario, serving, settings))
+                within(web.workers.budget.per_request, scenario_fleet_cost(scenario, serving, settings, holdings=True))
             except InputErrors as exc:
                 raise exc.for_body() from None
-            result = await web.workers.run(fleet_result, scenario, serving, settings)
+            # With what each replica holds at each arrival: the view plays it (static/js/fleetplay.js).
+            result = await web.workers.run(fleet_result, scenario, serving, settings, True)
         except RequestValidationError as exc:
             return render(request, "fleet/fields.html", status_code=422, values=values, errors=field_errors(list(exc.errors())),
                           headers={"HX-Retarget": "#fleet-fields", "HX-Reswap": "outerMorph"})
