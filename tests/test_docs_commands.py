@@ -13,14 +13,17 @@ that what a block shows does not depend on how busy the machine running the test
 
 from __future__ import annotations
 
+import csv
 import os
 import re
+import shlex
 import shutil
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-from live_servers import ROOT, free_port, stop, wait_until_up
+from live_servers import KVSCOPE, ROOT, emulator, free_port, stop, wait_until_up
 from test_packaging import checkout_files, copy_tree
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -78,6 +81,38 @@ def builds(block: str) -> bool:
     return any(BUILDS.match(command) for command, _ in steps(block))
 
 
+LONG_DOC_QA = "results/lmcache"
+WORKLOAD_FLAGS = ("--repeat-mode", "--repeat-count", "--shuffle-seed", "--hit-miss-ratio", "--docs", "--doc-tokens")
+SERVER_FLAGS = ("--gpu-tokens", "--cpu-gb")
+
+
+def long_doc_qa_run(command: str, folder: Path) -> None:
+    """A long_doc_qa run in ``folder``: the workload the command's flags name, sent one request at a time by
+    ``kvscope live`` to ``kvscope emulate`` with the tiers they name, its rounds written as long_doc_qa writes them
+    (LMCache's benchmarks/long_doc_qa/long_doc_qa.py: ``warmup_round.csv`` and ``query_round.csv``, a row per
+    ``prompt_id`` in the round's order, ``request_start`` and ``ttft_time`` in seconds from the round's first request,
+    ``ttft`` in seconds; live records no end of a request, so ``request_end`` is left out)."""
+    words = shlex.split(command)
+    flags = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    server = [a for f in SERVER_FLAGS if f in flags for a in (f, flags[f])]
+    workload = [a for f in WORKLOAD_FLAGS if f in flags for a in (f, flags[f])]
+    measured = folder / "measured.csv"
+    folder.mkdir(parents=True)
+    with emulator(*server) as url:
+        subprocess.run([*KVSCOPE, "live", "--target", f"lmcache={url}", *workload, "--out", str(measured), "--no-save"],
+                       check=True, capture_output=True, timeout=300)
+    rows = list(csv.DictReader(measured.open()))
+    measured.unlink()
+    for pass_, name in (("1", "warmup_round.csv"), ("2", "query_round.csv")):
+        round_ = [r for r in rows if r["pass"] == pass_]
+        start = datetime.fromisoformat(round_[0]["started_at"])
+        lines = ["prompt_id,request_start,ttft,ttft_time"]
+        for prompt_id, r in enumerate(round_):
+            began_s, ttft_s = (datetime.fromisoformat(r["started_at"]) - start).total_seconds(), float(r["ttft_ms"]) / 1000
+            lines.append(f"{prompt_id},{began_s},{ttft_s},{began_s + ttft_s}")
+        (folder / name).write_text("\n".join(lines) + "\n")
+
+
 TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
@@ -119,6 +154,9 @@ def test_a_shown_command_prints_what_is_shown(where: str, block: str, tmp_path: 
     if re.search(r"\bjq\b", block) and shutil.which("jq") is None:
         pytest.skip(f"{where} reads JSON with jq, which this machine lacks (apt install jq)")
     folder = copy_tree(checkout_files(), tmp_path / "kvscope") if builds(block) else tmp_path
+    reading = [command for command, _ in steps(block) if LONG_DOC_QA in command]
+    if reading:
+        long_doc_qa_run(reading[0], folder / LONG_DOC_QA)
     ports = {"8000": free_port(), "5557": free_port(), "5558": free_port()}
     servers: list[subprocess.Popen[bytes]] = []
     try:
