@@ -108,7 +108,8 @@ def long_doc_qa_run(command: str, folder: Path) -> None:
         start = datetime.fromisoformat(round_[0]["started_at"])
         lines = ["prompt_id,request_start,ttft,ttft_time"]
         for prompt_id, r in enumerate(round_):
-            began_s, ttft_s = (datetime.fromisoformat(r["started_at"]) - start).total_seconds(), float(r["ttft_ms"]) / 1000
+            began_s = (datetime.fromisoformat(r["started_at"]) - start).total_seconds()
+            ttft_s = float(r["ttft_ms"]) / 1000
             lines.append(f"{prompt_id},{began_s},{ttft_s},{began_s + ttft_s}")
         (folder / name).write_text("\n".join(lines) + "\n")
 
@@ -165,7 +166,8 @@ def test_a_shown_command_prints_what_is_shown(where: str, block: str, tmp_path: 
             if server:
                 assert not expected, f"{where}: $ {command} is started in the background and prints nothing shown"
                 started = f"exec {on_free_ports(server.group(1), ports)} --port {ports['8000']}"
-                servers.append(subprocess.Popen(["bash", "-c", started], cwd=folder, env={**env, "KVSCOPE_BUDGET": "seconds=120"},
+                servers.append(subprocess.Popen(["bash", "-c", started], cwd=folder,
+                                                env={**env, "KVSCOPE_BUDGET": "seconds=120"},
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
                 wait_until_up(f"http://127.0.0.1:{ports['8000']}", servers[-1], timeout_s=60,
                               path="/healthz" if " serve" in command else "/health")
