@@ -27,17 +27,22 @@ from live_servers import KVSCOPE, ROOT, emulator, free_port, stop, wait_until_up
 from test_packaging import checkout_files, copy_tree
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```console\n(.*?)^```$", re.M | re.S)
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
 
 
-def blocks() -> list[tuple[str, str]]:
+def fenced() -> list[tuple[str, str, str]]:
+    """(where, language, text) of every fenced block of the docs."""
     out = []
     for doc in DOCS:
         text = doc.read_text()
         for m in FENCE.finditer(text):
             line = text[: m.start()].count("\n") + 1
-            out.append((f"{doc.relative_to(ROOT)}:{line}", m.group(1)))
+            out.append((f"{doc.relative_to(ROOT)}:{line}", m.group(1), m.group(2)))
     return out
+
+
+def blocks() -> list[tuple[str, str]]:
+    return [(where, text) for where, language, text in fenced() if language == "console"]
 
 
 def steps(block: str) -> list[tuple[str, str]]:
@@ -140,6 +145,13 @@ def test_dots_within_a_line_stand_for_any_text_of_that_line_only() -> None:
     assert not matches(["  GPU      26f9", "     314 blocks    5,024 tokens"], shown)
     # Everything else in the line is literal, regular-expression characters included.
     assert not matches(["kvscope 0.1.0 from /x/app (python 3a11)"], ["kvscope 0.1.0 from .../app (python 3.11)"])
+
+
+def test_every_block_showing_a_prompt_is_checked() -> None:
+    # A block of "$ COMMAND" lines says "this ran and printed this": only a console block is run to hold it to that.
+    # Commands that need what no test has (a GPU, vLLM, LMCache's script) are shown without a prompt.
+    unchecked = [where for where, language, text in fenced() if language != "console" and re.search(r"^\$ ", text, re.M)]
+    assert not unchecked
 
 
 def test_the_docs_show_commands_to_check() -> None:
