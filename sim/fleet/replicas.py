@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sim.blocks.policies import GPU_POLICIES
 from sim.costs.model import CostModel
 from sim.engine.loop import Engine, TierSpec
 from sim.sched.config import SchedulerConfig
@@ -29,6 +30,9 @@ class FleetError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+    def __reduce__(self) -> tuple[type[FleetError], tuple[str, str]]:  # both arguments, so that it unpickles
+        return type(self), (self.field, str(self))
 
 
 def replica_engines(
@@ -57,16 +61,24 @@ def stepped_replicas(
 ) -> list[SteppedEngine]:
     """Each engine behind vLLM's scheduler loop; refused for a GPU policy that plans from the requests ahead."""
     for engine in engines:
-        if getattr(engine.gpu.free_queue, "plan", None) is not None:
-            raise ValueError(
-                f"gpu_policy {engine.gpu.policy}: it plans from every request a replica will serve, which the router "
-                "decides only as requests arrive; use lru, fifo or mru"
-            )
+        check_stepping(None, False, engine.gpu.policy)
+    stepped = [SteppedEngine(engine, config, costs) for engine in engines]
+    check_stepping(config, any(s.connector is not None for s in stepped), None)
+    return stepped
+
+
+def check_stepping(config: SchedulerConfig | None, native: bool, gpu_policy: str | None) -> None:
+    """FleetError when the replicas cannot step under ``config``, with vLLM's native offloading (``native``: the
+    replicas' first tier is its CPU tier) or under ``gpu_policy``; checked again before a fleet is built, so that a
+    server refuses it at once rather than in its worker."""
+    if gpu_policy is not None and hasattr(GPU_POLICIES[gpu_policy], "plan"):  # a policy's queue that needs plan()
+        raise FleetError(
+            "gpu_policy", f"gpu_policy {gpu_policy}: it plans from every request a replica will serve, which the "
+            "router decides only as requests arrive; use lru, fifo or mru",
+        )
     if config is not None and config.async_scheduling:
         raise FleetError("async_scheduling", "a fleet's replicas step synchronously (vLLM's EngineCore.step); give false")
-    stepped = [SteppedEngine(engine, config, costs) for engine in engines]
-    if any(s.connector is not None for s in stepped):
+    if native:
         # The replicas step one at a time on the fleet's clock, which does not yet drain an idle replica's transfers.
         raise FleetError("cpu_backend", "vllm-native: a fleet's replicas do not model its asynchronous loads yet; "
                          "use lmcache")
-    return stepped

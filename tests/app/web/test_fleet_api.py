@@ -51,6 +51,11 @@ def test_the_body_takes_the_cli_flags_and_gives_its_json(server: str) -> None:
         ({"no_cpu": True, "shared_tier": "remote:4096t"}, ["body", "shared_tier"], "tier remote: needs a CPU tier on each replica"),
         ({"shared_tier": "cpu:4096t"}, ["body", "shared_tier"], "none of gpu, cpu, disk: cpu"),
         ({"replicas": "2"}, ["body", "replicas"], "Input should be a valid integer"),  # strict JSON: no string for a number
+        # Refused by the replicas' stepping: before the worker, not in it (a fuzzer's {"async_scheduling": true} was
+        # raised there, and its error, not unpickling, stopped the pool from answering anything after).
+        ({"async_scheduling": True}, ["body", "async_scheduling"], "a fleet's replicas step synchronously"),
+        ({"cpu_backend": "vllm-native"}, ["body", "cpu_backend"], "vllm-native: a fleet's replicas do not model"),
+        ({"gpu_policy": "belady"}, ["body", "gpu_policy"], "gpu_policy belady: it plans from every request"),
     ],
 )
 def test_a_bad_body_is_a_422_naming_the_field_and_the_limit(server: str, body: dict, loc: list, message: str) -> None:
@@ -58,6 +63,7 @@ def test_a_bad_body_is_a_422_naming_the_field_and_the_limit(server: str, body: d
     assert response.status_code == 422, response.text
     details = response.json()["detail"]
     assert any(d["loc"] == loc and message in d["msg"] for d in details), details
+    assert post(server, {"docs": 2, "doc_tokens": 600, "replicas": 2}).status_code == 200  # and the workers still answer
 
 
 def test_a_fleet_over_the_budget_is_a_422_and_the_server_still_answers(server: str) -> None:
