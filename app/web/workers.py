@@ -152,6 +152,7 @@ class Workers:
             raise
         finally:
             self._waiting.discard(future)
+            future.cancel()  # given up on (answered 503): what the worker sends later is dropped, not left unread
             if watcher is not None:
                 watcher.cancel()
         self.stats.completed += 1

@@ -8,6 +8,8 @@ that ignores its deadline, one queued behind it, an error that would not unpickl
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -190,3 +192,30 @@ def test_under_100_saturating_clients_every_request_is_answered_in_time(
     assert max(load.server_max_s.values()) < limit_s, load.summary()
     # And what the clients saw: the limit, plus whatever their own loop stalled (the load generator's share).
     assert max(load.max_s.values()) < limit_s + load.client_lag_max_s, load.summary()
+
+
+def test_a_call_given_up_on_leaves_no_unread_error_when_its_worker_stops_it(caplog: pytest.LogCaptureFixture) -> None:
+    # One worker, a 0.3 s deadline: a 1 s call holds it and a second waits behind it; both are answered 503 (the second
+    # at its deadline, before any worker took it). The worker then stops the second at its first check, and what it
+    # sends back was set on a future nobody read: asyncio logged "Future exception was never retrieved" for each.
+    async def calls(pool: Workers) -> list[str]:
+        await pool.run(abs, -1, seconds=60)  # the worker is up
+        held = asyncio.create_task(pool.run(time.sleep, 1.0))
+        await asyncio.sleep(0.05)
+        answers = []
+        for call in (pool.run(abs, -2), held):
+            with pytest.raises(TimedOut) as raised:
+                await call
+            answers.append(str(raised.value))
+        await asyncio.sleep(1.5)  # the worker has sent both back
+        gc.collect()
+        return answers
+
+    pool = Workers(WebBudget(seconds=0.3, concurrency=1, queue=1))
+    try:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            answers = run_async(calls(pool))
+    finally:
+        pool.close()
+    assert "waited 0.3 s for a worker" in answers[0] and "not done after 0.3 s" in answers[1], answers
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()], caplog.text
