@@ -3,7 +3,8 @@
 Starts the server on a free loopback port, lets schemathesis generate requests
 from the OpenAPI schema (valid and invalid) for ``--seconds``, and reports
 from its HAR log: cases sent, answers by status class, 5xx count, the slowest
-answer, and the server's peak RSS (its own and its largest worker's). Fails
+answer, and the server's peak RSS (its own and its largest worker's); then, on
+stderr, the slowest answers with their route, body and ``Server-Timing``. Fails
 (exit 1) on any 5xx or an answer slower than ``--max-answer-s``.
 
     make fuzz                      # 180 s
@@ -22,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 from urllib.request import urlopen
+
+from app.budgets import WebBudget
+from app.web.deadline import MARGIN_S
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -55,10 +59,23 @@ def children(pid: int) -> list[int]:
     return out
 
 
+SLOWEST_SHOWN = 8  # the slowest answers, each with its route, body and the server's own share
+
+
+def describe(entry: dict) -> str:
+    """One HAR entry: ms taken (the client's), status, the server's share (``Server-Timing``), route, body's start."""
+    request, response = entry["request"], entry["response"]
+    timing = next((h["value"] for h in response["headers"] if h["name"].lower() == "server-timing"), "-")
+    body = (request.get("postData") or {}).get("text", "")
+    return (f"{entry['time']:.0f} ms {response['status']} ({timing}) {request['method']} {request['url']} "
+            f"body[{len(body)}]={body[:160]!r}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=180, help="schemathesis' time budget")
-    parser.add_argument("--max-answer-s", type=float, default=5.0, help="the slowest answer allowed")
+    parser.add_argument("--max-answer-s", type=float, default=WebBudget().seconds + MARGIN_S,
+                        help="the slowest answer allowed (default: the per-request deadline plus its margin)")
     parser.add_argument("--workers", default="2", help="schemathesis' concurrent workers")
     args = parser.parse_args()
 
@@ -67,7 +84,7 @@ def main() -> int:
     # An advisor search may run for search_seconds (120 s by default) and an import for import_seconds (30 s), budgets
     # of their own; here they get the per-request deadline, so the slowest-answer rule also checks that they stop at
     # theirs (a 15 MiB import at its 30 s deadline was the slowest answer of a 10-minute run).
-    search_s = max(1.0, args.max_answer_s - 1.0)
+    search_s = max(1.0, args.max_answer_s - MARGIN_S)
     workdir = Path(tempfile.mkdtemp(prefix="kvscope-fuzz-"))
     # Its runs in a database of its own: the fuzzer's thousands of runs never reach the user's.
     server = subprocess.Popen(
@@ -135,6 +152,8 @@ def main() -> int:
     }
     print(tail)
     print(json.dumps(report, indent=1))
+    for e in sorted(entries, key=lambda e: e["time"], reverse=True)[:SLOWEST_SHOWN]:
+        print("slow:", describe(e), file=sys.stderr)
     server_errors = [e for e in entries if e["response"]["status"] >= 500 and e["response"]["status"] != 503]
     for e in server_errors[:5]:
         print("5xx:", e["request"]["method"], e["request"]["url"], e["response"]["status"], file=sys.stderr)

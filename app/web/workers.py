@@ -15,7 +15,11 @@ a small shared array, which ``run(..., watch=...)`` reads on the event loop.
 
 Past the queue a call is refused at once (``Busy``: 503 with Retry-After); a
 call that passes its deadline stops at its next ``sim.bounds.budget.checkpoint()`` and
-answers 503 (``TimedOut``) instead of holding a worker. ``close()`` (server
+answers 503 (``TimedOut``) instead of holding a worker. One still waiting for a worker at its deadline is answered
+503 then (it could only stop at its first checkpoint); one that ignores its deadline is waited for
+``deadline.WAIT_S`` more, then answered 503 while the worker finishes it. Whatever a call raises comes back: an
+exception that would not unpickle in the server (a constructor of two arguments) killed the pool's result thread,
+and every later call waited out its deadline (the 503s at 5 s that ended a 10-minute fuzz). ``close()`` (server
 shutdown) ends the worker processes at once, so SIGTERM is never held up by a
 simulation (and no worker outlives the server: they are daemonic).
 """
@@ -26,6 +30,7 @@ import asyncio
 import importlib
 import multiprocessing
 import os
+import pickle
 import time
 import weakref
 from collections.abc import Callable
@@ -41,8 +46,6 @@ from sim.bounds.budget import Stopped, StopSignal, stoppable
 
 T = TypeVar("T")
 
-# A call that ignores its deadline (a long stretch without a checkpoint) is answered this long after it anyway.
-GRACE_S = 1.0
 WORKER_NICE = 10
 WATCH_EVERY_S = 0.2  # how often a watched call's progress is read
 
@@ -83,8 +86,9 @@ class Workers:
         # Spawned, not forked: the server has threads, and a fork copies whatever locks they held. At a lower
         # priority (nice +10), so that the server's own process (health, static files, streams) goes first.
         context = multiprocessing.get_context("spawn")
-        # (done, total) per call that may run or wait at once; aligned 8-byte words, written by one worker at a time.
-        self._progress = context.RawArray("q", 2 * self.limit)
+        # (done, total, started) per call that may run or wait at once; aligned 8-byte words, written by one worker at
+        # a time (started: the pid of the worker that took the call, 0 while it waits for one).
+        self._progress = context.RawArray("q", SLOT_WORDS * self.limit)
         self._free_slots = list(range(self.limit))
         self._processes = context.Pool(budget.concurrency, initializer=_start_worker, initargs=(self._progress,))
         self._closed = False
@@ -117,7 +121,7 @@ class Workers:
             clock.deadline = deadline
         self.stats.running += 1
         slot = self._free_slots.pop()
-        self._progress[2 * slot] = self._progress[2 * slot + 1] = 0
+        self._progress[SLOT_WORDS * slot:SLOT_WORDS * (slot + 1)] = [0] * SLOT_WORDS
         loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._waiting.add(future)
@@ -139,25 +143,40 @@ class Workers:
         )
         watcher = asyncio.create_task(self._watch(slot, future, watch)) if watch is not None else None
         try:
-            result = await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
+            result = await self._result(future, slot, deadline, seconds)
         except Stopped as exc:
             self.stats.timed_out += 1
             raise TimedOut(f"stopped after {seconds:g} s ({exc}); the limit here is {seconds:g} s: ask for less") from None
-        except TimeoutError:
+        except TimedOut:
             self.stats.timed_out += 1
-            raise TimedOut(f"not done after {seconds:g} s; the limit here is {seconds:g} s: ask for less") from None
+            raise
         finally:
             self._waiting.discard(future)
+            future.cancel()  # given up on (answered 503): what the worker sends later is dropped, not left unread
             if watcher is not None:
                 watcher.cancel()
         self.stats.completed += 1
         if watch is not None:
-            watch(self._progress[2 * slot], self._progress[2 * slot + 1])
+            watch(self._progress[SLOT_WORDS * slot], self._progress[SLOT_WORDS * slot + 1])
         return result
+
+    async def _result(self, future: asyncio.Future[T], slot: int, deadline: float, seconds: float) -> T:
+        """The call's result, or ``TimedOut`` at its deadline if it is still waiting for a worker, or ``WAIT_S`` after
+        it if a worker has it and has not stopped (a stretch without a checkpoint): the answer is never held for it."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            pass
+        if not self._progress[SLOT_WORDS * slot + 2]:  # no worker took it: it would only stop at its first checkpoint
+            raise TimedOut(f"waited {seconds:g} s for a worker; the limit here is {seconds:g} s: the server is busy, retry shortly")
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline + deadline_clock.WAIT_S - time.monotonic()))
+        except TimeoutError:
+            raise TimedOut(f"not done after {seconds:g} s; the limit here is {seconds:g} s: ask for less") from None
 
     async def _watch(self, slot: int, future: asyncio.Future[Any], watch: Progress) -> None:
         while not future.done():
-            watch(self._progress[2 * slot], self._progress[2 * slot + 1])
+            watch(self._progress[SLOT_WORDS * slot], self._progress[SLOT_WORDS * slot + 1])
             await asyncio.sleep(WATCH_EVERY_S)
 
     async def run_json(self, fn: Callable[..., Any], *args: Any, seconds: float | None = None) -> Response:
@@ -193,7 +212,8 @@ def stop_all() -> None:
 _WARM_MODULES = ("app.web.routes", "app.web.run_view", "sim.simulation.run", "sim.analysis.capacity", "sim.analysis.whatif", "sim.simulation.replay", "sim.calibration.calibrate")
 
 
-_progress: Any = None  # in a worker: the shared (done, total) array
+SLOT_WORDS = 3  # a call's words of the shared array: done, total, started
+_progress: Any = None  # in a worker: the shared (done, total, started) array
 _slot = -1  # in a worker: the running call's slot of it
 
 
@@ -208,8 +228,8 @@ def _start_worker(progress: Any) -> None:
 def report(done: int, total: int) -> None:
     """In a worker: the running call's progress, for ``run``'s ``watch`` (nothing outside a worker)."""
     if _progress is not None and _slot >= 0:
-        _progress[2 * _slot + 1] = total
-        _progress[2 * _slot] = done
+        _progress[SLOT_WORDS * _slot + 1] = total
+        _progress[SLOT_WORDS * _slot] = done
 
 
 def _call_in_worker(deadline: float, slot: int, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -217,12 +237,29 @@ def _call_in_worker(deadline: float, slot: int, fn: Callable[..., T], args: tupl
     global _slot
     signal = StopSignal(deadline=deadline)
     _slot = slot
+    _progress[SLOT_WORDS * slot + 2] = os.getpid()
     try:
         with stoppable(signal):
             signal.check()  # it may have waited in the queue past its deadline
             return fn(*args)
+    except Exception as exc:
+        raise _returnable(exc) from None
     finally:
         _slot = -1
+
+
+class WorkerError(Exception):
+    """What a call raised, as text: its exception would not have unpickled in the server."""
+
+
+def _returnable(exc: Exception) -> Exception:
+    """``exc`` if the server can unpickle it, else a ``WorkerError`` naming it: the pool unpickles results on its
+    one result thread, which an exception there ends, and no call is answered after."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return WorkerError(f"{type(exc).__name__}: {exc}")
 
 
 def _json_bytes(fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:

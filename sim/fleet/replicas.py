@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sim.blocks.policies import GPU_POLICIES
 from sim.costs.model import CostModel
 from sim.engine.loop import Engine, TierSpec
 from sim.sched.config import SchedulerConfig
@@ -29,6 +30,9 @@ class FleetError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+    def __reduce__(self) -> tuple[type[FleetError], tuple[str, str]]:  # both arguments, so that it unpickles
+        return type(self), (self.field, str(self))
 
 
 def replica_engines(
@@ -63,9 +67,15 @@ def stepped_replicas(
     """Each engine behind vLLM's scheduler loop (its native offloading and asynchronous scheduling as a single server's,
     ``SteppedEngine.advance``); refused for a GPU policy that plans from the requests ahead."""
     for engine in engines:
-        if getattr(engine.gpu.free_queue, "plan", None) is not None:
-            raise ValueError(
-                f"gpu_policy {engine.gpu.policy}: it plans from every request a replica will serve, which the router "
-                "decides only as requests arrive; use lru, fifo or mru"
-            )
+        check_stepping(engine.gpu.policy)
     return [SteppedEngine(engine, config, costs) for engine in engines]
+
+
+def check_stepping(gpu_policy: str) -> None:
+    """FleetError when the replicas cannot step under ``gpu_policy``; checked again before a fleet is built, so that a
+    server refuses it at once rather than in its worker."""
+    if hasattr(GPU_POLICIES[gpu_policy], "plan"):  # a policy's queue that needs plan()
+        raise FleetError(
+            "gpu_policy", f"gpu_policy {gpu_policy}: it plans from every request a replica will serve, which the "
+            "router decides only as requests arrive; use lru, fifo or mru",
+        )

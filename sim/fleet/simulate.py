@@ -18,7 +18,7 @@ from sim.costs.model import CostModel, default_costs
 from sim.engine.loop import TierSpec
 from sim.fleet.clock import Fleet
 from sim.fleet.holdings import Holdings, holdings_cost
-from sim.fleet.replicas import FleetError, check_shared, replica_engines, stepped_replicas
+from sim.fleet.replicas import FleetError, check_shared, check_stepping, replica_engines, stepped_replicas
 from sim.fleet.report import bounds, fleet_summary, replica_rows, route_fields
 from sim.fleet.routers import router
 from sim.fleet.settings import FleetSettings
@@ -104,11 +104,14 @@ def scenario_fleet_cost(scenario: Scenario, serving: Serving, settings: FleetSet
     return fleet_cost(one, settings, simulation_cost(scenario, explain=False))
 
 
-def check_fleet(scenario: Scenario, settings: FleetSettings) -> OffloadTier | None:
-    """The scenario's shared tier, or FleetError naming the field when the fleet cannot have it."""
+def check_fleet(scenario: Scenario, settings: FleetSettings, serving: Serving | None = None) -> OffloadTier | None:
+    """The scenario's shared tier, or FleetError naming the field when the fleet cannot have it (or, with ``serving``,
+    cannot step under it)."""
     shared = settings.shared(scenario.bytes_per_token)
     check_shared(shared, scenario.cpu_capacity_tokens, scenario.cpu_backend)
     _apart(shared, scenario.behind_cpu)
+    if serving is not None:
+        check_stepping(tier_spec(scenario, scenario.run_names[-1]).gpu_policy)
     return shared
 
 
@@ -117,7 +120,7 @@ def simulate_fleet(
 ) -> tuple[dict[str, Any], dict[str, list[StepOutput]]]:
     """The scenario's requests through the fleet under each router; its arrivals as ``serving`` says."""
     run = scenario.run_names[-1]
-    shared = check_fleet(scenario, settings)
+    shared = check_fleet(scenario, settings, serving)
     costs = scenario.costs or default_costs()
     result, ledgers = fleet_runs(
         build_requests(scenario), run, tier_spec(scenario, run), settings, shared, serving, serving.arrivals(), costs,

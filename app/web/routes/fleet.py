@@ -41,7 +41,7 @@ def fleet_of(body: Annotated[FleetInput, strict_json(FleetInput)]) -> tuple[Scen
     scenario, serving = served_of(body)
     try:
         settings = body.fleet()
-        check_fleet(scenario, settings)
+        check_fleet(scenario, settings, serving)
     except ValidationError as exc:
         raise InputErrors(errors_of(exc)).for_body() from None
     except FleetError as exc:
