@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from live_servers import ROOT
 
 from app.cli import main
 
@@ -76,14 +75,6 @@ def test_an_open_loop_is_seeded() -> None:
     first = arrivals()
     assert first[0] == 0.0 and first == sorted(first) and len(set(first)) == 30
     assert arrivals() == first and arrivals("--arrival-seed", "1") != first
-
-
-def test_the_docs_show_real_output() -> None:
-    # docs/load.md's example under load is this command's output, line for line.
-    readme = (ROOT / "docs" / "load.md").read_text()
-    block = readme.split("$ kvscope simulate --concurrency 4\n", 1)[1].split("```", 1)[0]
-    code, out = run("--concurrency", "4")
-    assert code == 0 and out == block
 
 
 def test_vllm_native_under_load_is_served() -> None:
