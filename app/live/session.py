@@ -156,7 +156,7 @@ class _TargetRun:
             self.live.infos[name] = info
             for message in info.warnings:
                 self.emit(RunWarning(name, message))
-            scenario, engine = shadow_engine(self.live.scenario, self.target, info)
+            scenario, engine = shadow_engine(self.live.scenario, self.target, info, self.options.max_tokens)
             requests = build_requests(scenario)
 
             async def count(text: str) -> int:

@@ -34,9 +34,14 @@ class ShadowError(ValueError):
     """The scenario cannot run on this target (e.g. its prompts do not fit the server's GPU cache)."""
 
 
-def shadow_scenario(base: Scenario, target: Target, info: TargetInfo) -> Scenario:
-    """``base`` with the target's GPU size and block size, and its CPU tier (or none)."""
+def shadow_scenario(base: Scenario, target: Target, info: TargetInfo, output_tokens: int | None = None) -> Scenario:
+    """``base`` with the target's GPU size and block size, and its CPU tier (or none); with ``output_tokens``, each
+    request generating what the client asks for (``max_tokens``, with ``ignore_eos``)."""
     changes: dict[str, Any] = {}
+    if output_tokens is not None and base.granularity != "doc":  # whole documents cache no generated token
+        # The tokens decoded after the prompt fill the request's last block and may take one more: a prefix of the
+        # LRU order shifts by that block (4 tokens on the seed lab's 5,024: 315 blocks held, not 314).
+        changes.update(output_tokens=output_tokens)
     if info.capacity_tokens is not None and info.block_size is not None:
         changes.update(gpu_tokens=info.capacity_tokens, block_size=info.block_size)
     emulator = info.emulator
@@ -75,9 +80,11 @@ def shadow_costs(base: Scenario, info: TargetInfo) -> CostModel:
     return base.costs or default_costs()
 
 
-def shadow_engine(base: Scenario, target: Target, info: TargetInfo) -> tuple[Scenario, Engine]:
+def shadow_engine(
+    base: Scenario, target: Target, info: TargetInfo, output_tokens: int | None = None,
+) -> tuple[Scenario, Engine]:
     """The shadow's scenario and its engine, whose run is named after the target; its records explain misses."""
-    scenario = shadow_scenario(base, target, info)
+    scenario = shadow_scenario(base, target, info, output_tokens)
     run = "gpu+cpu" if scenario.cpu_capacity_tokens is not None else "gpu"
     engine = Engine(target.name, tier_spec(scenario, run), shadow_costs(base, info))
     attach(engine)

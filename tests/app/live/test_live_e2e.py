@@ -71,6 +71,17 @@ def test_seed_lab_live_run_matches_the_emulators_and_the_simulator(tmp_path: Pat
     predicted = next(s for s in report["predicted"]["speedups"] if s["pass"] == 2)
     simulated = next(c for c in simulate(seed_scenario())["comparison"] if c["pass"] == 2)
     assert predicted["p50_speedup"] == pytest.approx(simulated["p50_speedup"], rel=1e-3)
+    # The shadow predicts each pass's hits as the servers had them. Each request generated --max-tokens (4) tokens:
+    # 5,024 + 3 tokens of KV hold 315 blocks while it runs, and the decode block returns to the pool unhashed, so one
+    # cached block fewer survives than with one token: the reverse pass's fifth document finds 83 blocks, not 84
+    # (4 x 5,008 + 1,328 = 21,360 GPU tokens, the 16 others from CPU). The shadow once built its requests with one
+    # token and predicted 21,376.
+    hits = {(run["name"], p["pass"]): (p["gpu_hit_tokens"], p["cpu_hit_tokens"])
+            for run in report["predicted"]["runs"] for p in run["passes"]}
+    for (config, pass_), measured_rows in by.items():
+        assert hits[(config, pass_)] == (sum(r.gpu_hit_tokens for r in measured_rows),
+                                         sum(r.cpu_hit_tokens or 0 for r in measured_rows)), (config, pass_)
+    assert sum(r.gpu_hit_tokens for r in by[("gpu+cpu", 3)]) == 21_360
     if speed == "1":
         assert measured["p50_speedup"] == pytest.approx(predicted["p50_speedup"], rel=0.10)
     else:
