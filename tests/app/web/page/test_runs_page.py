@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -148,6 +149,20 @@ def test_a_scenario_link_runs_that_scenario(page: Page, url: str) -> None:
     assert {name: len(ys) for name, ys in chart_points(page).items()} == {"gpu": 8, "gpu+cpu": 8}
     link = page.locator("[data-role=scenario-link]").get_attribute("href")
     assert link is not None and "scenario=seed-lab" in link and "docs=4" in link
+
+
+def test_a_scenario_link_plays_however_late_the_scripts_after_htmx_arrive(page: Page, url: str) -> None:
+    # A link's run starts its stream as soon as htmx runs, and the player draws as its events come: a script it draws
+    # with that came after htmx in the page (the playback bar's, held here for a second) was not there yet, and the
+    # first draw threw "Cannot read properties of undefined (reading 'buttons')" (the fixture fails on a page error).
+    def late(route) -> None:
+        time.sleep(1.0)
+        route.continue_()
+
+    page.route("**/static/js/playback.js*", late)
+    open_page(page, url + "/?scenario=seed-lab&docs=2&passes=forward")
+    page.wait_for_selector(DONE, timeout=60_000)
+    assert {name: len(ys) for name, ys in chart_points(page).items()} == {"gpu": 2, "gpu+cpu": 2}
 
 
 def test_a_bad_scenario_link_shows_the_field_and_its_limit(page: Page, url: str, expected_console_errors: list[str]) -> None:
