@@ -109,7 +109,7 @@
         paused: where ? `Paused. ${where}.` : `Ready: press Step or Play (${n} requests).`,
         done: `Done: ${n} requests routed. Play replays it.`,
       }[s.mode];
-    if (status.textContent !== text) status.textContent = text;
+    if (status.textContent !== text) { status.textContent = text; status.title = text; } // the title: its whole text where one line cuts it
     status.dataset.state = s.mode;
     status.dataset.position = String(s.position);
     playback.buttons(bar(), s.mode);

@@ -124,3 +124,20 @@ def test_another_routers_lanes_play_from_the_same_arrival(page: Page, live_serve
     page.wait_for_timeout(500)
     held = [set(_held(page, r, "gpu")) for r in (0, 1)]
     assert held[0].isdisjoint(held[1]) and held[0] | held[1] == {0, 1, 2}, held
+
+
+def test_on_a_phone_the_fleet_playback_bar_is_as_short_as_simulates(page: Page, live_server: str) -> None:
+    # Fixed to the window's foot, as Simulate's (tests/app/web/page/test_views_page.py): at most 80 px, its controls
+    # whole and in the window; its status one line, whole in its title. With the position's label shown and a
+    # two-line status it took 112 px of an 844-px phone.
+    page.set_viewport_size({"width": 390, "height": 844})
+    _serve(page, live_server)
+    _seek(page, 4)
+    bar = page.locator("#fleet-playback").bounding_box()
+    assert bar is not None and bar["height"] <= 80 and bar["y"] + bar["height"] <= 844, bar
+    for control in ["[data-action=step]", "[data-action=play]", "[data-action=pause]", "#fleet-speed", "#fleet-position",
+                    "#fleet-player-status"]:
+        expect(page.locator(f"#fleet-playback {control}")).to_be_in_viewport(ratio=1)
+    status = page.locator("#fleet-player-status")
+    assert status.get_attribute("title") == status.text_content()
+    expect(page.get_by_label("Request", exact=True)).to_have_count(1)  # the position keeps its name for a reader
