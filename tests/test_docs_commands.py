@@ -6,7 +6,8 @@ run to run: a path, a hash, a rate); a time of day (``2026-11-30 21:28:12``) for
 A block that calls the dashboard's API starts it as a reader would, ``$ kvscope serve [FLAGS] &`` (or
 ``kvscope emulate ... &``, ``v/bin/kvscope serve &``): the test starts that server on a free port for the block's
 length, and the block's ``localhost:8000`` and ``127.0.0.1:8000`` stand for that port, so a block never depends on a
-server it does not start; ``127.0.0.1:5557`` and ``:5558`` (vLLM's KV event ports) stand for two more free ports.
+server it does not start; a server shown with ``--port 8001`` or ``8002`` (the docs' two emulators) gets a free port
+of its own that those addresses stand for; ``127.0.0.1:5557`` and ``:5558`` (vLLM's KV event ports) for two more.
 Such a server answers within 120 s, not the web's 4 s (``KVSCOPE_BUDGET``, which a shown ``--budget`` replaces), so
 that what a block shows does not depend on how busy the machine running the tests is.
 """
@@ -63,12 +64,23 @@ def steps(block: str) -> list[tuple[str, str]]:
 
 SERVER = re.compile(r"^((?:\S*/)?kvscope (?:serve|emulate)\b.*?)\s*&$")
 DASHBOARD = re.compile(r"\b(?:localhost|127\.0\.0\.1):8000\b")
-PORTS = re.compile(r"\b(?:localhost|127\.0\.0\.1):(8000|5557|5558)\b")
+DOCS_PORTS = ("8000", "8001", "8002", "5557", "5558")
+PORTS = re.compile(rf"\b(?:localhost|127\.0\.0\.1):({'|'.join(DOCS_PORTS)})\b")
+SERVER_PORT = re.compile(r"\s--port\s+(8001|8002)\b")
 
 
 def on_free_ports(command: str, ports: dict[str, int]) -> str:
-    """The command with the docs' ports (8000, 5557, 5558) moved to the test's free ones."""
+    """The command with the docs' ports (``DOCS_PORTS``) moved to the test's free ones."""
     return PORTS.sub(lambda m: f"127.0.0.1:{ports[m.group(1)]}", command)
+
+
+def server_on_free_port(command: str, ports: dict[str, int]) -> tuple[str, int]:
+    """A background server's command on its free port (its shown ``--port 8001``/``8002``'s, else 8000's)."""
+    shown = SERVER_PORT.search(command)
+    if shown is None:
+        return f"{on_free_ports(command, ports)} --port {ports['8000']}", ports["8000"]
+    port = ports[shown.group(1)]
+    return on_free_ports(SERVER_PORT.sub(f" --port {port}", command), ports), port
 
 
 def test_a_block_that_calls_the_api_starts_the_server_it_calls() -> None:
@@ -170,18 +182,18 @@ def test_a_shown_command_prints_what_is_shown(where: str, block: str, tmp_path: 
     reading = [command for command, _ in steps(block) if LONG_DOC_QA in command]
     if reading:
         long_doc_qa_run(reading[0], folder / LONG_DOC_QA)
-    ports = {"8000": free_port(), "5557": free_port(), "5558": free_port()}
+    ports = {shown: free_port() for shown in DOCS_PORTS}
     servers: list[subprocess.Popen[bytes]] = []
     try:
         for command, expected in steps(block):
             server = SERVER.match(command)
             if server:
                 assert not expected, f"{where}: $ {command} is started in the background and prints nothing shown"
-                started = f"exec {on_free_ports(server.group(1), ports)} --port {ports['8000']}"
-                servers.append(subprocess.Popen(["bash", "-c", started], cwd=folder,
+                started, port = server_on_free_port(server.group(1), ports)
+                servers.append(subprocess.Popen(["bash", "-c", f"exec {started}"], cwd=folder,
                                                 env={**env, "KVSCOPE_BUDGET": "seconds=120"},
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-                wait_until_up(f"http://127.0.0.1:{ports['8000']}", servers[-1], timeout_s=60,
+                wait_until_up(f"http://127.0.0.1:{port}", servers[-1], timeout_s=60,
                               path="/healthz" if " serve" in command else "/health")
                 continue
             done = subprocess.run(["bash", "-c", f"{{ {on_free_ports(command, ports)}\n}} 2>&1"],
