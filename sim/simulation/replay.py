@@ -124,7 +124,9 @@ def trace_requests(trace: Trace, chunk_blocks: int = 1) -> Requests:
     for seq in range(len(trace)):
         n = inputs[seq]
         lo = offsets[seq]
-        keys = ids[lo : lo + n // block].tolist()  # a partial last block is never cached
+        # A partial last block is never cached. The keys as machine integers: a day's trace holds tens of millions,
+        # which as a list of Python ints took five times the memory (and each a collector's visit).
+        keys = ids[lo : lo + n // block]
         if keys:
             top = max(top, max(keys))
         chunk_keys = keys[chunk_blocks - 1 :: chunk_blocks]
