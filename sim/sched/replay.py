@@ -52,7 +52,7 @@ def replay_served(
     engine = replay_engine(trace, tiers, costs)
     requests = served_requests(trace, tiers.chunk_blocks)
     run = SteppedEngine(engine, serving.scheduler_config()).run(
-        requests, serving.trace_arrivals(trace.timestamps_ms), limit, ledger
+        requests, serving.trace_arrivals(trace.timestamps_ms), limit, ledger, records=rows
     )
     result = {
         "trace": trace.summary(), "run": engine.run, "tiers": [asdict(t) for t in engine.tier_infos()],

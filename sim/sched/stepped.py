@@ -154,10 +154,11 @@ class SteppedEngine:
 
     def run(
         self, requests: Sequence[Request], arrivals: Arrivals = ClosedLoop(1), limit: StepLimit | None = None,
-        ledger: bool = True,
+        ledger: bool = True, records: bool = True,
     ) -> SteppedRun:
         """Every request to its end; ``limit``: stopped (``OverWorkBudget``) when its work budget runs out. Without
-        ``ledger`` the steps are not kept (a long trace's would outgrow its requests)."""
+        ``ledger`` the steps are not kept (a long trace's would outgrow its requests), without ``records`` the
+        requests' records are not made (the flights still say each one's times)."""
         flights: list[Flight] = []
         stepping = self.steps(requests, arrivals, flights)
         metered = limit.metered(stepping) if limit is not None else stepping
@@ -169,8 +170,8 @@ class SteppedEngine:
             for out in metered:
                 count, end_ms = count + 1, out.t_ms + out.dt_ms
         flights.sort(key=lambda f: f.seq)
-        records = [self.record(f) for f in flights]
-        return SteppedRun(records, flights, steps, dict(self.queue_ms), count, end_ms)
+        made = [self.record(f) for f in flights] if records else []
+        return SteppedRun(made, flights, steps, dict(self.queue_ms), count, end_ms)
 
     def steps(self, requests: Sequence[Request], arrivals: Arrivals, flights: list[Flight] | None = None) -> Iterator[StepOutput]:
         """Run every request to its end, one step at a time; ``flights`` collects each request as it arrives."""
