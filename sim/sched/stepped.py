@@ -503,7 +503,7 @@ class SteppedEngine:
         """Run the step's batch: advance computed tokens (``_update_after_schedule``), store finished prefills, price
         the step and take its time."""
         engine, connector = self.engine, self.connector
-        prefill = decode = context = decodes = 0
+        prefill = context = decodes = 0
         stored = [0] * len(engine.offload)
         written = 0
         inflight = None
@@ -540,7 +540,6 @@ class SteppedEngine:
                 written += copied
                 for t, by_doc in enumerate(by_tier):
                     stored[t] += sum(by_doc.values())
-        decode = decodes
         # A step that schedules nothing runs no forward pass (its loads alone, gpu_model_runner's no-forward path):
         # it lasts its transfers, without the fixed cost.
         dt = self.costs.step_ms(engine.offload_specs, prefill, loaded, written, decodes, context, forward=bool(scheduled))
@@ -551,7 +550,7 @@ class SteppedEngine:
         self.now_ms = start + dt
         return _Ran(
             scheduled, admitted, preempted, loaded, stored, stores, sampling, inflight, len(self._dts) - 1,
-            prefill, decode, len(self.refs),
+            prefill, decodes, len(self.refs),
         )
 
     def _complete(self, ran: _Ran) -> StepOutput:

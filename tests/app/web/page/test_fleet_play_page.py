@@ -21,14 +21,17 @@ pytestmark = pytest.mark.browser
 GPU_DOC, CPU_DOC = 5_024, 4_864
 
 
-def _serve(page: Page, url: str) -> None:
+def _serve(page: Page, url: str, untick: tuple[str, ...] = ("affinity",)) -> None:
+    """The three documents read twice on two replicas, one request at a time, under the form's routers but
+    ``untick``; served and paused."""
     page.goto(url + BY_NAME["fleet"].path)
     page.wait_for_function("() => window.Plotly && window.htmx")
     page.fill("#fleet-replicas", "2")
     page.fill("#fleet-docs", "3")
     page.fill("#fleet-passes", "forward,forward")
     page.fill("#fleet-concurrency", "1")
-    page.uncheck("#fleet-fields input[name=routers][value=affinity]")
+    for name in untick:
+        page.uncheck(f"#fleet-fields input[name=routers][value={name}]")
     page.click("#fleet-form button[type=submit]")
     page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
     # Serve starts it playing (as Run does in Simulate): paused here, to be moved by hand.
@@ -99,15 +102,7 @@ def test_the_replicas_lanes_change_as_the_run_plays_and_step_advances_one_reques
 
 
 def test_another_routers_lanes_play_from_the_same_arrival(page: Page, live_server: str) -> None:
-    page.goto(live_server + BY_NAME["fleet"].path)
-    page.wait_for_function("() => window.Plotly && window.htmx")
-    page.fill("#fleet-replicas", "2")
-    page.fill("#fleet-docs", "3")
-    page.fill("#fleet-passes", "forward,forward")
-    page.fill("#fleet-concurrency", "1")
-    page.click("#fleet-form button[type=submit]")  # round-robin and affinity, the form's routers
-    page.wait_for_selector("#fleet[data-state=done]", timeout=60_000)
-    page.click("#fleet-playback [data-action=pause]")
+    _serve(page, live_server, untick=())  # round-robin and affinity, the form's routers
     _seek(page, 5)  # request 4 (document 1, its second read) arriving
     page.select_option("#fleet-lanes-router", "affinity")
     status = page.locator("#fleet-player-status")
